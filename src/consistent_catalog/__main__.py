@@ -1,0 +1,3 @@
+from consistent_catalog.cli.main import main
+
+main()

@@ -1,0 +1,226 @@
+"""Effective barriers of snapshots and watermarks of tables (shared/SPEC.md section 3).
+
+Pure functions over plain data: nothing here touches a catalog, so the rules can be tested in
+milliseconds and by property-based tests. ``state.py`` turns pyiceberg metadata into these values.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from typing import Union
+
+from consistent_catalog import properties as P
+from consistent_catalog.exceptions import (
+    HistoryExpiredError,
+    InvalidBarrierError,
+    MalformedMetadataError,
+    UntrackedWriteError,
+)
+
+BarrierLike = Union[int, datetime, date, str]
+"""What callers may pass as a barrier: ms since the epoch, a datetime (naive means UTC), or a string of either."""
+
+#: Summary counters that show a snapshot changed table content.
+_CHANGE_COUNTERS = (
+    "added-data-files",
+    "deleted-data-files",
+    "added-delete-files",
+    "removed-delete-files",
+    "added-records",
+    "deleted-records",
+    "added-position-deletes",
+    "removed-position-deletes",
+    "added-equality-deletes",
+    "removed-equality-deletes",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRecord:
+    """The parts of an Iceberg snapshot that barrier resolution needs."""
+
+    snapshot_id: int
+    parent_id: int | None
+    timestamp_ms: int
+    operation: str = "append"
+    summary: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def barrier(self) -> int | None:
+        """The raw ``consistent.barrier`` written on the snapshot, if any."""
+        value = self.summary.get(P.BARRIER)
+        return None if value is None else parse_barrier_value(value, where=f"snapshot {self.snapshot_id} summary")
+
+    @property
+    def job(self) -> str | None:
+        return self.summary.get(P.JOB)
+
+    @property
+    def changes_data(self) -> bool:
+        """Whether the snapshot changes rows. Unknown (no counters written) counts as a change."""
+        if self.operation == "replace":
+            return False
+        if "total-records" not in self.summary:
+            return True
+        return any(self.summary.get(key, "0") not in ("0", "") for key in _CHANGE_COUNTERS)
+
+
+def parse_barrier_value(value: object, *, where: str) -> int:
+    """Parse a barrier stored in metadata; malformed values raise MalformedMetadataError."""
+    text = str(value).strip()
+    if not text.isdigit():
+        raise MalformedMetadataError(
+            f"{where}: {P.BARRIER}-style value {value!r} is not a non-negative integer of milliseconds; "
+            "fix or remove the property (it must be written by consistent-catalog)"
+        )
+    return int(text)
+
+
+def to_barrier(value: BarrierLike) -> int:
+    """Turn a caller's barrier (ms, datetime, ISO-8601 or digit string) into integer milliseconds."""
+    if isinstance(value, bool):
+        raise InvalidBarrierError(f"barrier {value!r} is a boolean; give milliseconds since the epoch or a datetime")
+    if isinstance(value, int):
+        if value < 0:
+            raise InvalidBarrierError(f"barrier {value} is negative; give milliseconds since 1970-01-01 UTC")
+        return value
+    if isinstance(value, datetime):
+        aware = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return to_barrier(int(aware.timestamp() * 1000))
+    if isinstance(value, date):
+        return to_barrier(datetime(value.year, value.month, value.day, tzinfo=timezone.utc))
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isdigit():
+            return int(text)
+        try:
+            return to_barrier(datetime.fromisoformat(text.replace("Z", "+00:00")))
+        except ValueError:
+            pass
+        raise InvalidBarrierError(
+            f"barrier {value!r} is neither milliseconds since the epoch nor an ISO-8601 time "
+            "(e.g. 1700000000000 or 2023-11-14T22:13:20Z)"
+        )
+    raise InvalidBarrierError(f"barrier {value!r} has type {type(value).__name__}; give an int or a datetime")
+
+
+@dataclass(frozen=True)
+class BranchBarriers:
+    """Effective barriers along one branch, oldest snapshot first.
+
+    ``barriers[i]`` is None for snapshots before the first barrier (an untagged empty "genesis"
+    snapshot on a derived table changes no data and so has no barrier of its own).
+    """
+
+    table: str
+    branch: str
+    snapshot_ids: tuple[int, ...]
+    barriers: tuple[int | None, ...]
+    truncated: bool
+    """True when the oldest retained snapshot has a parent that was expired."""
+    untracked: int | None = None
+    """Id of the first data-changing snapshot of a derived table written without a barrier."""
+
+    @property
+    def head_id(self) -> int | None:
+        return self.snapshot_ids[-1] if self.snapshot_ids else None
+
+    def _check_tracked(self) -> None:
+        if self.untracked is not None:
+            raise UntrackedWriteError(
+                f"{self.table}: snapshot {self.untracked} on branch {self.branch} changed data without "
+                f"{P.BARRIER}, so it was written outside the table's job and the table is untracked from "
+                "there on; roll the table back to a snapshot before it (consistent-catalog revise) "
+                "or write only through its job"
+            )
+
+    @property
+    def head_barrier(self) -> int | None:
+        self._check_tracked()
+        return self.barriers[-1] if self.barriers else None
+
+    def snap_at(self, barrier: int) -> tuple[int, int] | None:
+        """``snap(X, T)``: (snapshot id, effective barrier) of the newest snapshot with b <= T, or None if empty."""
+        self._check_tracked()
+        first = bisect.bisect_left(self.barriers, True, key=lambda b: b is not None)
+        index = bisect.bisect_right(self.barriers, barrier, lo=first) - 1
+        if index < first:
+            if self.truncated and first < len(self.barriers):
+                raise HistoryExpiredError(
+                    f"{self.table} has no snapshot at or before barrier {barrier}; its retained history "
+                    f"starts at {self.barriers[first]} (older snapshots were expired) — resolve with a "
+                    f"later --as-of, or keep such cuts with a retained tag"
+                )
+            return None
+        value = self.barriers[index]
+        assert value is not None
+        return self.snapshot_ids[index], value
+
+    def barrier_of(self, snapshot_id: int) -> int | None:
+        self._check_tracked()
+        return self.barriers[self.snapshot_ids.index(snapshot_id)]
+
+
+def ancestry(head_id: int | None, snapshots: Mapping[int, SnapshotRecord]) -> tuple[list[SnapshotRecord], bool]:
+    """Snapshots from ``head_id`` back to the oldest retained ancestor, oldest first; and whether history was cut short."""
+    chain: list[SnapshotRecord] = []
+    current = head_id
+    seen: set[int] = set()
+    while current is not None:
+        record = snapshots.get(current)
+        if record is None:
+            if not chain:
+                raise MalformedMetadataError(f"branch head snapshot {current} is missing from the table metadata")
+            chain.reverse()
+            return chain, True
+        if current in seen:
+            raise MalformedMetadataError(f"snapshot {current} is its own ancestor: the metadata is corrupt")
+        seen.add(current)
+        chain.append(record)
+        current = record.parent_id
+    chain.reverse()
+    return chain, False
+
+
+def branch_barriers(
+    table: str, branch: str, head_id: int | None, snapshots: Mapping[int, SnapshotRecord], *, is_root: bool
+) -> BranchBarriers:
+    """Apply SPEC 3 to the ancestry of ``head_id``: replace keeps the parent's barrier, late snapshots get b(p)+1."""
+    chain, truncated = ancestry(head_id, snapshots)
+    ids: list[int] = []
+    barriers: list[int | None] = []
+    previous: int | None = None
+    untracked: int | None = None
+    for record in chain:
+        ids.append(record.snapshot_id)
+        if untracked is not None:
+            barriers.append(None)
+            continue
+        raw = record.barrier
+        if record.operation == "replace" and previous is not None:
+            effective: int | None = previous
+        elif raw is None and not is_root:
+            if record.changes_data:
+                untracked = record.snapshot_id
+                barriers.append(None)
+                continue
+            effective = previous  # an untagged empty commit changes nothing
+        else:
+            if raw is None:
+                raw = record.timestamp_ms
+            effective = raw if previous is None or raw >= previous else previous + 1
+        barriers.append(effective)
+        previous = effective
+    return BranchBarriers(table, branch, tuple(ids), tuple(barriers), truncated, untracked)
+
+
+def watermark(head_barrier: int | None, watermark_property: int | None) -> int | None:
+    """``W(X) = max(b(head), consistent.watermark)``; None when the table is empty and has no watermark."""
+    if head_barrier is None:
+        return watermark_property
+    if watermark_property is None:
+        return head_barrier
+    return max(head_barrier, watermark_property)

@@ -1,0 +1,428 @@
+"""Epochs (shared/SPEC.md section 5): plan from metadata, stage on ``consistent-staged``, publish fenced.
+
+``plan_epoch`` is pure. ``EpochJob`` runs it with pyiceberg/Arrow writers; the Spark job in
+``consistent_catalog.spark`` reuses the plan and the publish step and only writes differently.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pyiceberg.table.refs import SnapshotRefType
+from pyiceberg.table.update import SetPropertiesUpdate, SetSnapshotRefUpdate
+
+from consistent_catalog import properties as P
+from consistent_catalog.catalog import DEFAULT_LEASE_MS, ConsistentCatalog, Lease, normalize_identifier, now_ms
+from consistent_catalog.exceptions import FencedError, InvalidInputError, NotRegisteredError
+from consistent_catalog.fencing import fence
+from consistent_catalog.state import TableState, encode_summary_sources, parse_summary_sources
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.table import Table, Transaction
+
+log = logging.getLogger(__name__)
+
+WriteMode = Literal["append", "overwrite"]
+SinkAction = Literal["done", "publish-staged", "stage"]
+
+
+@dataclass(frozen=True)
+class SinkPlan:
+    sink: str
+    action: SinkAction
+    main_head: int | None
+    staged_head: int | None
+    previous_inputs: Mapping[str, int | None]
+    """``consistent.sources`` of the sink's published head: where the last epoch's inputs ended."""
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    job: str
+    barrier: int | None
+    """T = min over the sources of W(source) on main; None while a source has no watermark."""
+    inputs: Mapping[str, int | None]
+    """``snap(source, T)`` snapshot id of each source (None: empty at T)."""
+    sinks: Mapping[str, SinkPlan]
+
+    @property
+    def pending(self) -> list[str]:
+        return [s for s, p in self.sinks.items() if p.action != "done"]
+
+    @property
+    def needs_transform(self) -> bool:
+        return any(p.action == "stage" for p in self.sinks.values())
+
+
+def staged_epoch_matches(state: TableState, job: str, barrier: int, inputs: Mapping[str, int | None]) -> bool:
+    """Whether ``consistent-staged`` holds exactly one finished epoch for ``barrier`` with these inputs."""
+    if not state.staged_ahead:
+        return False
+    main = state.head()
+    current = state.head(P.STAGED_BRANCH)
+    while current is not None and current != main:
+        record = state.snapshots[current]
+        if record.barrier != barrier or record.job != job:
+            return False
+        where = f"{state.identifier} snapshot {current}"
+        if parse_summary_sources(record.summary.get(P.SOURCES), where=where) != dict(inputs):
+            return False
+        current = record.parent_id
+    return True
+
+
+def plan_epoch(job: str, sources: Mapping[str, TableState], sinks: Mapping[str, TableState]) -> EpochPlan:
+    """Plan the next epoch of ``job`` from metadata alone (re-planning after a crash is the same call)."""
+    marks = {name: state.watermark() for name, state in sources.items()}
+    if not sources:
+        raise InvalidInputError(f"job {job!r} has no sources")
+    if any(m is None for m in marks.values()):
+        plans = {
+            name: SinkPlan(name, "done", state.head(), state.head(P.STAGED_BRANCH), {}) for name, state in sinks.items()
+        }
+        return EpochPlan(job, None, {}, plans)
+    barrier = min(m for m in marks.values() if m is not None)
+    inputs: dict[str, int | None] = {}
+    for name, state in sources.items():
+        point = state.branch().snap_at(barrier)
+        inputs[name] = None if point is None else point[0]
+    plans = {}
+    for name, state in sinks.items():
+        main_head = state.head()
+        sink_mark = state.watermark()
+        previous: dict[str, int | None] = {}
+        if main_head is not None:
+            previous = parse_summary_sources(
+                state.snapshots[main_head].summary.get(P.SOURCES), where=f"{name} snapshot {main_head}"
+            )
+        if sink_mark is not None and barrier <= sink_mark:
+            action: SinkAction = "done"
+        elif staged_epoch_matches(state, job, barrier, inputs):
+            action = "publish-staged"
+        else:
+            action = "stage"
+        plans[name] = SinkPlan(name, action, main_head, state.head(P.STAGED_BRANCH), previous)
+    return EpochPlan(job, barrier, inputs, plans)
+
+
+@dataclass
+class EpochContext:
+    """What a transform sees: the epoch's barrier and its inputs pinned at ``snap(source, T)``."""
+
+    job: str
+    barrier: int
+    inputs: Mapping[str, int | None]
+    previous_inputs: Mapping[str, int | None]
+    _catalog: ConsistentCatalog
+    _tables: dict[str, Table] = field(default_factory=dict)
+
+    def table(self, name: str) -> Table:
+        name = normalize_identifier(name)
+        if name not in self._tables:
+            self._tables[name] = self._catalog.load_table(name)
+        return self._tables[name]
+
+    def _source(self, name: str) -> str:
+        name = normalize_identifier(name)
+        if name not in self.inputs:
+            raise InvalidInputError(f"{name} is not a source of job {self.job!r}; its sources are {sorted(self.inputs)}")
+        return name
+
+    def read(self, source: str) -> pa.Table:
+        """The source's full content at the epoch's barrier."""
+        name = self._source(source)
+        snapshot_id = self.inputs[name]
+        table = self.table(name)
+        if snapshot_id is None:
+            return table.schema().as_arrow().empty_table()
+        return table.scan(snapshot_id=snapshot_id).to_arrow()
+
+    def read_increment(self, source: str) -> pa.Table:
+        """Rows appended to the source since the previous epoch's input (all rows on the first epoch).
+
+        Raises InvalidInputError if the source was overwritten or had rows deleted in that range:
+        such a source needs a full (non-incremental) transform.
+        """
+        name = self._source(source)
+        start, end = self.previous_inputs.get(name), self.inputs[name]
+        table = self.table(name)
+        if end is None or start == end:
+            return table.schema().as_arrow().empty_table()
+        state = TableState.from_metadata(name, table.metadata)
+        if not state.is_ancestor(start, end):
+            raise InvalidInputError(
+                f"{name}: snapshot {start} (the previous epoch's input) is not an ancestor of {end}; the source was "
+                "rolled back — run the job with a full read (ctx.read) or revise the downstream tables"
+            )
+        current: int | None = end
+        while current is not None and current != start:
+            record = state.snapshots.get(current)
+            if record is None:
+                break
+            if record.operation not in ("append", "replace") and record.changes_data:
+                raise InvalidInputError(
+                    f"{name}: snapshot {current} is a {record.operation}, not an append; an incremental read "
+                    "cannot express it — use ctx.read for a full read of this source"
+                )
+            current = record.parent_id
+        return table.incremental_append_scan(
+            from_snapshot_id_exclusive=start, to_snapshot_id_inclusive=end
+        ).to_arrow()
+
+    def read_sink(self, sink: str) -> pa.Table:
+        """A sink's published content (for transforms that merge into their previous output)."""
+        table = self.table(sink)
+        if table.metadata.snapshot_by_name(P.MAIN_BRANCH) is None:
+            return table.schema().as_arrow().empty_table()
+        return table.scan().to_arrow()
+
+
+Transform = Callable[[EpochContext], "pa.Table | Mapping[str, pa.Table] | None"]
+
+
+@dataclass(frozen=True)
+class EpochResult:
+    job: str
+    barrier: int | None
+    actions: Mapping[str, str]
+    """Per sink: ``done`` (nothing to do), ``published``, ``republished`` (a staged epoch found after a crash) or ``watermark``."""
+    snapshots: Mapping[str, int | None]
+    rows: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def did_work(self) -> bool:
+        return any(a != "done" for a in self.actions.values())
+
+
+class EpochJob:
+    """A job that writes its sinks in epochs with pyiceberg, per SPEC 5.
+
+    >>> job = cc.job("word-count", sources=["demo.words"], sinks=["demo.word_counts"],
+    ...              transform=count_words, mode="overwrite")           # doctest: +SKIP
+    >>> with job:                                                       # doctest: +SKIP
+    ...     job.run_until_caught_up()
+    """
+
+    def __init__(
+        self,
+        catalog: ConsistentCatalog,
+        job: str,
+        *,
+        sources: Iterable[str],
+        sinks: Iterable[str],
+        transform: Transform | None = None,
+        mode: WriteMode = "append",
+        lease_ms: int = DEFAULT_LEASE_MS,
+        takeover: bool = False,
+    ) -> None:
+        if mode not in ("append", "overwrite"):
+            raise InvalidInputError(f"write mode {mode!r} is not one of append, overwrite")
+        self.catalog = catalog
+        self.job = job
+        self.sources = tuple(normalize_identifier(s) for s in sources)
+        self.sinks = tuple(normalize_identifier(s) for s in sinks)
+        self.transform = transform
+        self.mode = mode
+        self.lease_ms = lease_ms
+        self.takeover = takeover
+        self.lease: Lease | None = None
+
+    # --- ownership ---------------------------------------------------------------------------
+    def register(self) -> Lease:
+        self.lease = self.catalog.register_job(
+            self.job, self.sources, self.sinks, lease_ms=self.lease_ms, takeover=self.takeover
+        )
+        return self.lease
+
+    def unregister(self) -> None:
+        if self.lease is not None:
+            self.catalog.unregister_job(self.lease)
+            self.lease = None
+
+    def __enter__(self) -> EpochJob:
+        self.register()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.unregister()
+
+    def _require_lease(self) -> Lease:
+        if self.lease is None:
+            raise NotRegisteredError(f"job {self.job!r} is not registered; call register() or use it as a context manager")
+        return self.lease
+
+    # --- the epoch --------------------------------------------------------------------------
+    def plan(self) -> EpochPlan:
+        states = {s.identifier: s for s in self.catalog.states(self.sources + self.sinks)}
+        for sink in self.sinks:
+            self._check_owner(states[sink])
+        return plan_epoch(self.job, {s: states[s] for s in self.sources}, {s: states[s] for s in self.sinks})
+
+    def _check_owner(self, state: TableState) -> None:
+        lease = self._require_lease()
+        if state.job != self.job or state.lease_holder != lease.instance:
+            raise FencedError(
+                f"{state.identifier} is now written by job {state.job!r} instance {state.lease_holder!r}, not by this "
+                f"instance ({lease.instance}) of {self.job!r}: its lease was taken over; stop this instance"
+            )
+
+    def run_epoch(self) -> EpochResult:
+        """Plan, stage and publish one epoch; a no-op (all sinks ``done``) when no source advanced."""
+        plan = self.plan()
+        if plan.barrier is None or not plan.pending:
+            return EpochResult(self.job, plan.barrier, {s: "done" for s in self.sinks}, {})
+        outputs: Mapping[str, Any] = {}
+        if plan.needs_transform:
+            outputs = self._run_transform(plan)
+        actions: dict[str, str] = {}
+        snapshots: dict[str, int | None] = {}
+        rows: dict[str, int] = {}
+        for sink, sink_plan in plan.sinks.items():
+            if sink_plan.action == "done":
+                actions[sink] = "done"
+                continue
+            base, staged = sink_plan.main_head, sink_plan.staged_head
+            if sink_plan.action == "publish-staged":
+                actions[sink] = "republished"
+            else:
+                data = outputs.get(sink)
+                base, staged = self.stage(sink, plan, data)
+                rows[sink] = 0 if data is None else data.num_rows
+                actions[sink] = "published" if staged is not None else "watermark"
+            snapshots[sink] = self.publish(sink, plan, base, staged)
+        log.info("%s: barrier %s %s", self.job, plan.barrier, actions)
+        return EpochResult(self.job, plan.barrier, actions, snapshots, rows)
+
+    def run(self, epochs: int) -> list[EpochResult]:
+        return [self.run_epoch() for _ in range(epochs)]
+
+    def run_until_caught_up(self, max_epochs: int = 1000) -> list[EpochResult]:
+        """Run epochs until there is nothing left to do (each epoch takes all source progress at once)."""
+        results = []
+        for _ in range(max_epochs):
+            result = self.run_epoch()
+            if not result.did_work:
+                break
+            results.append(result)
+        return results
+
+    def _run_transform(self, plan: EpochPlan) -> dict[str, Any]:
+        if self.transform is None:
+            raise InvalidInputError(f"job {self.job!r} has no transform; pass transform= to the job")
+        previous = next(iter(plan.sinks.values())).previous_inputs if plan.sinks else {}
+        assert plan.barrier is not None
+        ctx = EpochContext(self.job, plan.barrier, plan.inputs, previous, self.catalog)
+        output = self.transform(ctx)
+        if output is None:
+            return {}
+        if isinstance(output, Mapping):
+            unknown = set(normalize_identifier(k) for k in output) - set(self.sinks)
+            if unknown:
+                raise InvalidInputError(f"transform of {self.job!r} returned data for {sorted(unknown)}, which are not its sinks")
+            return {normalize_identifier(k): v for k, v in output.items()}
+        if len(self.sinks) != 1:
+            raise InvalidInputError(f"job {self.job!r} has {len(self.sinks)} sinks; return a dict of sink -> Arrow table")
+        return {self.sinks[0]: output}
+
+    def summary_properties(self, plan: EpochPlan) -> dict[str, str]:
+        """The three snapshot summary keys every staged snapshot of this epoch carries."""
+        return {P.BARRIER: str(plan.barrier), P.JOB: self.job, P.SOURCES: encode_summary_sources(plan.inputs)}
+
+    def prepare_staged_branch(self, sink: str) -> Table:
+        """Point ``consistent-staged`` at main's head (discarding any stale staged epoch) and return the table.
+
+        An empty sink first gets an empty, untagged "genesis" snapshot: Iceberg branches need a snapshot.
+        """
+        lease = self._require_lease()
+        owner = {P.JOB: self.job, P.LEASE_HOLDER: lease.instance}
+        table = self.catalog.load_table(sink)
+        state = TableState.from_metadata(sink, table.metadata)
+        if state.head() is None:
+            genesis = table.schema().as_arrow().empty_table()
+            self.catalog.write(
+                table,
+                fence(owner, {P.MAIN_BRANCH: None}),
+                lambda tx: tx.append(genesis, snapshot_properties={P.JOB: self.job}),
+                what="creating the genesis snapshot",
+            )
+            table = self.catalog.load_table(sink)
+            state = TableState.from_metadata(sink, table.metadata)
+        main, staged = state.head(), state.head(P.STAGED_BRANCH)
+        if staged != main:
+            assert main is not None
+            table = self.catalog.commit(
+                table,
+                [fence(owner, {P.MAIN_BRANCH: main, P.STAGED_BRANCH: staged})],
+                [SetSnapshotRefUpdate(ref_name=P.STAGED_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=main)],
+                what="resetting the staged branch",
+            )
+        return table
+
+    def stage(self, sink: str, plan: EpochPlan, data: pa.Table | None) -> tuple[int | None, int | None]:
+        """Write one epoch's output to ``consistent-staged``.
+
+        Returns (main head the epoch was staged on, staged head); the staged head is None for an empty epoch.
+        """
+        if data is None or (self.mode == "append" and data.num_rows == 0):
+            return plan.sinks[sink].main_head, None
+        table = self.prepare_staged_branch(sink)
+        lease = self._require_lease()
+        base = table.metadata.snapshot_by_name(P.MAIN_BRANCH)
+        assert base is not None
+        data = _conform(data, table)
+        properties = self.summary_properties(plan)
+
+        def write(tx: Transaction) -> None:
+            with warnings.catch_warnings():
+                # overwriting an empty table: pyiceberg warns that its delete matched nothing, which is expected
+                warnings.filterwarnings("ignore", "Delete operation did not match any records")
+                (tx.append if self.mode == "append" else tx.overwrite)(
+                    data, snapshot_properties=properties, branch=P.STAGED_BRANCH
+                )
+
+        self.catalog.write(
+            table,
+            fence({P.JOB: self.job, P.LEASE_HOLDER: lease.instance}, {P.STAGED_BRANCH: base.snapshot_id}),
+            write,
+            what=f"staging barrier {plan.barrier}",
+        )
+        refreshed = self.catalog.load_table(sink).metadata.snapshot_by_name(P.STAGED_BRANCH)
+        assert refreshed is not None
+        if refreshed.snapshot_id == base.snapshot_id:
+            return base.snapshot_id, None  # the write changed nothing (e.g. overwrite of an empty table with nothing)
+        return base.snapshot_id, refreshed.snapshot_id
+
+    def publish(self, sink: str, plan: EpochPlan, main_head: int | None, staged_head: int | None) -> int | None:
+        """One fenced catalog commit: main -> staged head (or watermark = T for an empty epoch), lease renewed."""
+        lease = self._require_lease()
+        table = self.catalog.load_table(sink)
+        properties = table.metadata.properties
+        expected = {P.JOB: self.job, P.LEASE_HOLDER: lease.instance, P.WATERMARK: properties.get(P.WATERMARK)}
+        renewed = now_ms() + self.lease_ms
+        updates: list[Any] = []
+        branches: dict[str, int | None] = {P.MAIN_BRANCH: main_head}
+        if staged_head is not None:
+            branches[P.STAGED_BRANCH] = staged_head
+            updates.append(SetSnapshotRefUpdate(ref_name=P.MAIN_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=staged_head))
+            updates.append(SetPropertiesUpdate(updates={P.LEASE_UNTIL: str(renewed)}))
+        else:
+            updates.append(SetPropertiesUpdate(updates={P.LEASE_UNTIL: str(renewed), P.WATERMARK: str(plan.barrier)}))
+        self.catalog.commit(table, [fence(expected, branches)], updates, what=f"publishing barrier {plan.barrier}")
+        self.lease = Lease(lease.job, lease.instance, lease.sinks, lease.sources, renewed)
+        return staged_head if staged_head is not None else main_head
+
+
+def _conform(data: pa.Table, table: Table) -> pa.Table:
+    """Select and cast the transform's columns to the sink's schema, so int32/int64 and order differences pass."""
+    target = table.schema().as_arrow()
+    missing = [f.name for f in target if f.name not in data.column_names]
+    if missing:
+        raise InvalidInputError(
+            f"{'.'.join(table.name())}: the transform's output lacks column(s) {missing}; it has {data.column_names}"
+        )
+    return data.select(target.names).cast(target)

@@ -1,0 +1,83 @@
+"""Errors raised by consistent-catalog.
+
+Every error says what is wrong and what to do about it. The tree::
+
+    ConsistentCatalogError
+    ├── CatalogConfigError          the catalog cannot be found or loaded
+    ├── TableNotFoundError          a named table does not exist
+    ├── InvalidInputError           an argument given by the caller is wrong
+    │   └── InvalidBarrierError     a barrier that is not a non-negative integer / datetime
+    ├── MalformedMetadataError      a consistent.* property or summary value cannot be parsed
+    ├── ResolutionError             no consistent cut can be computed
+    │   ├── NoWatermarkError        a table is empty and has no watermark: it blocks every cut
+    │   ├── HistoryExpiredError     the barrier lies before the oldest retained snapshot
+    │   └── UntrackedWriteError     a derived table was written outside its job
+    ├── LineageError
+    │   ├── CycleError              registering the job would close a cycle
+    │   ├── OwnershipError          another job (or instance) holds a live lease on a sink
+    │   └── NotRegisteredError      the job does not own the table it tries to write
+    └── FencedError                 the catalog refused a commit: this instance lost its lease or
+                                    another instance published first (the zombie is fenced out)
+"""
+
+from __future__ import annotations
+
+
+class ConsistentCatalogError(Exception):
+    """Base class of every error consistent-catalog raises on purpose."""
+
+
+class CatalogConfigError(ConsistentCatalogError):
+    """The catalog cannot be found or loaded."""
+
+
+class TableNotFoundError(ConsistentCatalogError):
+    """A named table does not exist."""
+
+
+class InvalidInputError(ConsistentCatalogError, ValueError):
+    """An argument given by the caller is wrong."""
+
+
+class InvalidBarrierError(InvalidInputError):
+    """A barrier is not a non-negative integer of milliseconds (or a datetime)."""
+
+
+class MalformedMetadataError(ConsistentCatalogError):
+    """A consistent.* table property or snapshot summary value cannot be parsed."""
+
+
+class ResolutionError(ConsistentCatalogError):
+    """No consistent cut can be computed for the tables asked for."""
+
+
+class NoWatermarkError(ResolutionError):
+    """A table in the cut is empty and has no watermark, so it blocks every cut."""
+
+
+class HistoryExpiredError(ResolutionError):
+    """The cut's barrier lies before the oldest snapshot still retained."""
+
+
+class UntrackedWriteError(ResolutionError):
+    """A derived table has a data-changing snapshot without a barrier: written outside its job."""
+
+
+class LineageError(ConsistentCatalogError):
+    """Job registration or lineage is inconsistent."""
+
+
+class CycleError(LineageError):
+    """Registering the job would close a cycle in the lineage graph."""
+
+
+class OwnershipError(LineageError):
+    """Another job or job instance holds a live lease on a sink."""
+
+
+class NotRegisteredError(LineageError):
+    """The job does not own the table it tries to write."""
+
+
+class FencedError(ConsistentCatalogError):
+    """The catalog refused a commit because this instance is no longer the table's writer."""

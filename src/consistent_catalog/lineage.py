@@ -1,0 +1,131 @@
+"""The lineage graph: which job writes which table from which sources (shared/SPEC.md section 6). Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from consistent_catalog.exceptions import CycleError
+from consistent_catalog.state import TableState
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    job: str
+    sources: tuple[str, ...]
+    sinks: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LineageGraph:
+    """Edges source -> sink, taken from each derived table's ``consistent.sources``/``consistent.job``."""
+
+    tables: frozenset[str]
+    upstream: Mapping[str, tuple[str, ...]]
+    """Derived table -> its direct sources."""
+    owners: Mapping[str, str | None] = field(default_factory=dict)
+    """Derived table -> owning job id, or the job that last wrote it when none is registered now."""
+
+    @classmethod
+    def from_states(cls, states: Iterable[TableState]) -> LineageGraph:
+        upstream: dict[str, tuple[str, ...]] = {}
+        owners: dict[str, str | None] = {}
+        names: set[str] = set()
+        for state in states:
+            names.add(state.identifier)
+            if state.sources:
+                upstream[state.identifier] = state.sources
+                owners[state.identifier] = state.job or state.last_writer
+                names.update(state.sources)
+        return cls(frozenset(names), upstream, owners)
+
+    @property
+    def downstream(self) -> dict[str, tuple[str, ...]]:
+        result: dict[str, list[str]] = {}
+        for sink, sources in self.upstream.items():
+            for source in sources:
+                result.setdefault(source, []).append(sink)
+        return {k: tuple(sorted(v)) for k, v in result.items()}
+
+    def roots(self) -> list[str]:
+        return sorted(t for t in self.tables if t not in self.upstream)
+
+    def jobs(self) -> list[JobInfo]:
+        by_job: dict[str | None, list[str]] = {}
+        for sink, job in self.owners.items():
+            by_job.setdefault(job, []).append(sink)
+        infos = []
+        for job, sinks in by_job.items():
+            if job is None:
+                continue
+            sources = sorted({s for sink in sinks for s in self.upstream[sink]})
+            infos.append(JobInfo(job, tuple(sources), tuple(sorted(sinks))))
+        return sorted(infos, key=lambda j: j.job)
+
+    def _walk(self, start: Iterable[str], edges: Mapping[str, tuple[str, ...]]) -> set[str]:
+        seen: set[str] = set()
+        stack = list(start)
+        while stack:
+            node = stack.pop()
+            for nxt in edges.get(node, ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        return seen
+
+    def descendants(self, tables: Iterable[str]) -> set[str]:
+        """Every table downstream of ``tables`` (transitively), excluding the tables themselves unless in a cycle."""
+        return self._walk(tables, self.downstream)
+
+    def ancestors(self, tables: Iterable[str]) -> set[str]:
+        return self._walk(tables, self.upstream)
+
+    def connected(self, tables: Iterable[str]) -> set[str]:
+        """The given tables plus everything upstream and downstream of them."""
+        tables = set(tables)
+        return tables | self.ancestors(tables) | self.descendants(tables)
+
+    def topological(self, tables: Iterable[str] | None = None) -> list[str]:
+        """Tables ordered so that every source comes before the tables derived from it."""
+        wanted = set(self.tables if tables is None else tables)
+        order: list[str] = []
+        done: set[str] = set()
+
+        def visit(node: str) -> None:
+            if node in done:
+                return
+            done.add(node)
+            for source in self.upstream.get(node, ()):
+                if source in wanted:
+                    visit(source)
+            order.append(node)
+
+        for node in sorted(wanted):
+            visit(node)
+        return order
+
+    def check_new_edges(self, job: str, sources: Iterable[str], sinks: Iterable[str]) -> None:
+        """Raise CycleError if adding edges source -> sink for every pair would close a cycle."""
+        sources, sinks = set(sources), set(sinks)
+        both = sources & sinks
+        if both:
+            raise CycleError(
+                f"job {job!r} would read and write {sorted(both)[0]}: a table cannot be its own source; "
+                "write to a new table instead"
+            )
+        reachable = self.descendants(sinks) | sinks
+        closing = sorted(sources & reachable)
+        if closing:
+            raise CycleError(
+                f"registering job {job!r} would close a cycle: source {closing[0]} is already downstream of "
+                f"its sink(s) {', '.join(sorted(sinks))}; a pipeline must be a DAG — read from an upstream table instead"
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tables": sorted(self.tables),
+            "roots": self.roots(),
+            "edges": [{"source": s, "sink": t} for t, srcs in sorted(self.upstream.items()) for s in srcs],
+            "jobs": [{"job": j.job, "sources": list(j.sources), "sinks": list(j.sinks)} for j in self.jobs()],
+        }

@@ -1,0 +1,37 @@
+"""Every metadata key consistent-catalog reads or writes (shared/SPEC.md section 2).
+
+These names are a public contract: other engines and scripts read them, so they never change.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+PREFIX: Final = "consistent."
+
+# Snapshot summary properties, on every snapshot an epoch commits.
+BARRIER: Final = "consistent.barrier"
+"""Barrier of the snapshot: integer milliseconds since the Unix epoch (UTC), as a decimal string."""
+JOB: Final = "consistent.job"
+"""Id of the job that produced the snapshot (summary) / that owns the table (table property)."""
+SOURCES: Final = "consistent.sources"
+"""Summary: compact JSON object ``{"ns.src": snapshot_id}``. Table property: JSON array of source tables."""
+
+# Table properties.
+LEASE_UNTIL: Final = "consistent.lease-until"
+"""Owner lease expiry, ms since the epoch; an owner that stops renewing is a zombie suspect."""
+LEASE_HOLDER: Final = "consistent.lease-holder"
+"""Id of the job *instance* holding the lease. Not in SPEC 2: added so that a restarted instance of
+the same job fences out its predecessor (see docs/protocol.md)."""
+WATERMARK: Final = "consistent.watermark"
+"""Barrier up to which the table is complete although no newer snapshot carries it."""
+REVISION: Final = "consistent.revision"
+"""Integer bumped each time a revision rolls the table back."""
+
+# Refs.
+MAIN_BRANCH: Final = "main"
+STAGED_BRANCH: Final = "consistent-staged"
+TAG_PREFIX: Final = "consistent-"
+
+TABLE_PROPERTIES: Final = (JOB, SOURCES, LEASE_UNTIL, LEASE_HOLDER, WATERMARK, REVISION)
+SUMMARY_PROPERTIES: Final = (BARRIER, JOB, SOURCES)

@@ -1,0 +1,122 @@
+"""Consistent cuts over a set of tables (shared/SPEC.md section 4). Pure: takes TableStates, returns a Cut."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from consistent_catalog import properties as P
+from consistent_catalog.barrier import BarrierLike, to_barrier
+from consistent_catalog.exceptions import InvalidInputError, NoWatermarkError
+from consistent_catalog.state import TableState
+
+Level = Literal["repeatable-read", "read-committed", "read-uncommitted"]
+LEVELS: tuple[str, ...] = get_args(Level)
+DEFAULT_LEVEL: Level = "repeatable-read"
+
+
+def check_level(level: str) -> Level:
+    if level not in LEVELS:
+        raise InvalidInputError(f"unknown isolation level {level!r}; use one of {', '.join(LEVELS)}")
+    return level  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class TableCut:
+    """One table's part of a cut: the snapshot to read (None when the table is empty at the cut)."""
+
+    table: str
+    snapshot_id: int | None
+    barrier: int | None
+    branch: str
+    revision: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"snapshot_id": self.snapshot_id, "barrier": self.barrier}
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Snapshot ids that all reflect the same root data (the same barrier)."""
+
+    level: Level
+    barrier: int | None
+    tables: Mapping[str, TableCut]
+
+    def __getitem__(self, table: str) -> TableCut:
+        return self.tables[table]
+
+    @property
+    def snapshot_ids(self) -> dict[str, int | None]:
+        return {name: t.snapshot_id for name, t in self.tables.items()}
+
+    @property
+    def revisions(self) -> dict[str, int]:
+        """``consistent.revision`` of each table: a changed value means a revision rolled it back."""
+        return {name: t.revision for name, t in self.tables.items()}
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object of SPEC 4, exactly."""
+        return {"level": self.level, "barrier": self.barrier, "tables": {n: t.to_json() for n, t in self.tables.items()}}
+
+
+def _branch_for(state: TableState, level: Level) -> str:
+    return P.MAIN_BRANCH if level == "repeatable-read" else state.newest_branch()
+
+
+def cut_barrier(states: Iterable[TableState], level: Level = DEFAULT_LEVEL) -> int:
+    """``T* = min over Q of W(X)`` on the branch the level reads; raises NoWatermarkError for a blocking table."""
+    barrier: int | None = None
+    for state in states:
+        w = state.watermark(_branch_for(state, level))
+        if w is None:
+            raise NoWatermarkError(
+                f"{state.identifier} is empty and has no {P.WATERMARK}, so it blocks every consistent cut that "
+                f"includes it; run its job or ingest into it, or advance its watermark "
+                f"(consistent-catalog advance-watermark {state.identifier} BARRIER)"
+            )
+        barrier = w if barrier is None else min(barrier, w)
+    if barrier is None:
+        raise InvalidInputError("a cut needs at least one table")
+    return barrier
+
+
+def resolve(
+    states: Iterable[TableState], level: str = DEFAULT_LEVEL, as_of: BarrierLike | None = None
+) -> Cut:
+    """Compute the consistent cut of SPEC 4 at ``level``, optionally no later than ``as_of``.
+
+    At read-uncommitted there is no common barrier: each table is read at its newest state (at or
+    before ``as_of`` when given) and the cut's barrier is None.
+    """
+    checked = check_level(level)
+    states = list(states)
+    limit = None if as_of is None else to_barrier(as_of)
+    if checked == "read-uncommitted":
+        tables = {}
+        for state in states:
+            branch = state.newest_branch()
+            history = state.branch(branch)
+            if limit is None:
+                head = history.head_barrier
+                point = None if history.head_id is None or head is None else (history.head_id, head)
+            else:
+                point = history.snap_at(limit)
+            tables[state.identifier] = _table_cut(state, branch, point)
+        return Cut(checked, None, tables)
+
+    barrier = cut_barrier(states, checked)
+    if limit is not None:
+        barrier = min(barrier, limit)
+    tables = {}
+    for state in states:
+        branch = _branch_for(state, checked)
+        tables[state.identifier] = _table_cut(state, branch, state.branch(branch).snap_at(barrier))
+    return Cut(checked, barrier, tables)
+
+
+def _table_cut(state: TableState, branch: str, point: tuple[int, int] | None) -> TableCut:
+    if point is None:
+        return TableCut(state.identifier, None, None, branch, state.revision)
+    return TableCut(state.identifier, point[0], point[1], branch, state.revision)
