@@ -1,0 +1,35 @@
+"""Spark integration: a SparkSession whose Iceberg catalog is the one pyiceberg (and consistent-catalog) uses.
+
+Importing this package imports neither pyspark nor the session module; ``build_session`` imports pyspark
+lazily. Install the extra with ``pip install 'consistent-catalog[spark]'`` (pyspark 3.5.9 plus the
+Iceberg 1.10.2 Spark runtime jar). The names below live in ``consistent_catalog.spark.session``
+(loaded on first use, so ``python -m consistent_catalog.spark.session`` runs without a double import).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "ICEBERG_RUNTIME_PACKAGE",
+    "build_session",
+    "ensure_sql_catalog",
+    "find_iceberg_runtime_jar",
+    "find_jdbc_jars",
+    "parse_catalog_uri",
+    "parse_spark_defaults",
+    "render_spark_defaults",
+    "spark_conf",
+    "write_spark_defaults",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return getattr(importlib.import_module("consistent_catalog.spark.session"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,485 @@
+"""A SparkSession sharing one Iceberg catalog with pyiceberg (shared/STACK.md, "One catalog shared by ...").
+
+Spark's Iceberg ``JdbcCatalog`` and pyiceberg's ``SqlCatalog`` read and write the same ``iceberg_tables``
+rows, so both engines see one set of tables in one SQLite file (embedded default) or one PostgreSQL
+database. The two must use the **same catalog name** (it is the ``catalog_name`` column): the Spark
+catalog ``spark.sql.catalog.lake`` and ``SqlCatalog("lake", ...)``.
+
+Traps this module handles (see STACK.md):
+
+- SQLite lock: when Spark's JdbcCatalog initialises the catalog tables itself it keeps a read lock for
+  the JVM's life and every pyiceberg commit fails with ``database is locked``. So Spark runs with
+  ``jdbc.init-catalog-tables=false`` and pyiceberg creates the database first (``ensure_sql_catalog``).
+- Spark's table cache hides other writers' commits for 30 s: ``cache-enabled=false``.
+- Maven Central may be unreachable: the Iceberg runtime jar is taken from the PyPI package
+  ``snowpark-connect-deps-iceberg==1.0.2`` (1.0.3's jar is broken) and the JDBC drivers from Debian's
+  ``/usr/share/java``; ``spark.jars.packages`` is only the fallback.
+
+Also a command that renders ``spark-conf/spark-defaults.conf`` for stock ``spark-sql``::
+
+    python -m consistent_catalog.spark.session --write-conf spark-conf/spark-defaults.conf
+    spark-sql --properties-file spark-conf/spark-defaults.conf -e 'SHOW NAMESPACES IN lake'
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import shutil
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
+
+from consistent_catalog.exceptions import CatalogConfigError
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyspark.sql import SparkSession
+
+ICEBERG_VERSION = "1.10.2"
+ICEBERG_RUNTIME_PACKAGE = f"org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:{ICEBERG_VERSION}"
+RUNTIME_JAR_GLOB = "iceberg-spark-runtime-3.5_2.12-*.jar"
+JARS_PACKAGE = "snowpark_connect_deps_iceberg"  # PyPI snowpark-connect-deps-iceberg==1.0.2
+
+ICEBERG_JAR_ENV = "CONSISTENT_ICEBERG_JAR"
+JDBC_JARS_ENV = "CONSISTENT_JDBC_JARS"
+DEFAULT_JDBC_JARS = ("/usr/share/java/sqlite-jdbc.jar", "/usr/share/java/postgresql.jar")
+# Maven coordinates used only when the driver jar is not found locally (users with Maven access).
+JDBC_DRIVER_PACKAGES = {"sqlite": "org.xerial:sqlite-jdbc:3.46.1.3", "postgresql": "org.postgresql:postgresql:42.7.4"}
+
+EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+
+# A laptop / CI runner with 2 cores: no UI, few shuffle partitions, a modest driver heap.
+SMALL_MACHINE_CONF: dict[str, str] = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "1g",
+}
+
+DEMO_CATALOG = ".demo/catalog.db"
+DEMO_WAREHOUSE = ".demo/warehouse"
+TEMPLATE_RELPATH = "spark-conf/spark-defaults.conf.template"
+
+
+# --- jars -----------------------------------------------------------------------------------------
+def find_iceberg_runtime_jar() -> str | None:
+    """The Iceberg Spark runtime jar (Spark 3.5, Scala 2.12), or None when there is none locally.
+
+    Looked up in ``$CONSISTENT_ICEBERG_JAR`` (a jar, or a directory holding one), then in the ``jars``
+    directory of the ``snowpark_connect_deps_iceberg`` package. A set but wrong variable is an error.
+    """
+    explicit = os.environ.get(ICEBERG_JAR_ENV, "").strip()
+    if explicit:
+        path = Path(explicit).expanduser()
+        if path.is_dir():
+            found = _newest(path.glob(RUNTIME_JAR_GLOB))
+            if found is None:
+                raise CatalogConfigError(f"${ICEBERG_JAR_ENV}={explicit} is a directory without {RUNTIME_JAR_GLOB}")
+            return found
+        if not path.is_file():
+            raise CatalogConfigError(
+                f"${ICEBERG_JAR_ENV}={explicit} does not exist; point it at iceberg-spark-runtime-3.5_2.12-"
+                f"{ICEBERG_VERSION}.jar or unset it"
+            )
+        return str(path.resolve())
+    try:
+        spec = importlib.util.find_spec(JARS_PACKAGE)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        found = _newest((Path(location) / "jars").glob(RUNTIME_JAR_GLOB))
+        if found is not None:
+            return found
+    return None
+
+
+def _newest(paths: Iterable[Path]) -> str | None:
+    candidates = sorted(paths)  # several versions side by side: take the highest name
+    return str(candidates[-1].resolve()) if candidates else None
+
+
+def find_jdbc_jars() -> list[str]:
+    """JDBC driver jars to put on Spark's classpath.
+
+    ``$CONSISTENT_JDBC_JARS`` (colon-separated; every entry must exist) replaces the defaults, which are
+    Debian's ``/usr/share/java/sqlite-jdbc.jar`` and ``/usr/share/java/postgresql.jar`` when present.
+    """
+    explicit = os.environ.get(JDBC_JARS_ENV)
+    if explicit is not None:
+        jars = [p.strip() for p in explicit.split(":") if p.strip()]
+        missing = [p for p in jars if not Path(p).expanduser().is_file()]
+        if missing:
+            raise CatalogConfigError(f"${JDBC_JARS_ENV} names missing jar(s): {', '.join(missing)}")
+        return [str(Path(p).expanduser().resolve()) for p in jars]
+    # Keep the Debian symlink names (stable across driver upgrades) rather than resolving them.
+    return [p for p in DEFAULT_JDBC_JARS if Path(p).is_file()]
+
+
+# --- catalog URIs ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SqlCatalogUri:
+    """One SQL catalog database, in both spellings: SQLAlchemy (pyiceberg) and JDBC (Spark)."""
+
+    kind: str  # "sqlite" or "postgresql"
+    jdbc_uri: str
+    pyiceberg_uri: str
+    user: str | None = None
+    password: str | None = None
+    path: Path | None = None  # the SQLite file
+
+
+def parse_catalog_uri(catalog_uri: str | os.PathLike[str]) -> SqlCatalogUri:
+    """Read a pyiceberg/SQLAlchemy URI, a JDBC URI or a plain SQLite file path.
+
+    >>> parse_catalog_uri("sqlite:////tmp/c/catalog.db").jdbc_uri
+    'jdbc:sqlite:/tmp/c/catalog.db'
+    >>> parse_catalog_uri("postgresql+psycopg2://me:pw@db:5432/lake").jdbc_uri
+    'jdbc:postgresql://db:5432/lake'
+    """
+    text = os.fspath(catalog_uri).strip()
+    lowered = text.lower()
+    if lowered.startswith("jdbc:sqlite:"):
+        return _sqlite(text[len("jdbc:sqlite:") :].split("?", 1)[0].removeprefix("file:"))
+    if lowered.startswith("jdbc:postgresql:"):
+        parts = urlsplit(text[len("jdbc:") :])
+        host = parts.netloc or "localhost"
+        pyiceberg = f"postgresql+psycopg2://{host}{parts.path}" + (f"?{parts.query}" if parts.query else "")
+        return SqlCatalogUri("postgresql", text, pyiceberg)
+    scheme = lowered.split(":", 1)[0] if "://" in text else ""
+    dialect = scheme.split("+", 1)[0]
+    if not scheme:
+        return _sqlite(text)  # a plain file path
+    if dialect == "sqlite":
+        rest = text.split("://", 1)[1]
+        if not rest.startswith("/") or rest in ("/", "/:memory:"):
+            raise CatalogConfigError(
+                f"catalog URI {text!r} is not a SQLite file; Spark and pyiceberg can only share a file "
+                "(sqlite:////absolute/path/catalog.db)"
+            )
+        return _sqlite(rest[1:].split("?", 1)[0])
+    if dialect in ("postgresql", "postgres"):
+        parts = urlsplit(text)
+        if not parts.hostname:
+            raise CatalogConfigError(f"catalog URI {text!r} names no host; use postgresql+psycopg2://user:pw@host:5432/db")
+        host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+        netloc = host + (f":{parts.port}" if parts.port else "")
+        jdbc = f"jdbc:postgresql://{netloc}{parts.path}" + (f"?{parts.query}" if parts.query else "")
+        pyiceberg = text if "+" in scheme else "postgresql+psycopg2" + text[len(scheme) :]
+        return SqlCatalogUri(
+            "postgresql",
+            jdbc,
+            pyiceberg,
+            unquote(parts.username) if parts.username else None,
+            unquote(parts.password) if parts.password else None,
+        )
+    raise CatalogConfigError(
+        f"catalog URI {text!r} is neither SQLite nor PostgreSQL; Spark shares a catalog with pyiceberg through "
+        "sqlite:////path/catalog.db or postgresql+psycopg2://user:pw@host:5432/db"
+    )
+
+
+def _sqlite(path: str) -> SqlCatalogUri:
+    if not path or path == ":memory:":
+        raise CatalogConfigError("an in-memory SQLite catalog cannot be shared with Spark; give a file path")
+    absolute = Path(path).expanduser().absolute()
+    return SqlCatalogUri("sqlite", f"jdbc:sqlite:{absolute}", f"sqlite:///{absolute}", path=absolute)
+
+
+def normalize_warehouse(warehouse: str | os.PathLike[str]) -> str:
+    """A URI for the warehouse: ``s3://...`` etc. unchanged, a plain path as ``file:///absolute/path``."""
+    text = os.fspath(warehouse).strip()
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text):
+        return text.rstrip("/") if text.split("://", 1)[1].strip("/") else text
+    if text.startswith("file:"):
+        text = text[len("file:") :]
+    return "file://" + str(Path(text).expanduser().absolute()).rstrip("/")
+
+
+# --- Spark configuration --------------------------------------------------------------------------
+def spark_conf(catalog_uri: str | os.PathLike[str], warehouse: str | os.PathLike[str], *, name: str = "lake") -> dict[str, str]:
+    """The Spark settings for an Iceberg catalog ``name`` shared with pyiceberg's ``SqlCatalog(name, ...)``.
+
+    ``catalog_uri`` is pyiceberg's (``sqlite:////abs/catalog.db``, ``postgresql+psycopg2://u:p@h:5432/db``),
+    a JDBC URI or a SQLite file path. Jars come from ``find_iceberg_runtime_jar``/``find_jdbc_jars``; what
+    is missing locally is requested from Maven with ``spark.jars.packages``.
+    """
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise CatalogConfigError(f"catalog name {name!r} is not a valid Spark catalog name (letters, digits, _)")
+    target = parse_catalog_uri(catalog_uri)
+    prefix = f"spark.sql.catalog.{name}"
+    conf = {
+        "spark.sql.extensions": EXTENSIONS,
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": "jdbc",
+        f"{prefix}.uri": target.jdbc_uri,
+        f"{prefix}.warehouse": normalize_warehouse(warehouse),
+        # SQLite: pyiceberg creates the tables first; Spark creating them would lock the file for the
+        # JVM's life. PostgreSQL has no such problem, so Spark may create them there.
+        f"{prefix}.jdbc.init-catalog-tables": "false" if target.kind == "sqlite" else "true",
+        f"{prefix}.cache-enabled": "false",
+    }
+    if target.user is not None:
+        conf[f"{prefix}.jdbc.user"] = target.user
+    if target.password is not None:
+        conf[f"{prefix}.jdbc.password"] = target.password
+
+    jars: list[str] = []
+    packages: list[str] = []
+    runtime = find_iceberg_runtime_jar()
+    if runtime is None:
+        packages.append(ICEBERG_RUNTIME_PACKAGE)
+    else:
+        jars.append(runtime)
+    jdbc_jars = find_jdbc_jars()
+    jars.extend(jdbc_jars)
+    if not any(target.kind in Path(j).name.lower() for j in jdbc_jars):
+        packages.append(JDBC_DRIVER_PACKAGES[target.kind])
+    if jars:
+        conf["spark.jars"] = ",".join(jars)
+    if packages:
+        conf["spark.jars.packages"] = ",".join(packages)
+    return conf
+
+
+def ensure_sql_catalog(
+    catalog_uri: str | os.PathLike[str], warehouse: str | os.PathLike[str], *, name: str = "lake"
+) -> SqlCatalog | None:
+    """Create a SQLite catalog database with pyiceberg before Spark opens it (the SQLite-lock trap).
+
+    Returns the ``SqlCatalog`` for SQLite (its connection pool already disposed) and None for
+    PostgreSQL, where Spark may create the catalog tables itself.
+    """
+    target = parse_catalog_uri(catalog_uri)
+    if target.kind != "sqlite":
+        return None
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    assert target.path is not None
+    target.path.parent.mkdir(parents=True, exist_ok=True)
+    location = normalize_warehouse(warehouse)
+    if location.startswith("file://"):
+        Path(location[len("file://") :]).mkdir(parents=True, exist_ok=True)
+    catalog = SqlCatalog(name, uri=target.pyiceberg_uri, warehouse=location)
+    catalog.engine.dispose()  # hold no connection to the file while Spark starts
+    return catalog
+
+
+def build_session(
+    catalog_uri: str | os.PathLike[str],
+    warehouse: str | os.PathLike[str],
+    *,
+    name: str = "lake",
+    app_name: str = "consistent-catalog",
+    master: str = "local[2]",
+    extra_conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """A SparkSession with the Iceberg catalog ``name`` (``spark.table(f"{name}.demo.words")``).
+
+    Creates a SQLite catalog with pyiceberg first and sets ``PYSPARK_PYTHON`` to this interpreter when it
+    is unset. ``extra_conf`` overrides any setting. If a session is
+    already running in this process, Spark returns it and static settings (jars, extensions) are
+    not applied to it: stop it first.
+    """
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise ImportError(
+            "pyspark is not installed; install the Spark extra: pip install 'consistent-catalog[spark]'"
+        ) from None
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        raise CatalogConfigError(
+            "Spark needs Java 17 and none was found; install it (apt-get install openjdk-17-jre-headless) "
+            "or set JAVA_HOME"
+        )
+    conf = {**SMALL_MACHINE_CONF, **spark_conf(catalog_uri, warehouse, name=name), **dict(extra_conf or {})}
+    ensure_sql_catalog(catalog_uri, warehouse, name=name)
+    # Python workers (createDataFrame, UDFs) run PYSPARK_PYTHON, by default "python3" from PATH, which
+    # outside an activated venv is another interpreter; use this one unless told otherwise.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name).master(master)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+# --- spark-defaults.conf --------------------------------------------------------------------------
+_PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
+
+FALLBACK_TEMPLATE = """\
+# spark-defaults.conf for consistent-catalog (no template found; rendered from the built-in one)
+spark.sql.extensions                                  org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions
+spark.sql.catalog.{{catalog}}                         org.apache.iceberg.spark.SparkCatalog
+spark.sql.catalog.{{catalog}}.type                    jdbc
+spark.sql.catalog.{{catalog}}.uri                     {{jdbc_uri}}
+spark.sql.catalog.{{catalog}}.warehouse               {{warehouse}}
+spark.sql.catalog.{{catalog}}.jdbc.init-catalog-tables {{init_catalog_tables}}
+spark.sql.catalog.{{catalog}}.cache-enabled           false
+spark.sql.catalog.{{catalog}}.jdbc.user               {{jdbc_user}}
+spark.sql.catalog.{{catalog}}.jdbc.password           {{jdbc_password}}
+spark.jars                                            {{spark_jars}}
+spark.jars.packages                                   {{spark_jars_packages}}
+"""
+
+
+def _escape(value: str) -> str:
+    # spark-defaults.conf is a java.util.Properties file: backslashes are escapes.
+    return value.replace("\\", "\\\\")
+
+
+def parse_spark_defaults(text: str) -> dict[str, str]:
+    """Parse a spark-defaults.conf (``key  value`` lines, ``#`` comments) the way Spark reads it."""
+    conf: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        match = re.match(r"^(\S+?)(?:\s*[=:]\s*|\s+)(.*)$", line)
+        key, value = (match.group(1), match.group(2)) if match else (line, "")
+        conf[key] = value.strip().replace("\\\\", "\\")
+    return conf
+
+
+def render_spark_defaults(
+    template: str,
+    catalog_uri: str | os.PathLike[str],
+    warehouse: str | os.PathLike[str],
+    *,
+    name: str = "lake",
+) -> str:
+    """Fill ``{{placeholder}}`` lines of a spark-defaults template with real paths and settings.
+
+    Placeholders: ``catalog``, ``jdbc_uri``, ``warehouse``, ``init_catalog_tables``, ``jdbc_user``,
+    ``jdbc_password``, ``spark_jars``, ``spark_jars_packages``. A setting line whose placeholders are all
+    empty (e.g. ``jdbc.user`` for SQLite, ``spark.jars.packages`` when the jars are local) is left out.
+    Any setting of ``spark_conf`` the template lacks is appended, so the file is never incomplete.
+    """
+    conf = spark_conf(catalog_uri, warehouse, name=name)
+    prefix = f"spark.sql.catalog.{name}"
+    values = {
+        "catalog": name,
+        "jdbc_uri": conf[f"{prefix}.uri"],
+        "warehouse": conf[f"{prefix}.warehouse"],
+        "init_catalog_tables": conf[f"{prefix}.jdbc.init-catalog-tables"],
+        "jdbc_user": conf.get(f"{prefix}.jdbc.user", ""),
+        "jdbc_password": conf.get(f"{prefix}.jdbc.password", ""),
+        "spark_jars": conf.get("spark.jars", ""),
+        "spark_jars_packages": conf.get("spark.jars.packages", ""),
+    }
+    out: list[str] = []
+    for line in template.splitlines():
+        names = _PLACEHOLDER.findall(line)
+        if line.lstrip().startswith("#"):  # comments: fill known placeholders, keep the rest as written
+            out.append(_PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), line))
+            continue
+        unknown = sorted(set(names) - values.keys())
+        if unknown:
+            raise CatalogConfigError(f"unknown placeholder(s) {unknown} in spark-defaults template line: {line!r}")
+        value_names = [n for n in names if n != "catalog"]
+        if value_names and not any(values[n] for n in value_names):
+            continue
+        out.append(_PLACEHOLDER.sub(lambda m: _escape(values[m.group(1)]), line))
+    rendered = parse_spark_defaults("\n".join(out))
+    missing = {k: v for k, v in conf.items() if k not in rendered}
+    if missing:
+        out.append("")
+        out.append("# Settings the template lacked, added by consistent_catalog.spark.session")
+        out.extend(f"{key} {_escape(value)}" for key, value in missing.items())
+    return "\n".join(out) + "\n"
+
+
+def repo_root(start: Path | None = None) -> Path:
+    """The project checkout: the nearest directory (from ``start``/cwd up) with the spark-conf template."""
+    here = (start or Path.cwd()).absolute()
+    for directory in (here, *here.parents):
+        if (directory / TEMPLATE_RELPATH).is_file():
+            return directory
+    source_checkout = Path(__file__).resolve().parents[3]
+    if (source_checkout / TEMPLATE_RELPATH).is_file():
+        return source_checkout
+    return here
+
+
+def write_spark_defaults(
+    path: str | os.PathLike[str],
+    catalog_uri: str | os.PathLike[str] | None = None,
+    warehouse: str | os.PathLike[str] | None = None,
+    *,
+    name: str = "lake",
+    template: str | os.PathLike[str] | None = None,
+    init_catalog: bool = True,
+) -> Path:
+    """Render the template to ``path`` (defaults: ``<repo>/.demo/catalog.db``, ``<repo>/.demo/warehouse``).
+
+    With ``init_catalog`` a SQLite catalog database is created with pyiceberg, so that
+    ``spark-sql --properties-file <path>`` works at once (Spark does not create it; see the lock trap).
+    """
+    root = repo_root()
+    if catalog_uri is None:
+        catalog_uri = f"sqlite:///{(root / DEMO_CATALOG).absolute()}"
+    if warehouse is None:
+        warehouse = root / DEMO_WAREHOUSE
+    template_path = Path(template) if template is not None else root / TEMPLATE_RELPATH
+    if template_path.is_file():
+        text = template_path.read_text(encoding="utf-8")
+    elif template is not None:
+        raise CatalogConfigError(f"spark-defaults template {template_path} does not exist")
+    else:
+        text = FALLBACK_TEMPLATE
+    rendered = render_spark_defaults(text, catalog_uri, warehouse, name=name)
+    if init_catalog:
+        ensure_sql_catalog(catalog_uri, warehouse, name=name)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(rendered, encoding="utf-8")
+    if parse_catalog_uri(catalog_uri).password is not None:
+        target.chmod(0o600)  # it holds the catalog database password
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m consistent_catalog.spark.session",
+        description="Render spark-defaults.conf for an Iceberg catalog shared by Spark and pyiceberg.",
+    )
+    parser.add_argument("--write-conf", metavar="PATH", required=True, help="where to write spark-defaults.conf")
+    parser.add_argument("--catalog-uri", help=f"pyiceberg SQL URI or SQLite path (default <repo>/{DEMO_CATALOG})")
+    parser.add_argument("--warehouse", help=f"warehouse path or URI (default <repo>/{DEMO_WAREHOUSE})")
+    parser.add_argument("--name", default="lake", help="catalog name, the same in Spark and pyiceberg (default lake)")
+    parser.add_argument("--template", help=f"template to render (default <repo>/{TEMPLATE_RELPATH})")
+    parser.add_argument(
+        "--no-init-catalog", action="store_true", help="do not create the SQLite catalog database with pyiceberg"
+    )
+    args = parser.parse_args(argv)
+    try:
+        written = write_spark_defaults(
+            args.write_conf,
+            args.catalog_uri,
+            args.warehouse,
+            name=args.name,
+            template=args.template,
+            init_catalog=not args.no_init_catalog,
+        )
+    except CatalogConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    conf = parse_spark_defaults(written.read_text(encoding="utf-8"))
+    print(f"wrote {written}")
+    print(f"  catalog   {args.name}: {conf.get(f'spark.sql.catalog.{args.name}.uri')}")
+    print(f"  warehouse {conf.get(f'spark.sql.catalog.{args.name}.warehouse')}")
+    if "spark.jars.packages" in conf:
+        print(f"  from Maven: {conf['spark.jars.packages']} (needs network access to Maven Central)")
+    print(f"run: spark-sql --properties-file {written}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
