@@ -8,6 +8,7 @@ so the tables lag each other, yet every repeatable-read cut satisfies the SPEC 7
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -83,45 +84,97 @@ def ensure_tables(cc: ConsistentCatalog) -> None:
             cc.catalog.create_table(name, schema=schema)
 
 
+WORD_COUNT_SQL = "SELECT word, count(*) AS cnt FROM words GROUP BY word"
+HISTOGRAM_SQL = "SELECT cnt, count(*) AS words FROM word_counts GROUP BY cnt"
+
+
+class _Engine:
+    """Who runs the jobs and ingests the words: pyiceberg in-process, or Spark."""
+
+    def __init__(self, cc: ConsistentCatalog, directory: Path, engine: str) -> None:
+        self.cc = cc
+        self.spark: Any = None
+        if engine == "spark":
+            from consistent_catalog.spark.job import SparkEpochJob
+            from consistent_catalog.spark.session import build_session
+
+            self.spark = build_session(f"sqlite:///{directory}/catalog.db", directory / "warehouse", app_name="flip-demo")
+            self.counter: Any = SparkEpochJob(cc, self.spark, "word-count", sources=[WORDS], sinks=[COUNTS],
+                                              transform=WORD_COUNT_SQL, mode="overwrite", takeover=True)
+            self.hist: Any = SparkEpochJob(cc, self.spark, "count-histogram", sources=[COUNTS], sinks=[HISTOGRAM],
+                                           transform=HISTOGRAM_SQL, mode="overwrite", takeover=True)
+        elif engine == "pyiceberg":
+            self.counter = cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words,
+                                  mode="overwrite", takeover=True)
+            self.hist = cc.job("count-histogram", sources=[COUNTS], sinks=[HISTOGRAM], transform=histogram,
+                               mode="overwrite", takeover=True)
+        else:
+            raise ValueError(f"unknown engine {engine!r}; use spark or pyiceberg")
+
+    def ingest(self, words: pa.Table) -> int:
+        if self.spark is None:
+            return self.cc.ingest(WORDS, words).barrier
+        from consistent_catalog.spark.job import ingest_dataframe
+
+        frame = self.spark.createDataFrame([(w,) for w in words["word"].to_pylist()], "word string")
+        return ingest_dataframe(self.cc, frame, WORDS).barrier
+
+
 def run_demo(
     directory: str | Path,
     *,
     epochs: int = 6,
     rows_per_epoch: int = 1000,
+    engine: str = "spark",
+    interval: float = 0.0,
     echo: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
-    """Ingest ``epochs`` epochs of words (resuming after those already ingested), run both jobs, check SPEC 7."""
-    cc = open_demo_catalog(directory)
+    """Ingest ``epochs`` epochs of words (resuming after those already ingested), run both jobs, check SPEC 7.
+
+    ``word-count`` runs every epoch and ``count-histogram`` every second one, so the tables lag each
+    other; after every epoch the repeatable-read cut over all three tables is read and checked.
+    ``interval`` spaces the ingest epochs (seconds), as a live source would.
+    """
+    root = Path(directory).resolve()
+    cc = open_demo_catalog(root)
     ensure_tables(cc)
-    counter = cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite", takeover=True)
-    hist = cc.job("count-histogram", sources=[COUNTS], sinks=[HISTOGRAM], transform=histogram, mode="overwrite", takeover=True)
-    done = sum(1 for e in cc.history(WORDS))
+    runner = _Engine(cc, root, engine)
+    done = len(cc.history(WORDS))
     violations: list[str] = []
+    delays: list[int] = []
     cuts_checked = 0
-    with counter, hist:
+    with runner.counter, runner.hist:
         for epoch in range(done, epochs):
-            ingested = cc.ingest(WORDS, epoch_words(epoch, rows_per_epoch))
-            counter.run_epoch()
+            started = time.monotonic()
+            barrier = runner.ingest(epoch_words(epoch, rows_per_epoch))
+            runner.counter.run_epoch()
             if epoch % 2 == 1:  # the histogram job runs at half the speed: the tables lag each other
-                hist.run_epoch()
+                runner.hist.run_epoch()
             try:
                 read = cc.read(TABLES)
             except NoWatermarkError:  # count_histogram has not run yet: no cut covers all three tables
-                echo(f"epoch {epoch + 1}/{epochs}: ingested barrier {ingested.barrier}, no consistent cut yet")
+                echo(f"epoch {epoch + 1}/{epochs}: ingested barrier {barrier}, no consistent cut yet")
                 continue
+            delays.append(int(time.time() * 1000) - read.cut.barrier)
             violations += check_invariants(read)
             cuts_checked += 1
-            echo(f"epoch {epoch + 1}/{epochs}: ingested barrier {ingested.barrier}, consistent cut at {read.cut.barrier}")
-        counter.run_until_caught_up()
-        hist.run_until_caught_up()
+            echo(f"epoch {epoch + 1}/{epochs}: ingested barrier {barrier}, consistent cut at {read.cut.barrier} "
+                 f"(count_histogram {delays[-1] / 1000:.1f}s behind)")
+            time.sleep(max(0.0, interval - (time.monotonic() - started)))
+        runner.counter.run_until_caught_up()
+        runner.hist.run_until_caught_up()
+        status = cc.status(TABLES)
     read = cc.read(TABLES)
     violations += check_invariants(read)
     cuts_checked += 1
-    for row in cc.status(TABLES):
-        echo(f"  {row.table:22} {row.role:8} job={row.job or '-':16} watermark={row.watermark}")
+    for row in status:
+        echo(f"  {row.table:22} {row.role:8} job={row.job or '-':16} lease={row.lease:8} watermark={row.watermark}")
     top = read.to_arrow(COUNTS).sort_by([("cnt", "descending")]).slice(0, 5)
-    echo(f"consistent read at barrier {read.cut.barrier}: top words {list(zip(top['word'].to_pylist(), top['cnt'].to_pylist()))}")
+    echo(f"consistent read at barrier {read.cut.barrier}: {read.to_arrow(WORDS).num_rows} words, "
+         f"top {list(zip(top['word'].to_pylist(), top['cnt'].to_pylist()))}")
     echo(f"SPEC 7 invariants at {cuts_checked} cuts: {'OK' if not violations else 'VIOLATED: ' + '; '.join(violations)}")
+    if runner.spark is not None:
+        runner.spark.stop()
     if violations:
         raise SystemExit(1)
-    return {"cut": read.cut.to_json(), "cuts_checked": cuts_checked, "violations": violations}
+    return {"cut": read.cut.to_json(), "cuts_checked": cuts_checked, "violations": violations, "delays_ms": delays}

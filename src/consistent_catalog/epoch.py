@@ -7,10 +7,11 @@
 from __future__ import annotations
 
 import logging
+import uuid
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.update import SetPropertiesUpdate, SetSnapshotRefUpdate
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-WriteMode = Literal["append", "overwrite"]
 SinkAction = Literal["done", "publish-staged", "stage"]
 
 
@@ -65,9 +65,13 @@ def staged_epoch_matches(state: TableState, job: str, barrier: int, inputs: Mapp
         return False
     main = state.head()
     current = state.head(P.STAGED_BRANCH)
+    attempts = set()
     while current is not None and current != main:
         record = state.snapshots[current]
         if record.barrier != barrier or record.job != job:
+            return False
+        attempts.add(record.summary.get(P.ATTEMPT))
+        if len(attempts) > 1:  # two writers staged the same epoch on top of each other
             return False
         where = f"{state.identifier} snapshot {current}"
         if parse_summary_sources(record.summary.get(P.SOURCES), where=where) != dict(inputs):
@@ -108,6 +112,27 @@ def plan_epoch(job: str, sources: Mapping[str, TableState], sinks: Mapping[str, 
             action = "stage"
         plans[name] = SinkPlan(name, action, main_head, state.head(P.STAGED_BRANCH), previous)
     return EpochPlan(job, barrier, inputs, plans)
+
+
+def check_append_only(state: TableState, start: int | None, end: int) -> None:
+    """Raise InvalidInputError unless the snapshots in (start, end] only append rows (an incremental read is exact)."""
+    name = state.identifier
+    if not state.is_ancestor(start, end):
+        raise InvalidInputError(
+            f"{name}: snapshot {start} (the previous epoch's input) is not an ancestor of {end}; the source was "
+            "rolled back — run the job with a full read or revise the downstream tables"
+        )
+    current: int | None = end
+    while current is not None and current != start:
+        record = state.snapshots.get(current)
+        if record is None:
+            break
+        if record.operation not in ("append", "replace") and record.changes_data:
+            raise InvalidInputError(
+                f"{name}: snapshot {current} is a {record.operation}, not an append; an incremental read "
+                "cannot express it — use a full read of this source"
+            )
+        current = record.parent_id
 
 
 @dataclass
@@ -153,23 +178,7 @@ class EpochContext:
         table = self.table(name)
         if end is None or start == end:
             return table.schema().as_arrow().empty_table()
-        state = TableState.from_metadata(name, table.metadata)
-        if not state.is_ancestor(start, end):
-            raise InvalidInputError(
-                f"{name}: snapshot {start} (the previous epoch's input) is not an ancestor of {end}; the source was "
-                "rolled back — run the job with a full read (ctx.read) or revise the downstream tables"
-            )
-        current: int | None = end
-        while current is not None and current != start:
-            record = state.snapshots.get(current)
-            if record is None:
-                break
-            if record.operation not in ("append", "replace") and record.changes_data:
-                raise InvalidInputError(
-                    f"{name}: snapshot {current} is a {record.operation}, not an append; an incremental read "
-                    "cannot express it — use ctx.read for a full read of this source"
-                )
-            current = record.parent_id
+        check_append_only(TableState.from_metadata(name, table.metadata), start, end)
         return table.incremental_append_scan(
             from_snapshot_id_exclusive=start, to_snapshot_id_inclusive=end
         ).to_arrow()
@@ -183,6 +192,14 @@ class EpochContext:
 
 
 Transform = Callable[[EpochContext], "pa.Table | Mapping[str, pa.Table] | None"]
+
+
+class Staged(NamedTuple):
+    """One sink's staged epoch: the main head it was staged on and the staged head (None: empty epoch)."""
+
+    base: int | None
+    head: int | None
+    rows: int
 
 
 @dataclass(frozen=True)
@@ -208,6 +225,8 @@ class EpochJob:
     ...     job.run_until_caught_up()
     """
 
+    MODES: tuple[str, ...] = ("append", "overwrite")
+
     def __init__(
         self,
         catalog: ConsistentCatalog,
@@ -216,12 +235,12 @@ class EpochJob:
         sources: Iterable[str],
         sinks: Iterable[str],
         transform: Transform | None = None,
-        mode: WriteMode = "append",
+        mode: str = "append",
         lease_ms: int = DEFAULT_LEASE_MS,
         takeover: bool = False,
     ) -> None:
-        if mode not in ("append", "overwrite"):
-            raise InvalidInputError(f"write mode {mode!r} is not one of append, overwrite")
+        if mode not in self.MODES:
+            raise InvalidInputError(f"write mode {mode!r} is not one of {', '.join(self.MODES)}")
         self.catalog = catalog
         self.job = job
         self.sources = tuple(normalize_identifier(s) for s in sources)
@@ -286,15 +305,14 @@ class EpochJob:
             if sink_plan.action == "done":
                 actions[sink] = "done"
                 continue
-            base, staged = sink_plan.main_head, sink_plan.staged_head
             if sink_plan.action == "publish-staged":
+                staged = Staged(sink_plan.main_head, sink_plan.staged_head, 0)
                 actions[sink] = "republished"
             else:
-                data = outputs.get(sink)
-                base, staged = self.stage(sink, plan, data)
-                rows[sink] = 0 if data is None else data.num_rows
-                actions[sink] = "published" if staged is not None else "watermark"
-            snapshots[sink] = self.publish(sink, plan, base, staged)
+                staged = self.stage(sink, plan, outputs.get(sink))
+                rows[sink] = staged.rows
+                actions[sink] = "published" if staged.head is not None else "watermark"
+            snapshots[sink] = self.publish(sink, plan, staged.base, staged.head)
         log.info("%s: barrier %s %s", self.job, plan.barrier, actions)
         return EpochResult(self.job, plan.barrier, actions, snapshots, rows)
 
@@ -330,8 +348,13 @@ class EpochJob:
         return {self.sinks[0]: output}
 
     def summary_properties(self, plan: EpochPlan) -> dict[str, str]:
-        """The three snapshot summary keys every staged snapshot of this epoch carries."""
-        return {P.BARRIER: str(plan.barrier), P.JOB: self.job, P.SOURCES: encode_summary_sources(plan.inputs)}
+        """The summary keys every snapshot of one staging attempt carries (a fresh attempt id per call)."""
+        return {
+            P.BARRIER: str(plan.barrier),
+            P.JOB: self.job,
+            P.SOURCES: encode_summary_sources(plan.inputs),
+            P.ATTEMPT: uuid.uuid4().hex[:12],
+        }
 
     def prepare_staged_branch(self, sink: str) -> Table:
         """Point ``consistent-staged`` at main's head (discarding any stale staged epoch) and return the table.
@@ -363,13 +386,10 @@ class EpochJob:
             )
         return table
 
-    def stage(self, sink: str, plan: EpochPlan, data: pa.Table | None) -> tuple[int | None, int | None]:
-        """Write one epoch's output to ``consistent-staged``.
-
-        Returns (main head the epoch was staged on, staged head); the staged head is None for an empty epoch.
-        """
+    def stage(self, sink: str, plan: EpochPlan, data: pa.Table | None) -> Staged:
+        """Write one epoch's output to ``consistent-staged`` with pyiceberg (one fenced transaction)."""
         if data is None or (self.mode == "append" and data.num_rows == 0):
-            return plan.sinks[sink].main_head, None
+            return Staged(plan.sinks[sink].main_head, None, 0)
         table = self.prepare_staged_branch(sink)
         lease = self._require_lease()
         base = table.metadata.snapshot_by_name(P.MAIN_BRANCH)
@@ -394,8 +414,8 @@ class EpochJob:
         refreshed = self.catalog.load_table(sink).metadata.snapshot_by_name(P.STAGED_BRANCH)
         assert refreshed is not None
         if refreshed.snapshot_id == base.snapshot_id:
-            return base.snapshot_id, None  # the write changed nothing (e.g. overwrite of an empty table with nothing)
-        return base.snapshot_id, refreshed.snapshot_id
+            return Staged(base.snapshot_id, None, 0)  # the write changed nothing (overwrite of empty with nothing)
+        return Staged(base.snapshot_id, refreshed.snapshot_id, data.num_rows)
 
     def publish(self, sink: str, plan: EpochPlan, main_head: int | None, staged_head: int | None) -> int | None:
         """One fenced catalog commit: main -> staged head (or watermark = T for an empty epoch), lease renewed."""

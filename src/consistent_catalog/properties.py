@@ -14,6 +14,9 @@ BARRIER: Final = "consistent.barrier"
 """Barrier of the snapshot: integer milliseconds since the Unix epoch (UTC), as a decimal string."""
 JOB: Final = "consistent.job"
 """Id of the job that produced the snapshot (summary) / that owns the table (table property)."""
+ATTEMPT: Final = "consistent.attempt"
+"""Summary: random id of one staging attempt. Not in SPEC 2: lets a replay tell one finished staged
+epoch from two writers' interleaved copies of it (see docs/protocol.md)."""
 SOURCES: Final = "consistent.sources"
 """Summary: compact JSON object ``{"ns.src": snapshot_id}``. Table property: JSON array of source tables."""
 
@@ -34,4 +37,4 @@ STAGED_BRANCH: Final = "consistent-staged"
 TAG_PREFIX: Final = "consistent-"
 
 TABLE_PROPERTIES: Final = (JOB, SOURCES, LEASE_UNTIL, LEASE_HOLDER, WATERMARK, REVISION)
-SUMMARY_PROPERTIES: Final = (BARRIER, JOB, SOURCES)
+SUMMARY_PROPERTIES: Final = (BARRIER, JOB, SOURCES, ATTEMPT)

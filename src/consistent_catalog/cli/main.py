@@ -269,12 +269,14 @@ def advance_watermark(ctx: Context, table: str, barrier: str, output: str | None
               help="catalog at DIR/catalog.db, warehouse at DIR/warehouse")
 @click.option("--epochs", type=int, default=6, show_default=True, help="epochs of words to ingest")
 @click.option("--rows-per-epoch", type=int, default=1000, show_default=True, help="words per epoch")
-@click.option("--engine", type=click.Choice(["pyiceberg"]), default="pyiceberg", show_default=True,
-              help="who runs the jobs")
+@click.option("--engine", type=click.Choice(["spark", "pyiceberg"]), default="spark", show_default=True,
+              help="who runs the jobs: local Spark (local[2]) or pyiceberg in-process")
+@click.option("--interval", type=float, default=0.0, show_default=True, help="seconds between ingest epochs")
 @output_option
 @click.pass_obj
 @command_errors
-def demo(ctx: Context, directory: str, epochs: int, rows_per_epoch: int, engine: str, output: str | None) -> None:
+def demo(ctx: Context, directory: str, epochs: int, rows_per_epoch: int, engine: str, interval: float,
+         output: str | None) -> None:
     """Run FLIP-276's three-table pipeline (words -> word_counts -> count_histogram) and check its invariants.
 
     Re-running on the same DIR resumes where it stopped.
@@ -285,7 +287,9 @@ def demo(ctx: Context, directory: str, epochs: int, rows_per_epoch: int, engine:
     """
     from consistent_catalog.demo import run_demo
 
-    report = run_demo(directory, epochs=epochs, rows_per_epoch=rows_per_epoch, echo=click.echo)
+    json_out = (output or ctx.output) == "json"
+    report = run_demo(directory, epochs=epochs, rows_per_epoch=rows_per_epoch, engine=engine, interval=interval,
+                      echo=(lambda line: click.echo(line, err=True)) if json_out else click.echo)
     emit(ctx, output, report, lambda: None)
 
 

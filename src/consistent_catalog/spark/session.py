@@ -281,6 +281,7 @@ def build_session(
     app_name: str = "consistent-catalog",
     master: str = "local[2]",
     extra_conf: Mapping[str, str] | None = None,
+    log_level: str = "ERROR",
 ) -> SparkSession:
     """A SparkSession with the Iceberg catalog ``name`` (``spark.table(f"{name}.demo.words")``).
 
@@ -308,7 +309,9 @@ def build_session(
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel(log_level)
+    return session
 
 
 # --- spark-defaults.conf --------------------------------------------------------------------------

@@ -1,0 +1,334 @@
+"""Epoch jobs, root ingestion and consistent reads with PySpark doing the data work.
+
+Planning, ownership and the fenced publish are the pyiceberg ``EpochJob``'s; only the reads and the
+staged write go through Spark, with the summary keys set by ``snapshot-property.*`` write options.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Union
+
+from consistent_catalog import properties as P
+from consistent_catalog.barrier import BarrierLike, to_barrier
+from consistent_catalog.catalog import ConsistentCatalog, IngestResult, normalize_identifier
+from consistent_catalog.epoch import EpochJob, EpochPlan, EpochResult, Staged, check_append_only
+from consistent_catalog.exceptions import FencedError, InvalidInputError
+from consistent_catalog.resolver import DEFAULT_LEVEL, Cut
+from consistent_catalog.sql import qualified_name, quote_identifier, view_names
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+SparkTransform = Union[str, Callable[["SparkEpochContext"], "DataFrame | Mapping[str, DataFrame] | None"]]
+
+
+def snapshot_options(properties: Mapping[str, str]) -> dict[str, str]:
+    """Write options that make Iceberg put ``properties`` into the snapshot summary."""
+    return {f"snapshot-property.{k}": v for k, v in properties.items()}
+
+
+def branch_identifier(spark_catalog: str, table: str, branch: str) -> str:
+    return f"{qualified_name(spark_catalog, table)}.{quote_identifier('branch_' + branch)}"
+
+
+class SparkEpochContext:
+    """What a Spark transform sees: DataFrames of the sources pinned at ``snap(source, T)``."""
+
+    def __init__(self, job: SparkEpochJob, plan: EpochPlan, previous: Mapping[str, int | None]) -> None:
+        assert plan.barrier is not None
+        self.spark = job.spark
+        self.job = job.job
+        self.barrier = plan.barrier
+        self.inputs = dict(plan.inputs)
+        self.previous_inputs = dict(previous)
+        self._job = job
+
+    def _source(self, source: str) -> str:
+        name = normalize_identifier(source)
+        if name not in self.inputs:
+            raise InvalidInputError(f"{name} is not a source of job {self.job!r}; its sources are {sorted(self.inputs)}")
+        return name
+
+    def _qualified(self, table: str) -> str:
+        return qualified_name(self._job.spark_catalog, table)
+
+    def read(self, source: str) -> DataFrame:
+        """The source's full content at the epoch's barrier."""
+        name = self._source(source)
+        snapshot_id = self.inputs[name]
+        if snapshot_id is None:
+            return self.spark.table(self._qualified(name)).limit(0)
+        return self.spark.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(self._qualified(name))
+
+    def read_increment(self, source: str) -> DataFrame:
+        """Rows appended since the previous epoch's input (Iceberg incremental read; appends only)."""
+        name = self._source(source)
+        start, end = self.previous_inputs.get(name), self.inputs[name]
+        if end is None or start == end:
+            return self.spark.table(self._qualified(name)).limit(0)
+        if start is None:
+            return self.read(name)
+        check_append_only(self._job.catalog.state(name), start, end)
+        return (
+            self.spark.read.format("iceberg")
+            .option("start-snapshot-id", str(start))
+            .option("end-snapshot-id", str(end))
+            .load(self._qualified(name))
+        )
+
+    def read_sink(self, sink: str) -> DataFrame:
+        """A sink's published content (main), e.g. to merge into."""
+        name = normalize_identifier(sink)
+        head = self._job.catalog.state(name).head()
+        if head is None:
+            return self.spark.table(self._qualified(name)).limit(0)
+        return self.spark.read.format("iceberg").option("snapshot-id", str(head)).load(self._qualified(name))
+
+    def register_views(self, incremental: bool = False) -> dict[str, str]:
+        """Temp views named after the sources (``words`` for ``demo.words``) at the epoch's snapshots."""
+        names = view_names(sorted(self.inputs))
+        for table, view in names.items():
+            frame = self.read_increment(table) if incremental else self.read(table)
+            frame.createOrReplaceTempView(view)
+        return names
+
+    def sql(self, query: str, incremental: bool = False) -> DataFrame:
+        self.register_views(incremental)
+        return self.spark.sql(query)
+
+
+class SparkEpochJob(EpochJob):
+    """An epoch job whose transform is a function of DataFrames or SQL over the sources' names.
+
+    >>> job = SparkEpochJob(cc, spark, "word-count", sources=["demo.words"], sinks=["demo.word_counts"],
+    ...     transform="SELECT word, count(*) AS cnt FROM words GROUP BY word", mode="overwrite")  # doctest: +SKIP
+    >>> with job:                                                                                # doctest: +SKIP
+    ...     job.run_continuously(interval=5)
+
+    Modes: ``append``, ``overwrite`` (replace the sink's content), ``merge`` (upsert by ``keys``).
+    With ``incremental=True`` a SQL transform sees only the rows appended since the last epoch.
+    """
+
+    MODES = ("append", "overwrite", "merge")
+
+    def __init__(
+        self,
+        catalog: ConsistentCatalog,
+        spark: SparkSession,
+        job: str,
+        *,
+        sources: Iterable[str],
+        sinks: Iterable[str],
+        transform: SparkTransform,
+        mode: str = "append",
+        keys: Iterable[str] = (),
+        incremental: bool = False,
+        spark_catalog: str = "lake",
+        **options: Any,
+    ) -> None:
+        super().__init__(catalog, job, sources=sources, sinks=sinks, transform=None, mode=mode, **options)
+        self.spark = spark
+        self.spark_transform = transform
+        self.keys = tuple(keys)
+        self.incremental = incremental
+        self.spark_catalog = spark_catalog
+        if mode == "merge" and not self.keys:
+            raise InvalidInputError(f"job {job!r}: merge mode needs keys=[...] naming the columns rows are matched on")
+
+    def _run_transform(self, plan: EpochPlan) -> dict[str, Any]:
+        previous = next(iter(plan.sinks.values())).previous_inputs if plan.sinks else {}
+        ctx = SparkEpochContext(self, plan, previous)
+        if isinstance(self.spark_transform, str):
+            output: Any = ctx.sql(self.spark_transform, incremental=self.incremental)
+        else:
+            output = self.spark_transform(ctx)
+        if output is None:
+            return {}
+        if isinstance(output, Mapping):
+            unknown = {normalize_identifier(k) for k in output} - set(self.sinks)
+            if unknown:
+                raise InvalidInputError(f"transform of {self.job!r} returned data for {sorted(unknown)}, which are not its sinks")
+            return {normalize_identifier(k): v for k, v in output.items()}
+        if len(self.sinks) != 1:
+            raise InvalidInputError(f"job {self.job!r} has {len(self.sinks)} sinks; return a dict of sink -> DataFrame")
+        return {self.sinks[0]: output}
+
+    def stage(self, sink: str, plan: EpochPlan, data: DataFrame | None) -> Staged:
+        """Spark writes the epoch onto ``consistent-staged``; the result is then verified from metadata.
+
+        Spark's own commit cannot carry our fencing requirement, so afterwards every snapshot between
+        main's head and the staged head must carry this attempt's id; anything else means another
+        writer interfered, and the epoch is refused (re-planning discards it).
+        """
+        if data is None:
+            return Staged(plan.sinks[sink].main_head, None, 0)
+        table = self.prepare_staged_branch(sink)
+        base = table.metadata.snapshot_by_name(P.MAIN_BRANCH)
+        assert base is not None
+        properties = self.summary_properties(plan)
+        target = branch_identifier(self.spark_catalog, sink, P.STAGED_BRANCH)
+        columns = [f.name for f in table.schema().fields]
+        missing = [c for c in columns if c not in data.columns]
+        if missing:
+            raise InvalidInputError(f"{sink}: the transform's output lacks column(s) {missing}; it has {data.columns}")
+        frame = data.select(*columns)
+        if self.mode == "merge":
+            frame = self._upsert(sink, base.snapshot_id, frame)
+        writer = frame.writeTo(target).options(**snapshot_options(properties))
+        if self.mode == "append":
+            writer.append()
+        else:
+            from pyspark.sql.functions import lit
+
+            writer.overwrite(lit(True))
+        return self._verify_staged(sink, plan, base.snapshot_id, properties[P.ATTEMPT])
+
+    def _upsert(self, sink: str, base_id: int, frame: DataFrame) -> DataFrame:
+        """Merge by key as a replacement of the content: current rows whose key is not in ``frame``, plus ``frame``."""
+        current = self.spark.read.format("iceberg").option("snapshot-id", str(base_id)).load(
+            qualified_name(self.spark_catalog, sink)
+        )
+        kept = current.join(frame.select(*self.keys).distinct(), on=list(self.keys), how="left_anti")
+        return kept.unionByName(frame)
+
+    def _verify_staged(self, sink: str, plan: EpochPlan, base_id: int, attempt: str) -> Staged:
+        state = self.catalog.state(sink)
+        head = state.head(P.STAGED_BRANCH)
+        rows = 0
+        current = head
+        while current is not None and current != base_id:
+            record = state.snapshots.get(current)
+            if record is None or record.summary.get(P.ATTEMPT) != attempt:
+                raise FencedError(
+                    f"{sink}: snapshot {current} on {P.STAGED_BRANCH} was not written by this attempt at barrier "
+                    f"{plan.barrier}: another writer interfered; the epoch will be re-planned"
+                )
+            rows += int(record.summary.get("added-records", "0") or 0)
+            current = record.parent_id
+        if current != base_id:
+            raise FencedError(f"{sink}: {P.STAGED_BRANCH} no longer descends from main's head {base_id}; re-plan")
+        return Staged(base_id, None if head == base_id else head, rows)
+
+    def run_continuously(
+        self,
+        interval: float,
+        *,
+        max_epochs: int | None = None,
+        until: Callable[[], bool] | None = None,
+        echo: Callable[[str], Any] = print,
+    ) -> list[EpochResult]:
+        """Run an epoch every ``interval`` seconds, printing one progress line per epoch that did work."""
+        results = []
+        while max_epochs is None or len(results) < max_epochs:
+            started = time.monotonic()
+            result = self.run_epoch()
+            if result.did_work:
+                results.append(result)
+                echo(progress_line(result, time.monotonic() - started))
+            if until is not None and until():
+                break
+            time.sleep(max(0.0, interval - (time.monotonic() - started)))
+        return results
+
+
+def progress_line(result: EpochResult, seconds: float) -> str:
+    when = "-" if result.barrier is None else datetime.fromtimestamp(result.barrier / 1000, tz=timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+    parts = ", ".join(f"{s}: {a} ({result.rows.get(s, 0)} rows)" for s, a in result.actions.items())
+    return f"[{result.job}] barrier {result.barrier} ({when}Z) {parts} in {seconds:.1f}s"
+
+
+# --- roots -----------------------------------------------------------------------------------------
+
+
+def ingest_dataframe(
+    catalog: ConsistentCatalog,
+    frame: DataFrame,
+    table: str,
+    *,
+    barrier: BarrierLike | None = None,
+    event_time_column: str | None = None,
+    spark_catalog: str = "lake",
+) -> IngestResult:
+    """Append ``frame`` to a root table with Spark, tagged with a barrier.
+
+    The barrier is, in order: ``barrier`` if given; the maximum of ``event_time_column`` (a timestamp,
+    date or epoch-milliseconds column) for event-time barriers; otherwise the current time. It is
+    raised to W(X) + 1 if it would fall at or below the table's watermark (see ``ConsistentCatalog.ingest``).
+    """
+    name = normalize_identifier(table)
+    state = catalog.state(name)
+    if not state.is_root:
+        raise InvalidInputError(f"{name} is derived from {', '.join(state.sources)}; only root tables take ingested data")
+    if barrier is not None:
+        wanted = to_barrier(barrier)
+    elif event_time_column is not None:
+        wanted = _max_event_time(frame, event_time_column)
+    else:
+        wanted = int(time.time() * 1000)
+    current = state.watermark()
+    effective = wanted if current is None or wanted > current else current + 1
+    frame.writeTo(qualified_name(spark_catalog, name)).options(**snapshot_options({P.BARRIER: str(effective)})).append()
+    head = catalog.state(name).head()
+    assert head is not None
+    return IngestResult(name, head, effective)
+
+
+def _max_event_time(frame: DataFrame, column: str) -> int:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DateType, NumericType, TimestampNTZType, TimestampType
+
+    if column not in frame.columns:
+        raise InvalidInputError(f"event-time column {column!r} is not in the DataFrame (columns: {frame.columns})")
+    dtype = frame.schema[column].dataType
+    if isinstance(dtype, (TimestampType, TimestampNTZType, DateType)):
+        value = frame.select(F.max(F.unix_millis(F.col(column).cast("timestamp")))).first()[0]
+    elif isinstance(dtype, NumericType):
+        value = frame.select(F.max(F.col(column))).first()[0]
+    else:
+        raise InvalidInputError(f"event-time column {column!r} has type {dtype.simpleString()}; use a timestamp or epoch ms")
+    if value is None:
+        raise InvalidInputError(f"event-time column {column!r} has no values; pass barrier= explicitly")
+    return to_barrier(int(value))
+
+
+# --- consistent reads ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SparkCut:
+    cut: Cut
+    frames: Mapping[str, DataFrame]
+    views: Mapping[str, str]
+
+    def __getitem__(self, table: str) -> DataFrame:
+        return self.frames[normalize_identifier(table)]
+
+
+def read_cut(
+    catalog: ConsistentCatalog,
+    spark: SparkSession,
+    tables: Iterable[str],
+    *,
+    level: str = DEFAULT_LEVEL,
+    as_of: BarrierLike | None = None,
+    spark_catalog: str = "lake",
+    register_views: bool = False,
+) -> SparkCut:
+    """DataFrames of ``tables`` pinned at one consistent cut (optionally also registered as temp views)."""
+    cut = catalog.resolve(tables, level=level, as_of=as_of)
+    frames = {}
+    for name, part in cut.tables.items():
+        qualified = qualified_name(spark_catalog, name)
+        if part.snapshot_id is None:
+            frames[name] = spark.table(qualified).limit(0)
+        else:
+            frames[name] = spark.read.format("iceberg").option("snapshot-id", str(part.snapshot_id)).load(qualified)
+    views = view_names(list(cut.tables))
+    if register_views:
+        for name, frame in frames.items():
+            frame.createOrReplaceTempView(views[name])
+    return SparkCut(cut, frames, views)
