@@ -177,23 +177,34 @@ class SparkEpochJob(EpochJob):
             raise InvalidInputError(f"{sink}: the transform's output lacks column(s) {missing}; it has {data.columns}")
         frame = data.select(*columns)
         if self.mode == "merge":
-            frame = self._upsert(sink, base.snapshot_id, frame)
-        writer = frame.writeTo(target).options(**snapshot_options(properties))
-        if self.mode == "append":
-            writer.append()
+            self._merge(frame, target, properties)
         else:
-            from pyspark.sql.functions import lit
+            writer = frame.writeTo(target).options(**snapshot_options(properties))
+            if self.mode == "append":
+                writer.append()
+            else:
+                from pyspark.sql.functions import lit
 
-            writer.overwrite(lit(True))
+                writer.overwrite(lit(True))
         return self._verify_staged(sink, plan, base.snapshot_id, properties[P.ATTEMPT])
 
-    def _upsert(self, sink: str, base_id: int, frame: DataFrame) -> DataFrame:
-        """Merge by key as a replacement of the content: current rows whose key is not in ``frame``, plus ``frame``."""
-        current = self.spark.read.format("iceberg").option("snapshot-id", str(base_id)).load(
-            qualified_name(self.spark_catalog, sink)
+    def _merge(self, frame: DataFrame, target: str, properties: Mapping[str, str]) -> None:
+        """``MERGE INTO`` the staged branch by ``keys`` (update matched rows, insert the rest).
+
+        SQL statements take no write options, so the summary keys travel through Iceberg's
+        ``CommitMetadata.withCommitProperties`` (a thread-local on the JVM side, set around the MERGE).
+        """
+        view = f"consistent_merge_source_{properties[P.ATTEMPT]}"
+        frame.createOrReplaceTempView(view)
+        on = " AND ".join(f"t.{quote_identifier(k)} = s.{quote_identifier(k)}" for k in self.keys)
+        statement = (
+            f"MERGE INTO {target} AS t USING {quote_identifier(view)} AS s ON {on} "
+            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
         )
-        kept = current.join(frame.select(*self.keys).distinct(), on=list(self.keys), how="left_anti")
-        return kept.unionByName(frame)
+        try:
+            with_commit_properties(self.spark, properties, lambda: self.spark.sql(statement))
+        finally:
+            self.spark.catalog.dropTempView(view)
 
     def _verify_staged(self, sink: str, plan: EpochPlan, base_id: int, attempt: str) -> Staged:
         state = self.catalog.state(sink)
@@ -233,6 +244,37 @@ class SparkEpochJob(EpochJob):
                 break
             time.sleep(max(0.0, interval - (time.monotonic() - started)))
         return results
+
+
+class _JavaCallable:
+    """A Python function the JVM can call as a ``java.util.concurrent.Callable`` (py4j callback)."""
+
+    def __init__(self, function: Callable[[], Any]) -> None:
+        self.function = function
+
+    def call(self) -> None:
+        self.function()
+
+    class Java:
+        implements = ["java.util.concurrent.Callable"]
+
+
+def with_commit_properties(spark: SparkSession, properties: Mapping[str, str], run: Callable[[], Any]) -> None:
+    """Run ``run`` (e.g. a SQL MERGE) so that every Iceberg commit it makes carries ``properties`` in its summary.
+
+    Relies on PySpark's pinned threads (the default): the callback runs Spark SQL on the JVM thread
+    that set Iceberg's commit-properties thread-local.
+    """
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    gateway = spark.sparkContext._gateway
+    ensure_callback_server_started(gateway)
+    jvm = spark._jvm
+    jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
+        jvm.java.util.HashMap(dict(properties)),
+        _JavaCallable(run),
+        jvm.java.lang.Class.forName("java.lang.RuntimeException"),
+    )
 
 
 def progress_line(result: EpochResult, seconds: float) -> str:
