@@ -229,7 +229,7 @@ def test_nothing_to_do_until_a_source_advances_and_never_twice(cc, catalog, flip
     assert [b for i, b in enumerate(barriers) if i == 0 or barriers[i - 1] != b] == ["1000", "2000"]
 
 
-def test_empty_epoch_advances_the_watermark(cc, catalog, flip_tables):
+def test_empty_output_is_recorded_and_unchanged_input_only_moves_the_watermark(cc, catalog, flip_tables):
     cc.ingest(WORDS, words("a"), barrier=1_000)
 
     def only_new_z(ctx: EpochContext) -> pa.Table:
@@ -237,13 +237,22 @@ def test_empty_epoch_advances_the_watermark(cc, catalog, flip_tables):
         return pa.table({"word": [r["word"] for r in new if r["word"] == "z"], "cnt": [1 for r in new if r["word"] == "z"]})
 
     with cc.job("z", sources=[WORDS], sinks=[COUNTS], transform=only_new_z) as job:
-        result = job.run_epoch()
-    assert result.actions == {COUNTS: "watermark"}
-    table = catalog.load_table(COUNTS)
-    assert table.metadata.properties[P.WATERMARK] == "1000"
-    assert table.metadata.snapshot_by_name("main") is None
+        # new input, empty output: an empty snapshot records barrier and inputs (the table is complete at 1000)
+        assert job.run_epoch().actions == {COUNTS: "published"}
+        head = main_head(catalog, COUNTS)
+        s = summary(catalog, COUNTS, head)
+        assert s[P.BARRIER] == "1000" and s.get("added-records") is None and s["total-records"] == "0"
+        assert json.loads(s[P.SOURCES]) == {WORDS: main_head(catalog, WORDS)}
+        # the root only advances its watermark: the input holds the same rows, so no snapshot, only the watermark
+        cc.advance_watermark(WORDS, 2_000)
+        assert job.run_epoch().actions == {COUNTS: "watermark"}
+        table = catalog.load_table(COUNTS)
+        assert main_head(catalog, COUNTS) == head
+        assert table.metadata.properties[P.WATERMARK] == "2000"
+        assert table.metadata.properties[P.WATERMARK_SNAPSHOT] == str(head)
     cut = cc.resolve([WORDS, COUNTS])
-    assert cut.barrier == 1_000 and cut[COUNTS].snapshot_id is None
+    assert cut.barrier == 2_000 and cut[COUNTS].snapshot_id == head
+    assert rows_at(catalog, COUNTS, head) == []
 
 
 def test_incremental_reads_get_exactly_the_new_rows(cc, catalog, flip_tables):

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
-from typing import Union
+from dataclasses import dataclass
+from functools import cached_property
+from types import MappingProxyType
+from datetime import date, datetime, timedelta, timezone
+from typing import NamedTuple, Union
 
 from consistent_catalog import properties as P
 from consistent_catalog.exceptions import (
@@ -19,6 +21,10 @@ from consistent_catalog.exceptions import (
     MalformedMetadataError,
     UntrackedWriteError,
 )
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+_EMPTY_OVERRIDES: Mapping[int, int] = MappingProxyType({})
+_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 BarrierLike = Union[int, datetime, date, str]
 """What callers may pass as a barrier: ms since the epoch, a datetime (naive means UTC), or a string of either."""
@@ -38,21 +44,24 @@ _CHANGE_COUNTERS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class SnapshotRecord:
-    """The parts of an Iceberg snapshot that barrier resolution needs."""
+class SnapshotRecord(NamedTuple):
+    """The parts of an Iceberg snapshot that barrier resolution needs (a tuple: cheap to build by the thousand)."""
 
     snapshot_id: int
     parent_id: int | None
     timestamp_ms: int
     operation: str = "append"
-    summary: Mapping[str, str] = field(default_factory=dict)
+    summary: Mapping[str, str] = _EMPTY
 
     @property
     def barrier(self) -> int | None:
         """The raw ``consistent.barrier`` written on the snapshot, if any."""
         value = self.summary.get(P.BARRIER)
-        return None if value is None else parse_barrier_value(value, where=f"snapshot {self.snapshot_id} summary")
+        if value is None:
+            return None
+        if value.isascii() and value.isdigit():
+            return int(value)
+        return parse_barrier_value(value, where=f"snapshot {self.snapshot_id} summary")
 
     @property
     def job(self) -> str | None:
@@ -71,7 +80,7 @@ class SnapshotRecord:
 def parse_barrier_value(value: object, *, where: str) -> int:
     """Parse a barrier stored in metadata; malformed values raise MalformedMetadataError."""
     text = str(value).strip()
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise MalformedMetadataError(
             f"{where}: {P.BARRIER}-style value {value!r} is not a non-negative integer of milliseconds; "
             "fix or remove the property (it must be written by consistent-catalog)"
@@ -89,12 +98,12 @@ def to_barrier(value: BarrierLike) -> int:
         return value
     if isinstance(value, datetime):
         aware = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-        return to_barrier(int(aware.timestamp() * 1000))
+        return to_barrier((aware - _UNIX_EPOCH) // timedelta(milliseconds=1))
     if isinstance(value, date):
         return to_barrier(datetime(value.year, value.month, value.day, tzinfo=timezone.utc))
     if isinstance(value, str):
         text = value.strip()
-        if text.isdigit():
+        if text.isascii() and text.isdigit():
             return int(text)
         try:
             return to_barrier(datetime.fromisoformat(text.replace("Z", "+00:00")))
@@ -123,6 +132,26 @@ class BranchBarriers:
     """True when the oldest retained snapshot has a parent that was expired."""
     untracked: int | None = None
     """Id of the first data-changing snapshot of a derived table written without a barrier."""
+    change_counts: tuple[int, ...] = ()
+    """``change_counts[i]``: how many of snapshots 0..i changed data (replace and empty commits do not)."""
+
+    @cached_property
+    def positions(self) -> dict[int, int]:
+        return {snapshot_id: i for i, snapshot_id in enumerate(self.snapshot_ids)}
+
+    def same_data(self, older: int | None, newer: int | None) -> bool:
+        """Whether the table holds the same rows at ``older`` and at ``newer`` (None: before its first snapshot).
+
+        False when either snapshot is not on this branch (rolled back, or another branch's).
+        """
+        def count(snapshot_id: int | None) -> int | None:
+            if snapshot_id is None:
+                return 0
+            index = self.positions.get(snapshot_id)
+            return None if index is None else self.change_counts[index]
+
+        a, b = count(older), count(newer)
+        return a is not None and a == b
 
     @property
     def head_id(self) -> int | None:
@@ -186,20 +215,40 @@ def ancestry(head_id: int | None, snapshots: Mapping[int, SnapshotRecord]) -> tu
 
 
 def branch_barriers(
-    table: str, branch: str, head_id: int | None, snapshots: Mapping[int, SnapshotRecord], *, is_root: bool
+    table: str,
+    branch: str,
+    head_id: int | None,
+    snapshots: Mapping[int, SnapshotRecord],
+    *,
+    is_root: bool,
+    floor: tuple[int | None, int] | None = None,
+    overrides: Mapping[int, int] = _EMPTY_OVERRIDES,
 ) -> BranchBarriers:
-    """Apply SPEC 3 to the ancestry of ``head_id``: replace keeps the parent's barrier, late snapshots get b(p)+1."""
+    """Apply SPEC 3 to the ancestry of ``head_id``: replace keeps the parent's barrier, late snapshots get b(p)+1.
+
+    ``floor`` is ``(snapshot id, watermark)``: the table was declared complete up to the watermark when
+    that snapshot was its head (None: when it was empty), so every later snapshot lands above it.
+    ``overrides`` are barriers earlier floors gave to snapshots; they stand in for the raw barrier.
+    On a root, a snapshot whose raw barrier equals its parent's is late too: the parent's barrier
+    was already complete (W = b(head)), and the new rows must not change it.
+    """
     chain, truncated = ancestry(head_id, snapshots)
     ids: list[int] = []
     barriers: list[int | None] = []
+    counts: list[int] = []
+    changes = 0
     previous: int | None = None
     untracked: int | None = None
+    lower = floor[1] if floor is not None and floor[0] is None else None
     for record in chain:
         ids.append(record.snapshot_id)
+        if record.changes_data:
+            changes += 1
+        counts.append(changes)
         if untracked is not None:
             barriers.append(None)
             continue
-        raw = record.barrier
+        raw = overrides.get(record.snapshot_id, record.barrier)
         if record.operation == "replace" and previous is not None:
             effective: int | None = previous
         elif raw is None and not is_root:
@@ -211,10 +260,17 @@ def branch_barriers(
         else:
             if raw is None:
                 raw = record.timestamp_ms
-            effective = raw if previous is None or raw >= previous else previous + 1
+            if previous is None or raw > previous or (raw == previous and not is_root):
+                effective = raw
+            else:
+                effective = previous + 1
+            if lower is not None and effective <= lower:
+                effective = lower + 1
         barriers.append(effective)
         previous = effective
-    return BranchBarriers(table, branch, tuple(ids), tuple(barriers), truncated, untracked)
+        if floor is not None and record.snapshot_id == floor[0]:
+            lower = floor[1]
+    return BranchBarriers(table, branch, tuple(ids), tuple(barriers), truncated, untracked, tuple(counts))
 
 
 def watermark(head_barrier: int | None, watermark_property: int | None) -> int | None:

@@ -9,10 +9,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError, NoSuchTableError
-from pyiceberg.table.update import AssertTableUUID, RemovePropertiesUpdate, SetPropertiesUpdate
+from pyiceberg.table.refs import SnapshotRefType
+from pyiceberg.table.update import (
+    AssertTableUUID,
+    RemovePropertiesUpdate,
+    RemoveSnapshotRefUpdate,
+    SetPropertiesUpdate,
+    SetSnapshotRefUpdate,
+)
 
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import BarrierLike, to_barrier
+from consistent_catalog.barrier import to_barrier as to_barrier_ms
 from consistent_catalog.exceptions import (
     CatalogConfigError,
     ConsistentCatalogError,
@@ -26,6 +34,8 @@ from consistent_catalog.fencing import fence
 from consistent_catalog.lineage import LineageGraph
 from consistent_catalog.report import HistoryEntry, TableStatus, history, status
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut, resolve
+from consistent_catalog.revision import MODES as REVISION_MODES
+from consistent_catalog.revision import RevisionResult, RevisionStep, affected_tables, plan_step
 from consistent_catalog.state import TableState, encode_table_sources
 
 if TYPE_CHECKING:
@@ -113,6 +123,29 @@ class ConsistentCatalog:
     def states(self, identifiers: Iterable[str]) -> list[TableState]:
         return [self.state(i) for i in dict.fromkeys(normalize_identifier(i) for i in identifiers)]
 
+    def upstream_states(self, tables: Iterable[str], *, required: bool = True) -> dict[str, TableState]:
+        """States of ``tables`` and of every table they are derived from, transitively (one load each).
+
+        A source that no longer exists is left out (and so cannot be checked for completeness); a
+        missing table of ``tables`` itself raises TableNotFoundError when ``required``.
+        """
+        found: dict[str, TableState] = {}
+        pending = [normalize_identifier(t) for t in tables]
+        first = set(pending) if required else set()
+        while pending:
+            name = pending.pop()
+            if name in found:
+                continue
+            try:
+                state = self.state(name)
+            except TableNotFoundError:
+                if name in first:
+                    raise
+                continue
+            found[name] = state
+            pending.extend(s for s in state.sources if s not in found)
+        return found
+
     def list_tables(self) -> list[str]:
         """Every table of the catalog, in every (nested) namespace."""
         found: list[str] = []
@@ -128,14 +161,19 @@ class ConsistentCatalog:
 
     # --- reading --------------------------------------------------------------------------------
     def resolve(self, tables: Iterable[str], level: str = DEFAULT_LEVEL, as_of: BarrierLike | None = None) -> Cut:
-        """The consistent cut of SPEC 4 for ``tables`` (one metadata load per table)."""
-        return resolve(self.states(tables), level, as_of)
+        """The consistent cut of SPEC 4 for ``tables`` (one metadata load per table and per upstream table)."""
+        names = list(dict.fromkeys(normalize_identifier(t) for t in tables))
+        closure = self.upstream_states(names)
+        return resolve([closure[n] for n in names], level, as_of, upstream=closure.values())
 
     def read(self, tables: Iterable[str], level: str = DEFAULT_LEVEL, as_of: BarrierLike | None = None) -> ConsistentRead:
         """Resolve a cut and return a reader whose scans are pinned at it."""
         loaded = {normalize_identifier(t): self.load_table(t) for t in tables}
-        states = [TableState.from_metadata(name, table.metadata) for name, table in loaded.items()]
-        return ConsistentRead(resolve(states, level, as_of), loaded)
+        states = {name: TableState.from_metadata(name, table.metadata) for name, table in loaded.items()}
+        upstream = dict(states)
+        pending = [src for st in states.values() for src in st.sources if src not in upstream]
+        upstream.update(self.upstream_states(pending, required=False))
+        return ConsistentRead(resolve(list(states.values()), level, as_of, upstream=upstream.values()), loaded)
 
     def lineage(self, tables: Iterable[str] | None = None) -> LineageGraph:
         """The lineage graph of the whole catalog, or of the tables connected to ``tables``."""
@@ -336,7 +374,7 @@ class ConsistentCatalog:
         self.commit(
             loaded,
             [fence({P.WATERMARK: state.properties.get(P.WATERMARK)}, {P.MAIN_BRANCH: state.head()})],
-            [SetPropertiesUpdate(updates={P.WATERMARK: str(value)})],
+            [SetPropertiesUpdate(updates=state.watermark_properties(value))],
             what="advancing the watermark",
         )
         return value
@@ -361,6 +399,52 @@ class ConsistentCatalog:
         snapshot = refreshed.metadata.snapshot_by_name(P.MAIN_BRANCH)
         assert snapshot is not None
         return IngestResult(state.identifier, snapshot.snapshot_id, effective)
+
+    def revise(self, table: str, to_barrier: BarrierLike, *, mode: str = "incremental", retries: int = 10) -> RevisionResult:
+        """Roll ``table`` and everything downstream back to their state at ``to_barrier`` and bump ``consistent.revision``.
+
+        ``incremental``: derived tables return to ``snap(X, T)`` with watermark T, so their jobs replay
+        from T. ``full``: derived tables are emptied and their jobs rebuild them from scratch. A root
+        (the revised table itself) is always rolled back. Staged epochs are discarded. Running jobs
+        see their next publish refused (main moved) and re-plan.
+        """
+        if mode not in REVISION_MODES:
+            raise InvalidInputError(f"revision mode {mode!r} is not one of {', '.join(REVISION_MODES)}")
+        barrier = to_barrier_ms(to_barrier)
+        name = normalize_identifier(table)
+        self.load_table(name)
+        graph = self.lineage([name])
+        steps = tuple(self._revise_table(t, barrier, mode, retries) for t in affected_tables(graph, name))
+        return RevisionResult(name, barrier, mode, steps)
+
+    def _revise_table(self, name: str, barrier: int, mode: str, retries: int) -> RevisionStep:
+        for _ in range(retries):
+            table = self.load_table(name)
+            state = TableState.from_metadata(name, table.metadata)
+            step = plan_step(state, barrier, mode)
+            updates: list[Any] = []
+            for branch in (P.MAIN_BRANCH, P.STAGED_BRANCH):
+                if step.to_snapshot is not None:
+                    updates.append(SetSnapshotRefUpdate(ref_name=branch, type=SnapshotRefType.BRANCH, snapshot_id=step.to_snapshot))
+                elif branch in state.branches:
+                    updates.append(RemoveSnapshotRefUpdate(ref_name=branch))
+            properties = {P.REVISION: str(step.revision)}
+            if step.watermark is not None:
+                properties[P.WATERMARK] = str(step.watermark)
+                properties[P.WATERMARK_SNAPSHOT] = P.NO_SNAPSHOT if step.to_snapshot is None else str(step.to_snapshot)
+            else:
+                removals = [k for k in (P.WATERMARK, P.WATERMARK_SNAPSHOT) if k in state.properties]
+                if removals:
+                    updates.append(RemovePropertiesUpdate(removals=removals))
+            updates.append(SetPropertiesUpdate(updates=properties))
+            expected_refs = {b: state.head(b) for b in (P.MAIN_BRANCH, P.STAGED_BRANCH)}
+            expected = {k: state.properties.get(k) for k in (P.REVISION, P.WATERMARK)}
+            try:
+                self.commit(table, [fence(expected, expected_refs)], updates, what=f"revising to barrier {barrier}")
+                return step
+            except FencedError:
+                continue  # a job or ingest committed meanwhile: plan this table again
+        raise FencedError(f"{name}: revision to barrier {barrier} kept conflicting with other commits; retry it")
 
     def job(self, job: str, *, sources: Iterable[str], sinks: Iterable[str], **options: Any) -> EpochJob:
         """An epoch job writing ``sinks`` from ``sources`` with pyiceberg (see ``consistent_catalog.epoch``)."""

@@ -154,12 +154,12 @@ def run_demo(
                 read = cc.read(TABLES)
             except NoWatermarkError:  # count_histogram has not run yet: no cut covers all three tables
                 echo(f"epoch {epoch + 1}/{epochs}: ingested barrier {barrier}, no consistent cut yet")
-                continue
-            delays.append(int(time.time() * 1000) - read.cut.barrier)
-            violations += check_invariants(read)
-            cuts_checked += 1
-            echo(f"epoch {epoch + 1}/{epochs}: ingested barrier {barrier}, consistent cut at {read.cut.barrier} "
-                 f"(count_histogram {delays[-1] / 1000:.1f}s behind)")
+            else:
+                delays.append(int(time.time() * 1000) - read.cut.barrier)
+                violations += check_invariants(read)
+                cuts_checked += 1
+                echo(f"epoch {epoch + 1}/{epochs}: ingested barrier {barrier}, consistent cut at {read.cut.barrier} "
+                     f"(count_histogram {delays[-1] / 1000:.1f}s behind)")
             time.sleep(max(0.0, interval - (time.monotonic() - started)))
         runner.counter.run_until_caught_up()
         runner.hist.run_until_caught_up()

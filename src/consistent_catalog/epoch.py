@@ -17,6 +17,7 @@ from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.update import SetPropertiesUpdate, SetSnapshotRefUpdate
 
 from consistent_catalog import properties as P
+from consistent_catalog.completeness import Completeness
 from consistent_catalog.catalog import DEFAULT_LEASE_MS, ConsistentCatalog, Lease, normalize_identifier, now_ms
 from consistent_catalog.exceptions import FencedError, InvalidInputError, NotRegisteredError
 from consistent_catalog.fencing import fence
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SinkAction = Literal["done", "publish-staged", "stage"]
+SinkAction = Literal["done", "publish-staged", "watermark", "stage"]
 
 
 @dataclass(frozen=True)
@@ -80,17 +81,31 @@ def staged_epoch_matches(state: TableState, job: str, barrier: int, inputs: Mapp
     return True
 
 
-def plan_epoch(job: str, sources: Mapping[str, TableState], sinks: Mapping[str, TableState]) -> EpochPlan:
-    """Plan the next epoch of ``job`` from metadata alone (re-planning after a crash is the same call)."""
-    marks = {name: state.watermark() for name, state in sources.items()}
+def plan_epoch(
+    job: str,
+    sources: Mapping[str, TableState],
+    sinks: Mapping[str, TableState],
+    upstream: Mapping[str, TableState] | None = None,
+) -> EpochPlan:
+    """Plan the next epoch of ``job`` from metadata alone (re-planning after a crash is the same call).
+
+    T is the newest barrier at or below ``min W(source)`` at which every source is complete (see
+    ``completeness``; ``upstream`` holds the sources' own transitive sources), so a multi-source job
+    never mixes a source that skipped T with one that processed it. A sink whose inputs at T hold the
+    same rows as its previous epoch's only needs its watermark moved (``watermark``).
+    """
     if not sources:
         raise InvalidInputError(f"job {job!r} has no sources")
-    if any(m is None for m in marks.values()):
+    marks = [state.watermark() for state in sources.values()]
+    barrier: int | None = None
+    if all(m is not None for m in marks):
+        known = {**(upstream or {}), **sources}
+        barrier = Completeness(known).latest(sources, min(m for m in marks if m is not None))
+    if barrier is None:
         plans = {
             name: SinkPlan(name, "done", state.head(), state.head(P.STAGED_BRANCH), {}) for name, state in sinks.items()
         }
         return EpochPlan(job, None, {}, plans)
-    barrier = min(m for m in marks.values() if m is not None)
     inputs: dict[str, int | None] = {}
     for name, state in sources.items():
         point = state.branch().snap_at(barrier)
@@ -99,15 +114,16 @@ def plan_epoch(job: str, sources: Mapping[str, TableState], sinks: Mapping[str, 
     for name, state in sinks.items():
         main_head = state.head()
         sink_mark = state.watermark()
-        previous: dict[str, int | None] = {}
-        if main_head is not None:
-            previous = parse_summary_sources(
-                state.snapshots[main_head].summary.get(P.SOURCES), where=f"{name} snapshot {main_head}"
-            )
+        previous = state.recorded_inputs(main_head)
+        unchanged = all(
+            sources[src].branch().same_data(previous.get(src), snapshot) for src, snapshot in inputs.items()
+        )
         if sink_mark is not None and barrier <= sink_mark:
             action: SinkAction = "done"
         elif staged_epoch_matches(state, job, barrier, inputs):
             action = "publish-staged"
+        elif unchanged and (main_head is not None or sink_mark is not None or all(i is None for i in inputs.values())):
+            action = "watermark"
         else:
             action = "stage"
         plans[name] = SinkPlan(name, action, main_head, state.head(P.STAGED_BRANCH), previous)
@@ -207,7 +223,8 @@ class EpochResult:
     job: str
     barrier: int | None
     actions: Mapping[str, str]
-    """Per sink: ``done`` (nothing to do), ``published``, ``republished`` (a staged epoch found after a crash) or ``watermark``."""
+    """Per sink: ``done`` (nothing to do), ``published``, ``republished`` (a staged epoch found after a crash),
+    ``watermark`` (inputs unchanged: only the watermark moved) or ``conflict`` (the sink changed meanwhile; re-plan)."""
     snapshots: Mapping[str, int | None]
     rows: Mapping[str, int] = field(default_factory=dict)
 
@@ -277,10 +294,13 @@ class EpochJob:
 
     # --- the epoch --------------------------------------------------------------------------
     def plan(self) -> EpochPlan:
-        states = {s.identifier: s for s in self.catalog.states(self.sources + self.sinks)}
+        states = {s.identifier: s for s in self.catalog.states(self.sinks)}
         for sink in self.sinks:
             self._check_owner(states[sink])
-        return plan_epoch(self.job, {s: states[s] for s in self.sources}, {s: states[s] for s in self.sinks})
+        closure = self.catalog.upstream_states(self.sources)
+        return plan_epoch(
+            self.job, {s: closure[s] for s in self.sources}, {s: states[s] for s in self.sinks}, upstream=closure
+        )
 
     def _check_owner(self, state: TableState) -> None:
         lease = self._require_lease()
@@ -305,14 +325,24 @@ class EpochJob:
             if sink_plan.action == "done":
                 actions[sink] = "done"
                 continue
-            if sink_plan.action == "publish-staged":
-                staged = Staged(sink_plan.main_head, sink_plan.staged_head, 0)
-                actions[sink] = "republished"
-            else:
-                staged = self.stage(sink, plan, outputs.get(sink))
-                rows[sink] = staged.rows
-                actions[sink] = "published" if staged.head is not None else "watermark"
-            snapshots[sink] = self.publish(sink, plan, staged.base, staged.head)
+            try:
+                if sink_plan.action == "publish-staged":
+                    staged = Staged(sink_plan.main_head, sink_plan.staged_head, 0)
+                    actions[sink] = "republished"
+                elif sink_plan.action == "watermark":
+                    staged = Staged(sink_plan.main_head, None, 0)
+                    actions[sink] = "watermark"
+                else:
+                    staged = self.stage(sink, plan, outputs.get(sink))
+                    rows[sink] = staged.rows
+                    actions[sink] = "published"
+                snapshots[sink] = self.publish(sink, plan, staged.base, staged.head)
+            except FencedError:
+                # main moved under us (a revision, or another writer's staging) while we still own the
+                # sink: nothing was published; the next epoch re-plans from the new state
+                self._check_owner(self.catalog.state(sink))
+                actions[sink] = "conflict"
+                log.warning("%s: %s changed while barrier %s was being written; re-planning", self.job, sink, plan.barrier)
         log.info("%s: barrier %s %s", self.job, plan.barrier, actions)
         return EpochResult(self.job, plan.barrier, actions, snapshots, rows)
 
@@ -387,42 +417,54 @@ class EpochJob:
         return table
 
     def stage(self, sink: str, plan: EpochPlan, data: pa.Table | None) -> Staged:
-        """Write one epoch's output to ``consistent-staged`` with pyiceberg (one fenced transaction)."""
-        if data is None or (self.mode == "append" and data.num_rows == 0):
-            return Staged(plan.sinks[sink].main_head, None, 0)
+        """Write one epoch's output to ``consistent-staged`` with pyiceberg (one fenced transaction).
+
+        An epoch whose output is empty is still staged, as an empty snapshot: it records the epoch's
+        barrier and inputs, which is what tells readers the table is complete at that barrier.
+        """
         table = self.prepare_staged_branch(sink)
-        lease = self._require_lease()
         base = table.metadata.snapshot_by_name(P.MAIN_BRANCH)
         assert base is not None
-        data = _conform(data, table)
+        data = _conform(table.schema().as_arrow().empty_table() if data is None else data, table)
         properties = self.summary_properties(plan)
+        self._write_staged(table, base.snapshot_id, properties, data, self.mode, plan)
+        head = self.catalog.state(sink).head(P.STAGED_BRANCH)
+        if head == base.snapshot_id:  # overwriting nothing with nothing wrote no snapshot: record the epoch
+            self.record_empty_epoch(sink, base.snapshot_id, properties, plan)
+            head = self.catalog.state(sink).head(P.STAGED_BRANCH)
+        return Staged(base.snapshot_id, head, data.num_rows)
+
+    def record_empty_epoch(self, sink: str, base_id: int, properties: Mapping[str, str], plan: EpochPlan) -> None:
+        """Stage an empty snapshot tagged with this epoch's summary keys on top of ``base_id``."""
+        table = self.catalog.load_table(sink)
+        self._write_staged(table, base_id, properties, table.schema().as_arrow().empty_table(), "append", plan)
+
+    def _write_staged(
+        self, table: Table, base_id: int, properties: Mapping[str, str], data: pa.Table, mode: str, plan: EpochPlan
+    ) -> None:
+        lease = self._require_lease()
 
         def write(tx: Transaction) -> None:
             with warnings.catch_warnings():
                 # overwriting an empty table: pyiceberg warns that its delete matched nothing, which is expected
                 warnings.filterwarnings("ignore", "Delete operation did not match any records")
-                (tx.append if self.mode == "append" else tx.overwrite)(
-                    data, snapshot_properties=properties, branch=P.STAGED_BRANCH
+                (tx.append if mode == "append" else tx.overwrite)(
+                    data, snapshot_properties=dict(properties), branch=P.STAGED_BRANCH
                 )
 
         self.catalog.write(
             table,
-            fence({P.JOB: self.job, P.LEASE_HOLDER: lease.instance}, {P.STAGED_BRANCH: base.snapshot_id}),
+            fence({P.JOB: self.job, P.LEASE_HOLDER: lease.instance}, {P.STAGED_BRANCH: base_id}),
             write,
             what=f"staging barrier {plan.barrier}",
         )
-        refreshed = self.catalog.load_table(sink).metadata.snapshot_by_name(P.STAGED_BRANCH)
-        assert refreshed is not None
-        if refreshed.snapshot_id == base.snapshot_id:
-            return Staged(base.snapshot_id, None, 0)  # the write changed nothing (overwrite of empty with nothing)
-        return Staged(base.snapshot_id, refreshed.snapshot_id, data.num_rows)
 
     def publish(self, sink: str, plan: EpochPlan, main_head: int | None, staged_head: int | None) -> int | None:
         """One fenced catalog commit: main -> staged head (or watermark = T for an empty epoch), lease renewed."""
         lease = self._require_lease()
         table = self.catalog.load_table(sink)
-        properties = table.metadata.properties
-        expected = {P.JOB: self.job, P.LEASE_HOLDER: lease.instance, P.WATERMARK: properties.get(P.WATERMARK)}
+        state = TableState.from_metadata(sink, table.metadata)
+        expected = {P.JOB: self.job, P.LEASE_HOLDER: lease.instance, P.WATERMARK: state.properties.get(P.WATERMARK)}
         renewed = now_ms() + self.lease_ms
         updates: list[Any] = []
         branches: dict[str, int | None] = {P.MAIN_BRANCH: main_head}
@@ -431,7 +473,10 @@ class EpochJob:
             updates.append(SetSnapshotRefUpdate(ref_name=P.MAIN_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=staged_head))
             updates.append(SetPropertiesUpdate(updates={P.LEASE_UNTIL: str(renewed)}))
         else:
-            updates.append(SetPropertiesUpdate(updates={P.LEASE_UNTIL: str(renewed), P.WATERMARK: str(plan.barrier)}))
+            assert plan.barrier is not None
+            updates.append(
+                SetPropertiesUpdate(updates={P.LEASE_UNTIL: str(renewed), **state.watermark_properties(plan.barrier)})
+            )
         self.catalog.commit(table, [fence(expected, branches)], updates, what=f"publishing barrier {plan.barrier}")
         self.lease = Lease(lease.job, lease.instance, lease.sinks, lease.sources, renewed)
         return staged_head if staged_head is not None else main_head

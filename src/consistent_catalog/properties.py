@@ -28,6 +28,12 @@ LEASE_HOLDER: Final = "consistent.lease-holder"
 the same job fences out its predecessor (see docs/protocol.md)."""
 WATERMARK: Final = "consistent.watermark"
 """Barrier up to which the table is complete although no newer snapshot carries it."""
+WATERMARK_SNAPSHOT: Final = "consistent.watermark-snapshot"
+"""Id of main's head when the watermark was set (``-1``: the table was empty). Not in SPEC 2: every
+later snapshot lands above the watermark, so a completed barrier never changes (docs/protocol.md)."""
+BARRIER_OVERRIDES: Final = "consistent.barrier-overrides"
+"""JSON object ``{"<snapshot id>": barrier}``: effective barriers that an earlier watermark raised,
+kept when the watermark moves on so that they never drop back (see docs/protocol.md)."""
 REVISION: Final = "consistent.revision"
 """Integer bumped each time a revision rolls the table back."""
 
@@ -36,5 +42,6 @@ MAIN_BRANCH: Final = "main"
 STAGED_BRANCH: Final = "consistent-staged"
 TAG_PREFIX: Final = "consistent-"
 
-TABLE_PROPERTIES: Final = (JOB, SOURCES, LEASE_UNTIL, LEASE_HOLDER, WATERMARK, REVISION)
+TABLE_PROPERTIES: Final = (JOB, SOURCES, LEASE_UNTIL, LEASE_HOLDER, WATERMARK, WATERMARK_SNAPSHOT, BARRIER_OVERRIDES, REVISION)
+NO_SNAPSHOT: Final = "-1"
 SUMMARY_PROPERTIES: Final = (BARRIER, JOB, SOURCES, ATTEMPT)

@@ -8,7 +8,8 @@ from typing import Any, Literal, get_args
 
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import BarrierLike, to_barrier
-from consistent_catalog.exceptions import InvalidInputError, NoWatermarkError
+from consistent_catalog.completeness import Completeness
+from consistent_catalog.exceptions import InvalidInputError, NoWatermarkError, ResolutionError
 from consistent_catalog.state import TableState
 
 Level = Literal["repeatable-read", "read-committed", "read-uncommitted"]
@@ -83,12 +84,18 @@ def cut_barrier(states: Iterable[TableState], level: Level = DEFAULT_LEVEL) -> i
 
 
 def resolve(
-    states: Iterable[TableState], level: str = DEFAULT_LEVEL, as_of: BarrierLike | None = None
+    states: Iterable[TableState],
+    level: str = DEFAULT_LEVEL,
+    as_of: BarrierLike | None = None,
+    *,
+    upstream: Iterable[TableState] = (),
 ) -> Cut:
     """Compute the consistent cut of SPEC 4 at ``level``, optionally no later than ``as_of``.
 
-    At read-uncommitted there is no common barrier: each table is read at its newest state (at or
-    before ``as_of`` when given) and the cut's barrier is None.
+    The barrier is the newest one at or below ``min W(X)`` (and ``as_of``) at which every table is
+    complete (see ``completeness``); ``upstream`` are the states of the tables' transitive sources
+    that are not themselves in the cut, needed to check that. At read-uncommitted there is no common
+    barrier: each table is read at its newest state (at or before ``as_of``) and the barrier is None.
     """
     checked = check_level(level)
     states = list(states)
@@ -106,9 +113,18 @@ def resolve(
             tables[state.identifier] = _table_cut(state, branch, point)
         return Cut(checked, None, tables)
 
-    barrier = cut_barrier(states, checked)
+    upper = cut_barrier(states, checked)
     if limit is not None:
-        barrier = min(barrier, limit)
+        upper = min(upper, limit)
+    known = {s.identifier: s for s in upstream}
+    known.update((s.identifier, s) for s in states)
+    completeness = Completeness(known, lambda state: _branch_for(state, checked))
+    barrier = completeness.latest([s.identifier for s in states], upper)
+    if barrier is None:
+        raise ResolutionError(
+            f"no barrier at or below {upper} has every table of the cut complete "
+            f"({', '.join(s.identifier for s in states)}); run their jobs, or resolve with a later --as-of"
+        )
     tables = {}
     for state in states:
         branch = _branch_for(state, checked)

@@ -265,6 +265,35 @@ def advance_watermark(ctx: Context, table: str, barrier: str, output: str | None
 
 
 @cli.command()
+@click.argument("table")
+@click.option("--to-barrier", "barrier", required=True, help="barrier (ms) or ISO-8601 time to roll back to")
+@click.option("--mode", type=click.Choice(["incremental", "full"]), default="incremental", show_default=True,
+              help="incremental: downstream jobs replay from the barrier; full: downstream tables are rebuilt")
+@output_option
+@click.pass_obj
+@command_errors
+def revise(ctx: Context, table: str, barrier: str, mode: str, output: str | None) -> None:
+    """Roll TABLE and every table downstream of it back to their state at a barrier, and bump their revision.
+
+    Their jobs then replay from that barrier (incremental) or rebuild from scratch (full).
+
+    \b
+    Example:
+      consistent-catalog --catalog lake revise demo.words --to-barrier 2024-01-01T00:00:00Z --mode incremental
+    """
+    result = ctx.catalog.revise(table, barrier, mode=mode)
+
+    def text() -> None:
+        table_out(
+            f"revised {result.table} to barrier {result.barrier} ({mode})",
+            ["table", "action", "from", "to", "watermark", "revision"],
+            [[s.table, s.action, s.from_snapshot, s.to_snapshot, s.watermark, s.revision] for s in result.steps],
+        )
+
+    emit(ctx, output, result.to_json(), text)
+
+
+@cli.command()
 @click.option("--dir", "directory", default=".demo", show_default=True, type=click.Path(file_okay=False),
               help="catalog at DIR/catalog.db, warehouse at DIR/warehouse")
 @click.option("--epochs", type=int, default=6, show_default=True, help="epochs of words to ingest")

@@ -164,12 +164,13 @@ class SparkEpochJob(EpochJob):
         main's head and the staged head must carry this attempt's id; anything else means another
         writer interfered, and the epoch is refused (re-planning discards it).
         """
-        if data is None:
-            return Staged(plan.sinks[sink].main_head, None, 0)
         table = self.prepare_staged_branch(sink)
         base = table.metadata.snapshot_by_name(P.MAIN_BRANCH)
         assert base is not None
         properties = self.summary_properties(plan)
+        if data is None:  # nothing to write: the empty snapshot still records barrier and inputs
+            self.record_empty_epoch(sink, base.snapshot_id, properties, plan)
+            return self._verify_staged(sink, plan, base.snapshot_id, properties[P.ATTEMPT])
         target = branch_identifier(self.spark_catalog, sink, P.STAGED_BRANCH)
         columns = [f.name for f in table.schema().fields]
         missing = [c for c in columns if c not in data.columns]
@@ -186,6 +187,8 @@ class SparkEpochJob(EpochJob):
                 from pyspark.sql.functions import lit
 
                 writer.overwrite(lit(True))
+        if self.catalog.state(sink).head(P.STAGED_BRANCH) == base.snapshot_id:
+            self.record_empty_epoch(sink, base.snapshot_id, properties, plan)  # Spark committed nothing
         return self._verify_staged(sink, plan, base.snapshot_id, properties[P.ATTEMPT])
 
     def _merge(self, frame: DataFrame, target: str, properties: Mapping[str, str]) -> None:
@@ -220,9 +223,9 @@ class SparkEpochJob(EpochJob):
                 )
             rows += int(record.summary.get("added-records", "0") or 0)
             current = record.parent_id
-        if current != base_id:
+        if current != base_id or head == base_id:
             raise FencedError(f"{sink}: {P.STAGED_BRANCH} no longer descends from main's head {base_id}; re-plan")
-        return Staged(base_id, None if head == base_id else head, rows)
+        return Staged(base_id, head, rows)
 
     def run_continuously(
         self,

@@ -1,0 +1,72 @@
+"""Revisions (shared/SPEC.md section 6): roll a table and everything downstream back to barrier T.
+
+``plan_revision`` is pure: it decides, per table, the snapshot ``main`` returns to and the watermark
+that stays true afterwards. ``ConsistentCatalog.revise`` applies it, one fenced commit per table, in
+topological order (a table before the tables derived from it), so that at no moment can a job
+replay from an upstream table that is not yet revised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from consistent_catalog.lineage import LineageGraph
+from consistent_catalog.state import TableState
+
+RevisionMode = Literal["incremental", "full"]
+MODES: tuple[str, ...] = ("incremental", "full")
+
+
+@dataclass(frozen=True)
+class RevisionStep:
+    table: str
+    action: str
+    """``rolled-back`` (main -> its state at T) or ``truncated`` (emptied: its job rebuilds it from scratch)."""
+    from_snapshot: int | None
+    to_snapshot: int | None
+    watermark: int | None
+    """The table's watermark property after the revision (None: removed)."""
+    revision: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RevisionResult:
+    table: str
+    barrier: int
+    mode: str
+    steps: tuple[RevisionStep, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"table": self.table, "barrier": self.barrier, "mode": self.mode, "steps": [s.to_json() for s in self.steps]}
+
+
+def affected_tables(graph: LineageGraph, table: str) -> list[str]:
+    """``table`` and every table downstream of it, sources before the tables derived from them."""
+    return graph.topological({table} | graph.descendants({table}))
+
+
+def plan_step(state: TableState, barrier: int, mode: str) -> RevisionStep:
+    """What revising ``state`` to ``barrier`` does to it: roots are always rolled back, never truncated.
+
+    ``consistent-staged`` follows ``main`` (staged epochs computed from unrevised data are discarded).
+    """
+    current = state.head()
+    watermark_now = state.watermark()
+    if mode == "full" and not state.is_root:
+        return RevisionStep(state.identifier, "truncated", current, None, None, state.revision + 1)
+    point = state.branch().snap_at(barrier)
+    target = None if point is None else point[0]
+    # never claim completeness beyond what the table held: a lagging table keeps its lower watermark
+    watermark = None if watermark_now is None else min(barrier, watermark_now)
+    return RevisionStep(state.identifier, "rolled-back", current, target, watermark, state.revision + 1)
+
+
+def plan_revision(
+    graph: LineageGraph, states: Mapping[str, TableState], table: str, barrier: int, mode: str
+) -> list[RevisionStep]:
+    return [plan_step(states[name], barrier, mode) for name in affected_tables(graph, table)]
