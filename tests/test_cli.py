@@ -170,7 +170,7 @@ def test_every_command_has_help_with_an_example(lake):
     assert cli.commands, "no commands registered"
     for name in cli.commands:
         out = run(env, name, "--help").stdout
-        assert "Example" in out and f"consistent-catalog" in out, name
+        assert "Example" in out and "consistent-catalog" in out, name
 
 
 def test_readme_cli_section_lists_every_command():

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from consistent_catalog import ConsistentCatalog, EpochContext
 from consistent_catalog import properties as P
 from consistent_catalog.demo import count_words, histogram
 from tests.conftest import words

@@ -296,3 +296,28 @@ def test_flip_invariants_at_every_cut_during_a_running_demo(tmp_path):
         assert {r["cnt"]: r["words"] for r in h} == dict(Counter(r["cnt"] for r in c)), barrier
         assert sum(r["words"] for r in h) == len(c)
     assert len(rows(catalog, WORDS, final.snapshot_ids[WORDS])) == 8 * 300
+
+
+@pytest.mark.parametrize("name", ["back`tick", 'we"ird it\'s'])
+def test_odd_identifiers_in_spark_sql(env, name):
+    from consistent_catalog.spark.job import SparkEpochJob, read_cut
+    from consistent_catalog.sql import cut_to_spark_sql, quote_identifier
+
+    root, catalog, spark = env
+    cc = ConsistentCatalog(catalog)
+    namespace = "odd_" + str(abs(hash(name)) % 10_000)
+    catalog.create_namespace(namespace)
+    catalog.create_table((namespace, name), schema=WORDS_SCHEMA)
+    catalog.create_table((namespace, name + "_counts"), schema=COUNTS_SCHEMA)
+    source, sink = f"{namespace}.{name}", f"{namespace}.{name}_counts"
+    cc.ingest(source, pa.table({"word": ["a", "a", "b"]}, schema=WORDS_SCHEMA), barrier=10)
+    sql = f"SELECT word, count(*) AS cnt FROM {quote_identifier(name)} GROUP BY word"
+    with SparkEpochJob(cc, spark, "odd", sources=[source], sinks=[sink], transform=sql, mode="overwrite") as job:
+        assert job.run_epoch().actions == {sink: "published"}
+    assert {r["word"]: r["cnt"] for r in rows(catalog, sink, head(catalog, sink))} == {"a": 2, "b": 1}
+    cut = read_cut(cc, spark, [source, sink], register_views=True)
+    assert spark.sql(f"SELECT count(*) AS c FROM {quote_identifier(name)}").first()["c"] == 3
+    for statement in cut_to_spark_sql(cut.cut):
+        if not statement.startswith("--"):
+            spark.sql(statement.rstrip(";"))
+    assert spark.sql(f"SELECT sum(cnt) AS s FROM {quote_identifier(name + '_counts')}").first()["s"] == 3

@@ -9,9 +9,9 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
 from functools import cached_property
 from types import MappingProxyType
-from datetime import date, datetime, timedelta, timezone
 from typing import NamedTuple, Union
 
 from consistent_catalog import properties as P

@@ -54,8 +54,17 @@ def now_ms() -> int:
 
 def normalize_identifier(identifier: str | Sequence[str]) -> str:
     """``"ns.table"`` for a string or tuple identifier (nested namespaces joined with ``.``)."""
-    parts = identifier.split(".") if isinstance(identifier, str) else list(identifier)
-    if len(parts) < 2 or any(not p for p in parts):
+    if isinstance(identifier, str):
+        parts = identifier.split(".")
+    else:
+        parts = list(identifier)
+        dotted = [p for p in parts if "." in p]
+        if dotted:
+            raise InvalidInputError(
+                f"table identifier {tuple(identifier)!r}: the name part {dotted[0]!r} contains a dot, which cannot be "
+                "told apart from a namespace separator in consistent.sources (SPEC 2); rename the table or namespace"
+            )
+    if len(parts) < 2 or any(not p.strip() for p in parts):
         raise InvalidInputError(f"table identifier {identifier!r} must look like namespace.table")
     return ".".join(parts)
 

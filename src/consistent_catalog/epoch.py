@@ -7,19 +7,23 @@
 from __future__ import annotations
 
 import logging
+import signal
+import threading
+import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.update import SetPropertiesUpdate, SetSnapshotRefUpdate
 
 from consistent_catalog import properties as P
-from consistent_catalog.completeness import Completeness
 from consistent_catalog.catalog import DEFAULT_LEASE_MS, ConsistentCatalog, Lease, normalize_identifier, now_ms
-from consistent_catalog.exceptions import FencedError, InvalidInputError, NotRegisteredError
+from consistent_catalog.completeness import Completeness
+from consistent_catalog.exceptions import FencedError, InvalidInputError, NotRegisteredError, TableNotFoundError
 from consistent_catalog.fencing import fence
 from consistent_catalog.state import TableState, encode_summary_sources, parse_summary_sources
 
@@ -294,10 +298,22 @@ class EpochJob:
 
     # --- the epoch --------------------------------------------------------------------------
     def plan(self) -> EpochPlan:
-        states = {s.identifier: s for s in self.catalog.states(self.sinks)}
+        try:
+            states = {s.identifier: s for s in self.catalog.states(self.sinks)}
+        except TableNotFoundError as exc:
+            raise TableNotFoundError(
+                f"job {self.job!r} cannot find one of its sinks {list(self.sinks)} (renamed or dropped while it ran?): "
+                f"{exc}; stop the job and register it again with the table's current name"
+            ) from None
         for sink in self.sinks:
             self._check_owner(states[sink])
-        closure = self.catalog.upstream_states(self.sources)
+        try:
+            closure = self.catalog.upstream_states(self.sources)
+        except TableNotFoundError as exc:
+            raise TableNotFoundError(
+                f"job {self.job!r} cannot find one of its sources {list(self.sources)} (renamed or dropped?): {exc}; "
+                "recreate it, or register the job again with its new sources (nothing was written)"
+            ) from None
         return plan_epoch(
             self.job, {s: closure[s] for s in self.sources}, {s: states[s] for s in self.sinks}, upstream=closure
         )
@@ -357,6 +373,36 @@ class EpochJob:
             if not result.did_work:
                 break
             results.append(result)
+        return results
+
+    def run_continuously(
+        self,
+        interval: float,
+        *,
+        max_epochs: int | None = None,
+        until: Callable[[], bool] | None = None,
+        echo: Callable[[str], Any] = print,
+    ) -> list[EpochResult]:
+        """Run an epoch every ``interval`` seconds, printing one progress line per epoch that did work.
+
+        SIGTERM ends the loop like Ctrl-C does (SystemExit), so a ``with job:`` block around it
+        unregisters the job; a job killed outright keeps its lease until it lapses (a zombie suspect).
+        """
+        results: list[EpochResult] = []
+        previous = _terminate_on_sigterm()
+        try:
+            while max_epochs is None or len(results) < max_epochs:
+                started = time.monotonic()
+                result = self.run_epoch()
+                if result.did_work:
+                    results.append(result)
+                    echo(progress_line(result, time.monotonic() - started))
+                if until is not None and until():
+                    break
+                time.sleep(max(0.0, interval - (time.monotonic() - started)))
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
         return results
 
     def _run_transform(self, plan: EpochPlan) -> dict[str, Any]:
@@ -480,6 +526,23 @@ class EpochJob:
         self.catalog.commit(table, [fence(expected, branches)], updates, what=f"publishing barrier {plan.barrier}")
         self.lease = Lease(lease.job, lease.instance, lease.sinks, lease.sources, renewed)
         return staged_head if staged_head is not None else main_head
+
+
+def _terminate_on_sigterm() -> Any:
+    """Turn SIGTERM into SystemExit (main thread only); returns the handler to restore, or None."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, stop)
+
+
+def progress_line(result: EpochResult, seconds: float) -> str:
+    when = "-" if result.barrier is None else datetime.fromtimestamp(result.barrier / 1000, tz=timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+    parts = ", ".join(f"{s}: {a} ({result.rows.get(s, 0)} rows)" for s, a in result.actions.items())
+    return f"[{result.job}] barrier {result.barrier} ({when}Z) {parts} in {seconds:.1f}s"
 
 
 def _conform(data: pa.Table, table: Table) -> pa.Table:

@@ -9,13 +9,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Union
 
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import BarrierLike, to_barrier
 from consistent_catalog.catalog import ConsistentCatalog, IngestResult, normalize_identifier
-from consistent_catalog.epoch import EpochJob, EpochPlan, EpochResult, Staged, check_append_only
+from consistent_catalog.epoch import EpochJob, EpochPlan, Staged, check_append_only
 from consistent_catalog.exceptions import FencedError, InvalidInputError
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut
 from consistent_catalog.sql import qualified_name, quote_identifier, view_names
@@ -93,7 +92,7 @@ class SparkEpochContext:
         names = view_names(sorted(self.inputs))
         for table, view in names.items():
             frame = self.read_increment(table) if incremental else self.read(table)
-            frame.createOrReplaceTempView(view)
+            frame.createOrReplaceTempView(quote_identifier(view))
         return names
 
     def sql(self, query: str, incremental: bool = False) -> DataFrame:
@@ -227,27 +226,6 @@ class SparkEpochJob(EpochJob):
             raise FencedError(f"{sink}: {P.STAGED_BRANCH} no longer descends from main's head {base_id}; re-plan")
         return Staged(base_id, head, rows)
 
-    def run_continuously(
-        self,
-        interval: float,
-        *,
-        max_epochs: int | None = None,
-        until: Callable[[], bool] | None = None,
-        echo: Callable[[str], Any] = print,
-    ) -> list[EpochResult]:
-        """Run an epoch every ``interval`` seconds, printing one progress line per epoch that did work."""
-        results = []
-        while max_epochs is None or len(results) < max_epochs:
-            started = time.monotonic()
-            result = self.run_epoch()
-            if result.did_work:
-                results.append(result)
-                echo(progress_line(result, time.monotonic() - started))
-            if until is not None and until():
-                break
-            time.sleep(max(0.0, interval - (time.monotonic() - started)))
-        return results
-
 
 class _JavaCallable:
     """A Python function the JVM can call as a ``java.util.concurrent.Callable`` (py4j callback)."""
@@ -278,12 +256,6 @@ def with_commit_properties(spark: SparkSession, properties: Mapping[str, str], r
         _JavaCallable(run),
         jvm.java.lang.Class.forName("java.lang.RuntimeException"),
     )
-
-
-def progress_line(result: EpochResult, seconds: float) -> str:
-    when = "-" if result.barrier is None else datetime.fromtimestamp(result.barrier / 1000, tz=timezone.utc).strftime("%H:%M:%S.%f")[:-3]
-    parts = ", ".join(f"{s}: {a} ({result.rows.get(s, 0)} rows)" for s, a in result.actions.items())
-    return f"[{result.job}] barrier {result.barrier} ({when}Z) {parts} in {seconds:.1f}s"
 
 
 # --- roots -----------------------------------------------------------------------------------------
@@ -375,5 +347,5 @@ def read_cut(
     views = view_names(list(cut.tables))
     if register_views:
         for name, frame in frames.items():
-            frame.createOrReplaceTempView(views[name])
+            frame.createOrReplaceTempView(quote_identifier(views[name]))
     return SparkCut(cut, frames, views)
