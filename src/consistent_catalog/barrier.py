@@ -25,6 +25,7 @@ from consistent_catalog.exceptions import (
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _EMPTY_OVERRIDES: Mapping[int, int] = MappingProxyType({})
 _UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+BARRIER_KEY = P.BARRIER
 
 BarrierLike = Union[int, datetime, date, str]
 """What callers may pass as a barrier: ms since the epoch, a datetime (naive means UTC), or a string of either."""
@@ -70,11 +71,19 @@ class SnapshotRecord(NamedTuple):
     @property
     def changes_data(self) -> bool:
         """Whether the snapshot changes rows. Unknown (no counters written) counts as a change."""
-        if self.operation == "replace":
-            return False
-        if "total-records" not in self.summary:
+        return _changes_data(self.operation, self.summary)
+
+
+def _changes_data(operation: str, summary: Mapping[str, str]) -> bool:
+    if operation == "replace":
+        return False
+    if "total-records" not in summary:
+        return True
+    for key in _CHANGE_COUNTERS:  # an append names added-data-files first: usually one lookup
+        value = summary.get(key)
+        if value is not None and value != "0" and value != "":
             return True
-        return any(self.summary.get(key, "0") not in ("0", "") for key in _CHANGE_COUNTERS)
+    return False
 
 
 def parse_barrier_value(value: object, *, where: str) -> int:
@@ -240,19 +249,25 @@ def branch_barriers(
     previous: int | None = None
     untracked: int | None = None
     lower = floor[1] if floor is not None and floor[0] is None else None
+    # the hot loop of every resolution (each snapshot of each table): attribute lookups kept local
     for record in chain:
-        ids.append(record.snapshot_id)
-        if record.changes_data:
-            changes += 1
+        snapshot_id = record.snapshot_id
+        ids.append(snapshot_id)
+        changed = _changes_data(record.operation, record.summary)
+        changes += changed
         counts.append(changes)
         if untracked is not None:
             barriers.append(None)
             continue
-        raw = overrides.get(record.snapshot_id, record.barrier)
+        raw = overrides.get(snapshot_id) if overrides else None
+        if raw is None:
+            text = record.summary.get(BARRIER_KEY)
+            if text is not None:
+                raw = int(text) if text.isascii() and text.isdigit() else record.barrier
         if record.operation == "replace" and previous is not None:
             effective: int | None = previous
         elif raw is None and not is_root:
-            if record.changes_data:
+            if changed:
                 untracked = record.snapshot_id
                 barriers.append(None)
                 continue
@@ -268,7 +283,7 @@ def branch_barriers(
                 effective = lower + 1
         barriers.append(effective)
         previous = effective
-        if floor is not None and record.snapshot_id == floor[0]:
+        if floor is not None and snapshot_id == floor[0]:
             lower = floor[1]
     return BranchBarriers(table, branch, tuple(ids), tuple(barriers), truncated, untracked, tuple(counts))
 

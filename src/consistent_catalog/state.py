@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Summary
 
-_OPERATIONS = {op: op.value for op in Operation}
-
 
 def _summary_parts(summary: Summary) -> tuple[str, Mapping[str, str]]:
     """(operation, summary properties) of a pyiceberg Summary.
@@ -28,11 +26,12 @@ def _summary_parts(summary: Summary) -> tuple[str, Mapping[str, str]]:
     property goes through pydantic's slow private-attribute lookup (about 2 µs, half the cost of
     resolving a snapshot); read the private dict directly when it is there.
     """
-    private = getattr(summary, "__pydantic_private__", None)
-    properties = private.get("_additional_properties") if private else None
-    if properties is None:
+    try:
+        properties = summary.__pydantic_private__["_additional_properties"]
+    except (AttributeError, KeyError, TypeError):
         properties = summary.additional_properties
-    return _OPERATIONS.get(summary.operation) or summary.operation.value, properties
+    operation = summary.operation
+    return operation._value_ if isinstance(operation, Operation) else str(operation), properties
 
 
 def parse_summary_sources(value: str | None, *, where: str) -> dict[str, int | None]:
@@ -71,15 +70,15 @@ class TableState:
 
     @classmethod
     def from_metadata(cls, identifier: str, metadata: TableMetadata) -> TableState:
-        snapshots = {
-            s.snapshot_id: SnapshotRecord(
-                s.snapshot_id,
-                s.parent_snapshot_id,
-                s.timestamp_ms,
-                *(_summary_parts(s.summary) if s.summary is not None else ("append", {})),
+        # runs for every snapshot of every table a cut touches: keep it to plain tuple building
+        make = tuple.__new__
+        snapshots: dict[int, SnapshotRecord] = {}
+        for s in metadata.snapshots:
+            summary = s.summary
+            operation, props = _summary_parts(summary) if summary is not None else ("append", {})
+            snapshots[s.snapshot_id] = make(
+                SnapshotRecord, (s.snapshot_id, s.parent_snapshot_id, s.timestamp_ms, operation, props)
             )
-            for s in metadata.snapshots
-        }
         branches: dict[str, int] = {}
         tags: dict[str, int] = {}
         for name, ref in metadata.refs.items():
