@@ -178,3 +178,12 @@ def test_readme_cli_section_lists_every_command():
     section = re.split(r"\n#{2,3} ", readme.split("## CLI", 1)[1], maxsplit=1)[0]
     documented = set(re.findall(r"^consistent-catalog (?:\[[^\]]*\] )*([a-z-]+)", section, flags=re.M))
     assert documented == set(cli.commands)
+
+
+def test_history_by_epoch_json(lake):
+    catalog, env, _ = lake
+    epochs = json.loads(run(env, "-c", "lake", "history", "demo.word_counts", "--epochs", "-o", "json").stdout)
+    assert [e["barrier"] for e in epochs] == [1_700_000_000_000]
+    head = catalog.load_table("demo.word_counts").metadata.snapshot_by_name("main")
+    assert epochs[0]["snapshot_ids"][-1] == head.snapshot_id and epochs[0]["added_records"] == 2
+    assert epochs[0]["published_at_ms"] >= epochs[0]["staged_at_ms"]

@@ -26,7 +26,7 @@ from consistent_catalog.exceptions import (
     UntrackedWriteError,
 )
 from consistent_catalog.lineage import LineageGraph
-from consistent_catalog.report import HistoryEntry, TableStatus
+from consistent_catalog.report import EpochEntry, HistoryEntry, TableStatus
 from consistent_catalog.resolver import LEVELS, Cut, Level, TableCut, resolve
 from consistent_catalog.state import TableState
 
@@ -41,6 +41,7 @@ __all__ = [
     "Cut",
     "CycleError",
     "EpochContext",
+    "EpochEntry",
     "EpochJob",
     "EpochPlan",
     "EpochResult",

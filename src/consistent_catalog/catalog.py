@@ -32,7 +32,7 @@ from consistent_catalog.exceptions import (
 )
 from consistent_catalog.fencing import fence
 from consistent_catalog.lineage import LineageGraph
-from consistent_catalog.report import HistoryEntry, TableStatus, history, status
+from consistent_catalog.report import EpochEntry, HistoryEntry, TableStatus, epochs, history, status
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut, resolve
 from consistent_catalog.revision import MODES as REVISION_MODES
 from consistent_catalog.revision import RevisionResult, RevisionStep, affected_tables, plan_step
@@ -198,18 +198,16 @@ class ConsistentCatalog:
 
     def status(self, tables: Iterable[str] | None = None, *, now: int | None = None) -> list[TableStatus]:
         names = self.list_tables() if tables is None else [normalize_identifier(t) for t in tables]
-        states = {s.identifier: s for s in self.states(names)}
-        for state in list(states.values()):  # sources are needed for the own-delay column
-            for source in state.sources:
-                if source not in states:
-                    try:
-                        states[source] = self.state(source)
-                    except TableNotFoundError:
-                        pass
+        states = self.upstream_states(names)  # the upstream tables give own delays and bottlenecks
         return status(states, names, now=now_ms() if now is None else now)
 
     def history(self, table: str) -> list[HistoryEntry]:
+        """Every snapshot of the table's newest branch, newest first, with its effective barrier."""
         return history(self.state(table))
+
+    def epochs(self, table: str) -> list[EpochEntry]:
+        """The table's epochs, newest first: barrier, when staged and published, latency, rows."""
+        return epochs(self.state(table))
 
     # --- committing -----------------------------------------------------------------------------
     def commit(self, table: Table, requirements: Sequence[Any], updates: Sequence[Any], *, what: str) -> Table:

@@ -28,6 +28,8 @@ class TableStatus:
     own_delay_ms: int | None
     """The job's own delay: W(slowest source) - W(X)."""
     slowest_source: str | None
+    bottleneck_job: str | None
+    """The job with the largest own delay on this table's slowest path back to a root (None: no lag)."""
     revision: int
     snapshots: int
     error: str | None = None
@@ -53,39 +55,59 @@ class HistoryEntry:
         return asdict(self)
 
 
-def _safe_watermark(state: TableState | None, branch: str = P.MAIN_BRANCH) -> int | None:
-    if state is None:
-        return None
-    try:
-        return state.watermark(branch)
-    except ConsistentCatalogError:
-        return None
-
-
 def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int) -> list[TableStatus]:
-    """One row per table in ``tables``; ``states`` also holds their sources (for the own delay)."""
+    """One row per table in ``tables``; ``states`` also holds their upstream tables (delays, bottleneck).
+
+    End-to-end delay is ``now - W(X)``; a job's own delay is ``W(slowest source) - W(X)``; the
+    bottleneck of X is the job with the largest own delay on X's slowest path back to a root.
+    """
+    marks: dict[str, int | None] = {}
+    errors: dict[str, str] = {}
+    for name, state in states.items():
+        try:
+            marks[name] = state.watermark()
+        except ConsistentCatalogError as exc:
+            marks[name], errors[name] = None, str(exc)
+
+    def slowest_source(state: TableState) -> tuple[str | None, int | None]:
+        known = {s: marks[s] for s in state.sources if marks.get(s) is not None}
+        if not known:
+            return None, None
+        slowest = min(known, key=lambda s: known[s])  # type: ignore[arg-type,return-value]
+        w = marks.get(state.identifier)
+        return slowest, None if w is None else known[slowest] - w  # type: ignore[operator]
+
+    def bottleneck(name: str) -> tuple[str | None, int | None]:
+        best: tuple[str | None, int | None] = (None, None)
+        seen: set[str] = set()
+        current: str | None = name
+        while current is not None and current in states and current not in seen:
+            seen.add(current)
+            state = states[current]
+            source, own = slowest_source(state)
+            if own is not None and own > 0 and (best[1] is None or own > best[1]):
+                best = (state.job or state.last_writer, own)
+            current = source
+        return best
+
     rows = []
     for name in tables:
         state = states[name]
-        error = None
-        try:
-            w = state.watermark()
-            staged = state.branch(P.STAGED_BRANCH).head_barrier if state.staged_ahead else None
-        except ConsistentCatalogError as exc:
-            w, staged, error = None, None, str(exc)
+        w = marks.get(name)
+        staged = None
+        if name not in errors and state.staged_ahead:
+            try:
+                staged = state.branch(P.STAGED_BRANCH).head_barrier
+            except ConsistentCatalogError as exc:
+                errors[name] = str(exc)
         if state.job is None:
             lease = "none"
         elif state.lease_until is not None and state.lease_until > now:
             lease = "live"
         else:
             lease = "expired"
-        slowest, own = None, None
-        if state.sources:
-            marks = {s: _safe_watermark(states.get(s)) for s in state.sources}
-            known = {s: m for s, m in marks.items() if m is not None}
-            if known:
-                slowest = min(known, key=lambda s: known[s])
-                own = known[slowest] - w if w is not None else None
+        slowest, own = slowest_source(state)
+        job, _ = bottleneck(name)
         rows.append(
             TableStatus(
                 table=name,
@@ -98,9 +120,10 @@ def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int)
                 delay_ms=None if w is None else now - w,
                 own_delay_ms=own,
                 slowest_source=slowest,
+                bottleneck_job=job,
                 revision=state.revision,
                 snapshots=len(state.snapshots),
-                error=error,
+                error=errors.get(name),
             )
         )
     return rows
@@ -135,3 +158,75 @@ def history(state: TableState) -> list[HistoryEntry]:
             )
         )
     return entries
+
+
+@dataclass(frozen=True)
+class EpochEntry:
+    """One epoch of a table: the snapshots one staging attempt committed, and when it was published."""
+
+    barrier: int | None
+    job: str | None
+    sources: dict[str, int | None]
+    snapshot_ids: list[int]
+    branch: str
+    staged_at_ms: int
+    """Commit time of the epoch's first snapshot on the staged branch."""
+    published_at_ms: int | None
+    """When main moved to the epoch (Iceberg's snapshot log); None while only staged."""
+    publish_ms: int | None
+    """published_at - staged_at: how long the epoch stayed staged."""
+    latency_ms: int | None
+    """published_at - barrier: how far behind its data the epoch became visible at repeatable-read."""
+    added_records: int
+    deleted_records: int
+    total_records: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def epochs(state: TableState) -> list[EpochEntry]:
+    """The newest branch's history grouped into epochs (snapshots of one barrier and attempt), newest first."""
+    branch = state.newest_branch()
+    chain = ancestry(state.head(branch), state.snapshots)[0]
+    main_ids = {r.snapshot_id for r in ancestry(state.head(), state.snapshots)[0]}
+    published = {snapshot_id: ts for ts, snapshot_id in state.main_log}
+    barriers = state.branch(branch)
+    effective = dict(zip(barriers.snapshot_ids, barriers.barriers))
+    groups: list[list[Any]] = []
+    for record in chain:
+        key = (record.barrier, record.summary.get(P.ATTEMPT), record.job)
+        if groups and groups[-1][0] == key and record.barrier is not None:
+            groups[-1][1].append(record)
+        else:
+            groups.append([key, [record]])
+    entries = []
+    for (raw_barrier, _, _), records in groups:
+        if raw_barrier is None and not any(r.changes_data for r in records):
+            continue  # a genesis snapshot: no epoch
+        first, last = records[0], records[-1]
+        on_main = last.snapshot_id in main_ids
+        published_at = published.get(last.snapshot_id) if on_main else None
+        if on_main and published_at is None:  # expired from the snapshot log: the commit time bounds it
+            published_at = last.timestamp_ms
+        barrier = effective.get(last.snapshot_id)
+        total = last.summary.get("total-records", "")
+        entries.append(
+            EpochEntry(
+                barrier=barrier,
+                job=last.job,
+                sources=state.recorded_inputs(last.snapshot_id),
+                snapshot_ids=[r.snapshot_id for r in records],
+                branch=P.MAIN_BRANCH if on_main else branch,
+                staged_at_ms=first.timestamp_ms,
+                published_at_ms=published_at,
+                publish_ms=None if published_at is None else published_at - first.timestamp_ms,
+                latency_ms=None if published_at is None or barrier is None else published_at - barrier,
+                added_records=sum(_count(r.summary, "added-records") for r in records),
+                deleted_records=sum(_count(r.summary, "deleted-records") for r in records),
+                total_records=int(total) if total.isdigit() else None,
+            )
+        )
+    entries.reverse()
+    return entries
+

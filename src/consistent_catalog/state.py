@@ -67,6 +67,8 @@ class TableState:
     """Branch name -> head snapshot id (tags excluded)."""
     properties: Mapping[str, str] = field(default_factory=dict)
     tags: Mapping[str, int] = field(default_factory=dict)
+    main_log: tuple[tuple[int, int], ...] = ()
+    """Iceberg's snapshot log: (time main moved, snapshot id), oldest first — when epochs were published."""
 
     @classmethod
     def from_metadata(cls, identifier: str, metadata: TableMetadata) -> TableState:
@@ -83,7 +85,8 @@ class TableState:
         tags: dict[str, int] = {}
         for name, ref in metadata.refs.items():
             (branches if ref.snapshot_ref_type.value == "branch" else tags)[name] = ref.snapshot_id
-        return cls(identifier, snapshots, branches, dict(metadata.properties), tags)
+        log = tuple((entry.timestamp_ms, entry.snapshot_id) for entry in metadata.snapshot_log)
+        return cls(identifier, snapshots, branches, dict(metadata.properties), tags, log)
 
     # --- table properties ------------------------------------------------------------------
     def _int_property(self, key: str) -> int | None:

@@ -180,11 +180,12 @@ def status(ctx: Context, tables: tuple[str, ...], output: str | None) -> None:
     def text() -> None:
         table_out(
             "status",
-            ["table", "role", "job", "lease", "watermark", "staged", "delay", "own delay", "slowest source", "rev", "note"],
+            ["table", "role", "job", "lease", "watermark", "staged", "delay", "own delay", "slowest source",
+             "bottleneck", "rev", "note"],
             [
                 [r.table, r.role, r.job, r.lease + (" (zombie suspect)" if r.lease == "expired" else ""),
                  fmt_ms(r.watermark), r.staged_barrier, fmt_duration(r.delay_ms), fmt_duration(r.own_delay_ms),
-                 r.slowest_source, r.revision, r.error]
+                 r.slowest_source, r.bottleneck_job, r.revision, r.error]
                 for r in rows
             ],
         )
@@ -220,17 +221,35 @@ def lineage(ctx: Context, tables: tuple[str, ...], output: str | None) -> None:
 
 @cli.command()
 @click.argument("table")
-@click.option("--limit", "-n", type=int, default=50, show_default=True, help="newest N snapshots (0: all)")
+@click.option("--limit", "-n", type=int, default=50, show_default=True, help="newest N entries (0: all)")
+@click.option("--epochs", "by_epoch", is_flag=True,
+              help="one row per epoch: barrier, when staged and published, latency, rows")
 @output_option
 @click.pass_obj
 @command_errors
-def history(ctx: Context, table: str, limit: int, output: str | None) -> None:
-    """Snapshots of TABLE, newest first: barrier, job, sources and commit time.
+def history(ctx: Context, table: str, limit: int, by_epoch: bool, output: str | None) -> None:
+    """Snapshots (or epochs) of TABLE, newest first: barrier, job, sources and commit time.
 
     \b
     Example:
       consistent-catalog --catalog lake history demo.word_counts --limit 10
+      consistent-catalog --catalog lake history demo.word_counts --epochs -o json
     """
+    if by_epoch:
+        rows = ctx.catalog.epochs(table)
+        rows = rows[:limit] if limit > 0 else rows
+
+        def epoch_text() -> None:
+            table_out(
+                f"epochs of {table}",
+                ["barrier", "job", "branch", "staged", "published", "staged for", "latency", "+rows", "-rows", "rows"],
+                [[e.barrier, e.job, e.branch, fmt_ms(e.staged_at_ms), fmt_ms(e.published_at_ms),
+                  fmt_duration(e.publish_ms), fmt_duration(e.latency_ms), e.added_records, e.deleted_records,
+                  e.total_records] for e in rows],
+            )
+
+        emit(ctx, output, [e.to_json() for e in rows], epoch_text)
+        return
     entries = ctx.catalog.history(table)
     if limit > 0:
         entries = entries[:limit]
