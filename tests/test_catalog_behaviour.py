@@ -31,19 +31,10 @@ from consistent_catalog import (
     UntrackedWriteError,
 )
 from consistent_catalog import properties as P
+from consistent_catalog.demo import count_words, histogram
 from tests.conftest import COUNTS_SCHEMA, sqlite_catalog, words
 
 WORDS, COUNTS, HIST = "demo.words", "demo.word_counts", "demo.count_histogram"
-
-
-def count_words(ctx: EpochContext) -> pa.Table:
-    t = ctx.read(WORDS)
-    return t.group_by("word").aggregate([("word", "count")]).rename_columns(["word", "cnt"])
-
-
-def histogram(ctx: EpochContext) -> pa.Table:
-    t = ctx.read(COUNTS)
-    return t.group_by("cnt").aggregate([("cnt", "count")]).rename_columns(["cnt", "words"])
 
 
 def rows_at(catalog: SqlCatalog, table: str, snapshot_id: int | None) -> list[dict]:
@@ -169,7 +160,7 @@ def test_registration_race_has_exactly_one_winner(tmp_path):
     catalog.create_namespace("demo")
     catalog.create_table(WORDS, schema=words().schema)
     ctx = mp.get_context("spawn")
-    for attempt in range(4):
+    for _ in range(4):
         try:
             catalog.drop_table(COUNTS)
         except Exception:

@@ -406,22 +406,26 @@ class EpochJob:
         return results
 
     def _run_transform(self, plan: EpochPlan) -> dict[str, Any]:
-        if self.transform is None:
-            raise InvalidInputError(f"job {self.job!r} has no transform; pass transform= to the job")
-        previous = next(iter(plan.sinks.values())).previous_inputs if plan.sinks else {}
+        """Run the transform once for the epoch and return its output per sink."""
         assert plan.barrier is not None
-        ctx = EpochContext(self.job, plan.barrier, plan.inputs, previous, self.catalog)
-        output = self.transform(ctx)
+        previous = next(iter(plan.sinks.values())).previous_inputs if plan.sinks else {}
+        output = self._call_transform(plan, previous)
         if output is None:
             return {}
         if isinstance(output, Mapping):
-            unknown = set(normalize_identifier(k) for k in output) - set(self.sinks)
+            unknown = {normalize_identifier(k) for k in output} - set(self.sinks)
             if unknown:
                 raise InvalidInputError(f"transform of {self.job!r} returned data for {sorted(unknown)}, which are not its sinks")
             return {normalize_identifier(k): v for k, v in output.items()}
         if len(self.sinks) != 1:
-            raise InvalidInputError(f"job {self.job!r} has {len(self.sinks)} sinks; return a dict of sink -> Arrow table")
+            raise InvalidInputError(f"job {self.job!r} has {len(self.sinks)} sinks; the transform must return a dict sink -> data")
         return {self.sinks[0]: output}
+
+    def _call_transform(self, plan: EpochPlan, previous: Mapping[str, int | None]) -> Any:
+        if self.transform is None:
+            raise InvalidInputError(f"job {self.job!r} has no transform; pass transform= to the job")
+        assert plan.barrier is not None
+        return self.transform(EpochContext(self.job, plan.barrier, plan.inputs, previous, self.catalog))
 
     def summary_properties(self, plan: EpochPlan) -> dict[str, str]:
         """The summary keys every snapshot of one staging attempt carries (a fresh attempt id per call)."""

@@ -138,23 +138,11 @@ class SparkEpochJob(EpochJob):
         if mode == "merge" and not self.keys:
             raise InvalidInputError(f"job {job!r}: merge mode needs keys=[...] naming the columns rows are matched on")
 
-    def _run_transform(self, plan: EpochPlan) -> dict[str, Any]:
-        previous = next(iter(plan.sinks.values())).previous_inputs if plan.sinks else {}
+    def _call_transform(self, plan: EpochPlan, previous: Mapping[str, int | None]) -> Any:
         ctx = SparkEpochContext(self, plan, previous)
         if isinstance(self.spark_transform, str):
-            output: Any = ctx.sql(self.spark_transform, incremental=self.incremental)
-        else:
-            output = self.spark_transform(ctx)
-        if output is None:
-            return {}
-        if isinstance(output, Mapping):
-            unknown = {normalize_identifier(k) for k in output} - set(self.sinks)
-            if unknown:
-                raise InvalidInputError(f"transform of {self.job!r} returned data for {sorted(unknown)}, which are not its sinks")
-            return {normalize_identifier(k): v for k, v in output.items()}
-        if len(self.sinks) != 1:
-            raise InvalidInputError(f"job {self.job!r} has {len(self.sinks)} sinks; return a dict of sink -> DataFrame")
-        return {self.sinks[0]: output}
+            return ctx.sql(self.spark_transform, incremental=self.incremental)
+        return self.spark_transform(ctx)
 
     def stage(self, sink: str, plan: EpochPlan, data: DataFrame | None) -> Staged:
         """Spark writes the epoch onto ``consistent-staged``; the result is then verified from metadata.
