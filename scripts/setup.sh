@@ -11,6 +11,8 @@ STAMP=$VENV/.installed
 need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 [ -f /usr/share/java/sqlite-jdbc.jar ] || need_apt+=(libxerial-sqlite-jdbc-java)
+[ -f /usr/share/java/postgresql.jar ] || need_apt+=(libpostgresql-jdbc-java)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_apt+=(postgresql)  # the tests start their own server
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "setup: installing ${need_apt[*]} with apt-get"
@@ -36,3 +38,27 @@ fi
 
 # spark-conf/spark-defaults.conf with this machine's jar paths (the runtime jar comes from PyPI).
 $VENV/bin/python -m consistent_catalog.spark.session --write-conf spark-conf/spark-defaults.conf >/dev/null
+
+# Spark's S3A (hadoop-aws 3.3.1 + AWS SDK bundle 1.11.901, matching pyspark's Hadoop 3.3.4 closely enough):
+# both jars ship inside the PyPI sdist sagemaker-pyspark==1.4.5. Download it (not installed), keep only the
+# two jars under build/ (git-ignored; never commit jars). Used by the S3 backend tests and spark-conf/.
+S3A_DIR=build/s3a-jars
+if [ ! -f $S3A_DIR/hadoop-aws-3.3.1.jar ] || [ ! -f $S3A_DIR/aws-java-sdk-bundle-1.11.901.jar ]; then
+  echo "setup: fetching the S3A jars (sagemaker-pyspark==1.4.5 sdist from PyPI)"
+  mkdir -p build/sdist $S3A_DIR
+  $VENV/bin/python -m pip download -q --no-deps --no-binary :all: --dest build/sdist sagemaker-pyspark==1.4.5
+  $VENV/bin/python - build/sdist $S3A_DIR <<'PY'
+import sys, tarfile, pathlib
+sdist = next(pathlib.Path(sys.argv[1]).glob("sagemaker_pyspark-1.4.5*.tar.gz"), None) or next(pathlib.Path(sys.argv[1]).glob("sagemaker-pyspark-1.4.5*.tar.gz"))
+wanted = {"hadoop-aws-3.3.1.jar", "aws-java-sdk-bundle-1.11.901.jar"}
+with tarfile.open(sdist) as tar:
+    for member in tar.getmembers():
+        name = pathlib.PurePosixPath(member.name).name
+        if name in wanted and member.isfile():
+            (pathlib.Path(sys.argv[2]) / name).write_bytes(tar.extractfile(member).read())
+            wanted.discard(name)
+if wanted:
+    sys.exit(f"setup: {sorted(wanted)} not found in {sdist}")
+PY
+  rm -rf build/sdist
+fi

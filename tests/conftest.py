@@ -10,6 +10,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 from consistent_catalog import ConsistentCatalog
+from tests.servers import postgres_server, postgres_sql_catalog, s3_server  # noqa: F401  (session fixtures)
 
 WORDS_SCHEMA = pa.schema([pa.field("word", pa.string())])
 COUNTS_SCHEMA = pa.schema([pa.field("word", pa.string()), pa.field("cnt", pa.int64())])
@@ -21,15 +22,19 @@ def sqlite_catalog(directory: Path, name: str = "lake") -> SqlCatalog:
     return SqlCatalog(name, uri=f"sqlite:///{directory}/catalog.db", warehouse=f"file://{directory}/warehouse")
 
 
-@pytest.fixture(params=["sqlite"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.integration)])
 def backend(request: pytest.FixtureRequest) -> str:
-    """Catalog backends the behaviour tests run against (PostgreSQL joins when its server fixture exists)."""
+    """Catalog backends the behaviour tests run against: SQLite, and PostgreSQL on a server the session starts."""
     return request.param
 
 
 @pytest.fixture
-def catalog(backend: str, tmp_path: Path) -> SqlCatalog:
-    cat = sqlite_catalog(tmp_path)
+def catalog(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> SqlCatalog:
+    if backend == "postgres":
+        cat = postgres_sql_catalog(request.getfixturevalue("postgres_server"), tmp_path / "warehouse")
+        request.addfinalizer(cat.engine.dispose)
+    else:
+        cat = sqlite_catalog(tmp_path)
     cat.create_namespace("demo")
     return cat
 

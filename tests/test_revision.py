@@ -114,7 +114,7 @@ def test_revise_cli(cc, catalog, pipeline, tmp_path):
     directory = Path(catalog.properties["warehouse"].removeprefix("file://")).parent
     env = {
         **os.environ,
-        "PYICEBERG_CATALOG__LAKE__URI": f"sqlite:///{directory}/catalog.db",
+        "PYICEBERG_CATALOG__LAKE__URI": catalog.properties["uri"],
         "PYICEBERG_CATALOG__LAKE__WAREHOUSE": f"file://{directory}/warehouse",
     }
     exe = str(Path(sys.executable).parent / "consistent-catalog")
