@@ -5,7 +5,7 @@ EPOCHS ?= 6
 ROWS ?= 1000
 PYTEST_ARGS ?=
 
-.PHONY: setup test test-fast demo bench clean
+.PHONY: setup test test-fast demo bench bench-all clean
 
 setup:
 	@bash scripts/setup.sh
@@ -21,6 +21,13 @@ demo: setup
 
 bench: setup
 	$(PY) bench/bench_resolve.py --markdown
+
+bench-all: bench
+	$(PY) bench/bench_spark_overhead.py --rows 1000000 --epochs 16 --markdown
+	$(PY) bench/bench_freshness.py --epochs 32 --rows 1000 --interval 5 --markdown
+	$(PY) bench/bench_reliability.py --kills 100 --seed 1 --markdown
+	$(PY) bench/bench_backends.py --markdown
+	$(PY) bench/bench_retention.py --epochs 2000 --markdown
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache build src/*.egg-info
