@@ -180,7 +180,7 @@ def build(directory: str, n_tables: int, n_snapshots: int) -> Fixture:
     expected = min(last_barriers.values())
     # snap(X, T*) is the newest snapshot with b <= T*; barriers are STEP_MS apart.
     expected_heads = {}
-    for i, name in enumerate(names):
+    for name in names:
         behind = -(-(last_barriers[name] - expected) // STEP_MS)  # ceil
         expected_heads[name] = heads[name] - behind
     return Fixture(

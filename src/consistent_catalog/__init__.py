@@ -28,6 +28,8 @@ from consistent_catalog.exceptions import (
 from consistent_catalog.lineage import LineageGraph
 from consistent_catalog.report import EpochEntry, HistoryEntry, TableStatus
 from consistent_catalog.resolver import LEVELS, Cut, Level, TableCut, resolve
+from consistent_catalog.retention import RetentionPolicy
+from consistent_catalog.revision import RevisionResult, RevisionStep
 from consistent_catalog.state import TableState
 
 __version__ = "0.1.0"
@@ -60,6 +62,9 @@ __all__ = [
     "NotRegisteredError",
     "OwnershipError",
     "ResolutionError",
+    "RetentionPolicy",
+    "RevisionResult",
+    "RevisionStep",
     "SnapshotRecord",
     "TableCut",
     "TableNotFoundError",

@@ -155,7 +155,8 @@ class BranchBarriers:
         """
         def count(snapshot_id: int | None) -> int | None:
             if snapshot_id is None:
-                return 0
+                # empty table; when older history was expired, changes before it are unknown: never "same"
+                return -1 if self.truncated else 0
             index = self.positions.get(snapshot_id)
             return None if index is None else self.change_counts[index]
 

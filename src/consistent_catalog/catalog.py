@@ -453,6 +453,24 @@ class ConsistentCatalog:
                 continue  # a job or ingest committed meanwhile: plan this table again
         raise FencedError(f"{name}: revision to barrier {barrier} kept conflicting with other commits; retry it")
 
+    def pin(self, tables: Iterable[str], *, level: str = DEFAULT_LEVEL, as_of: BarrierLike | None = None, ttl: Any = "1h") -> Any:
+        """Pin a cut while a long read runs: ``with cc.pin(tables, ttl="2h") as pinned: pinned.read...`` (pins.py)."""
+        from consistent_catalog.pins import pin
+
+        return pin(self, tables, level=level, as_of=as_of, ttl=ttl)
+
+    def expire(self, tables: Iterable[str] | None = None, policy: Any = None, *, dry_run: bool = False) -> Any:
+        """Cut-aware snapshot expiry (retention.py): never removes what a cut, pin or retained tier needs."""
+        from consistent_catalog.retention import expire
+
+        return expire(self, tables, policy, dry_run=dry_run)
+
+    def retain(self, tables: Iterable[str] | None = None, policy: Any = None) -> Any:
+        """Tag the latest cut as this hour's/day's/week's retained cut on every table (retention.py)."""
+        from consistent_catalog.retention import retain
+
+        return retain(self, tables, policy)
+
     def job(self, job: str, *, sources: Iterable[str], sinks: Iterable[str], **options: Any) -> EpochJob:
         """An epoch job writing ``sinks`` from ``sources`` with pyiceberg (see ``consistent_catalog.epoch``)."""
         from consistent_catalog.epoch import EpochJob

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.table import Table, Transaction
 
+    from consistent_catalog.retention import RetentionPolicy
+
 log = logging.getLogger(__name__)
 
 SinkAction = Literal["done", "publish-staged", "watermark", "stage"]
@@ -259,6 +261,8 @@ class EpochJob:
         mode: str = "append",
         lease_ms: int = DEFAULT_LEASE_MS,
         takeover: bool = False,
+        expire_every: int | None = None,
+        retention: RetentionPolicy | None = None,
     ) -> None:
         if mode not in self.MODES:
             raise InvalidInputError(f"write mode {mode!r} is not one of {', '.join(self.MODES)}")
@@ -271,6 +275,12 @@ class EpochJob:
         self.lease_ms = lease_ms
         self.takeover = takeover
         self.lease: Lease | None = None
+        # --- retention: every `expire_every` published epochs, tag tiers and expire the sinks (retention.py) ---
+        if expire_every is not None and expire_every < 1:
+            raise InvalidInputError(f"expire_every must be a positive number of epochs, got {expire_every}")
+        self.expire_every = expire_every
+        self.retention = retention
+        self._published_epochs = 0
 
     # --- ownership ---------------------------------------------------------------------------
     def register(self) -> Lease:
@@ -360,6 +370,13 @@ class EpochJob:
                 actions[sink] = "conflict"
                 log.warning("%s: %s changed while barrier %s was being written; re-planning", self.job, sink, plan.barrier)
         log.info("%s: barrier %s %s", self.job, plan.barrier, actions)
+        # --- retention: cut-aware expiry of the sinks every `expire_every` published epochs ---
+        if self.expire_every and any(a in ("published", "republished") for a in actions.values()):
+            self._published_epochs += 1
+            if self._published_epochs % self.expire_every == 0:
+                from consistent_catalog.retention import run_maintenance
+
+                run_maintenance(self.catalog, self.sinks, self.retention)
         return EpochResult(self.job, plan.barrier, actions, snapshots, rows)
 
     def run(self, epochs: int) -> list[EpochResult]:

@@ -341,6 +341,11 @@ def demo(ctx: Context, directory: str, epochs: int, rows_per_epoch: int, engine:
     emit(ctx, output, report, lambda: None)
 
 
+from consistent_catalog.cli.retention import register as register_retention  # noqa: E402  (after cli exists)
+
+register_retention(cli)
+
+
 def main() -> None:
     cli(prog_name="consistent-catalog")
 
