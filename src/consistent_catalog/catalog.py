@@ -20,7 +20,6 @@ from pyiceberg.table.update import (
 
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import BarrierLike, to_barrier
-from consistent_catalog.barrier import to_barrier as to_barrier_ms
 from consistent_catalog.exceptions import (
     CatalogConfigError,
     ConsistentCatalogError,
@@ -35,7 +34,7 @@ from consistent_catalog.lineage import LineageGraph
 from consistent_catalog.report import EpochEntry, HistoryEntry, TableStatus, epochs, history, status
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut, resolve
 from consistent_catalog.revision import MODES as REVISION_MODES
-from consistent_catalog.revision import RevisionResult, RevisionStep, affected_tables, plan_step
+from consistent_catalog.revision import RevisionMode, RevisionResult, RevisionStep, affected_tables, plan_step
 from consistent_catalog.state import TableState, encode_table_sources
 
 if TYPE_CHECKING:
@@ -407,8 +406,10 @@ class ConsistentCatalog:
         assert snapshot is not None
         return IngestResult(state.identifier, snapshot.snapshot_id, effective)
 
-    def revise(self, table: str, to_barrier: BarrierLike, *, mode: str = "incremental", retries: int = 10) -> RevisionResult:
-        """Roll ``table`` and everything downstream back to their state at ``to_barrier`` and bump ``consistent.revision``.
+    def revise(
+        self, table: str, barrier: BarrierLike, *, mode: RevisionMode = "incremental", retries: int = 10
+    ) -> RevisionResult:
+        """Roll ``table`` and everything downstream back to their state at ``barrier`` and bump ``consistent.revision``.
 
         ``incremental``: derived tables return to ``snap(X, T)`` with watermark T, so their jobs replay
         from T. ``full``: derived tables are emptied and their jobs rebuild them from scratch. A root
@@ -417,12 +418,12 @@ class ConsistentCatalog:
         """
         if mode not in REVISION_MODES:
             raise InvalidInputError(f"revision mode {mode!r} is not one of {', '.join(REVISION_MODES)}")
-        barrier = to_barrier_ms(to_barrier)
+        value = to_barrier(barrier)
         name = normalize_identifier(table)
         self.load_table(name)
         graph = self.lineage([name])
-        steps = tuple(self._revise_table(t, barrier, mode, retries) for t in affected_tables(graph, name))
-        return RevisionResult(name, barrier, mode, steps)
+        steps = tuple(self._revise_table(t, value, mode, retries) for t in affected_tables(graph, name))
+        return RevisionResult(name, value, mode, steps)
 
     def _revise_table(self, name: str, barrier: int, mode: str, retries: int) -> RevisionStep:
         for _ in range(retries):

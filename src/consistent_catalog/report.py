@@ -142,7 +142,6 @@ def history(state: TableState) -> list[HistoryEntry]:
     effective = dict(zip(barriers.snapshot_ids, barriers.barriers))
     entries = []
     for record in reversed(ancestry(state.head(branch), state.snapshots)[0]):
-        where = f"{record.snapshot_id}"
         entries.append(
             HistoryEntry(
                 snapshot_id=record.snapshot_id,
@@ -150,7 +149,7 @@ def history(state: TableState) -> list[HistoryEntry]:
                 barrier=effective.get(record.snapshot_id),
                 raw_barrier=record.barrier,
                 job=record.job,
-                sources=parse_summary_sources(record.summary.get(P.SOURCES), where=f"snapshot {where}"),
+                sources=parse_summary_sources(record.summary.get(P.SOURCES), where=f"{state.identifier} snapshot {record.snapshot_id}"),
                 committed_at_ms=record.timestamp_ms,
                 operation=record.operation,
                 added_records=_count(record.summary, "added-records"),
