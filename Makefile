@@ -5,29 +5,37 @@ EPOCHS ?= 6
 ROWS ?= 1000
 PYTEST_ARGS ?=
 
-.PHONY: setup test test-fast demo bench bench-all clean
+.PHONY: setup setup-demo test test-fast lint-imports demo bench bench-all clean
 
+# the test set-up: everything (scripts/setup.sh test); the demo's fetches only what the demo needs
 setup:
-	@bash scripts/setup.sh
+	@bash scripts/setup.sh test
 
-test: setup
+setup-demo:
+	@bash scripts/setup.sh demo
+
+test: setup lint-imports
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-test-fast: setup
+test-fast: setup lint-imports
 	$(PY) -m pytest -m "not spark and not slow and not integration and not notebook" $(PYTEST_ARGS)
 
-demo: setup
+# the layer contract in pyproject.toml ([tool.importlinter]): no module imports upwards
+lint-imports: setup
+	.venv/bin/lint-imports --no-cache
+
+demo: setup-demo
 	.venv/bin/consistent-catalog demo --dir $(DEMO_DIR) --epochs $(EPOCHS) --rows-per-epoch $(ROWS)
 
 bench: setup
-	$(PY) bench/bench_resolve.py --markdown
+	$(PY) -m bench.bench_resolve --markdown
 
 bench-all: bench
-	$(PY) bench/bench_spark_overhead.py --rows 1000000 --epochs 16 --markdown
-	$(PY) bench/bench_freshness.py --epochs 32 --rows 1000 --interval 5 --markdown
-	$(PY) bench/bench_reliability.py --kills 100 --seed 1 --markdown
-	$(PY) bench/bench_backends.py --markdown
-	$(PY) bench/bench_retention.py --epochs 2000 --markdown
+	$(PY) -m bench.bench_spark_overhead --rows 1000000 --epochs 16 --markdown
+	$(PY) -m bench.bench_freshness --epochs 32 --rows 1000 --interval 5 --markdown
+	$(PY) -m bench.bench_reliability --kills 100 --seed 1 --markdown
+	$(PY) -m bench.bench_backends --markdown
+	$(PY) -m bench.bench_retention --epochs 2000 --markdown
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache build src/*.egg-info

@@ -1,7 +1,7 @@
 """Benchmark: the FLIP pipeline's commit and read costs on SQLite vs PostgreSQL vs PostgreSQL + S3, side by side.
 
 Not a test. In one run it starts a throwaway PostgreSQL server and moto's S3 server on 127.0.0.1
-(``tests/servers.py``, the same code the tests use), and for each backend
+(``tests/harness/servers.py``, the same code the tests use), and for each backend
 
   sqlite         SqlCatalog on a SQLite file, warehouse in a local directory
   postgres       SqlCatalog on PostgreSQL, warehouse in a local directory
@@ -17,13 +17,13 @@ runs ``--epochs`` epochs of the three-table pipeline with pyiceberg jobs, timing
   read       pyiceberg reading the three tables at the cut; ``duckdb`` the same with DuckDB
 
 then, separately, ``--jobs`` concurrent job processes (plus 2 ingest and 2 reader processes) on a
-fresh catalog of the same backend (``tests/test_backends.run_concurrent_pipeline``): epochs/s is
+fresh catalog of the same backend (``tests.harness.concurrent.run_concurrent_pipeline``): epochs/s is
 epochs published by all jobs / wall time until every job has caught up.
 
 PostgreSQL runs with its default durability (fsync on) here, unlike in the tests.
 
 Usage:
-    .venv/bin/python bench/bench_backends.py [--epochs 20] [--rows 1000] [--repeat 5] [--jobs 4]
+    .venv/bin/python -m bench.bench_backends [--epochs 20] [--rows 1000] [--repeat 5] [--jobs 4]
                                              [--concurrent-epochs 10] [--backends sqlite,postgres,postgres+s3] [--markdown]
 """
 
@@ -40,9 +40,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # tests/servers.py and tests/test_backends.py are shared with the tests
 
 BACKENDS = ("sqlite", "postgres", "postgres+s3")
 METRICS = ("ingest", "stage", "publish", "epoch", "resolve", "read", "duckdb")
@@ -110,7 +107,7 @@ def bench_pipeline(catalog: Any, epochs: int, rows: int, repeat: int) -> dict[st
 
 
 def bench_concurrency(catalog: Any, jobs: int, epochs: int, rows: int) -> dict[str, Any]:
-    from tests.test_backends import run_concurrent_pipeline
+    from tests.harness.concurrent import run_concurrent_pipeline
 
     properties = {k: v for k, v in catalog.properties.items() if k.startswith("s3.")}
     catalog_args = (catalog.properties["uri"], catalog.properties["warehouse"], properties)
@@ -147,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     import logging
 
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)  # commit retries are expected under contention
-    from tests.servers import MotoS3Server, PostgresServer
+    from tests.harness.servers import MotoS3Server, PostgresServer
 
     load_start = os.getloadavg()[0]
     pg = PostgresServer.start(fast=False) if any(b.startswith("postgres") for b in backends) else None
@@ -173,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         if pg is not None:
             pg.stop()
 
-    command = "python bench/bench_backends.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    command = "python -m bench.bench_backends " + shlex.join(argv if argv is not None else sys.argv[1:])
     print(f"`{command.strip()}` on {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"load average {load_start:.1f} -> {os.getloadavg()[0]:.1f}")
     print()

@@ -19,7 +19,7 @@ and, from ``ingested barrier B`` (B is taken just before the ingest write), the 
 to the end of that epoch's jobs and consistent read.
 
 Usage:
-    python bench/bench_freshness.py [--epochs 32] [--rows 1000] [--interval 5] [--sample-every 1] [--markdown]
+    python -m bench.bench_freshness [--epochs 32] [--rows 1000] [--interval 5] [--sample-every 1] [--markdown]
                                     [--dir D]
 """
 
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     odd = [d for k, d in zip(cut_epochs, demo_s) if k % 2 == 0]  # histogram ran in this epoch
     even = [d for k, d in zip(cut_epochs, demo_s) if k % 2 == 1]
 
-    command = "python bench/bench_freshness.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    command = "python -m bench.bench_freshness " + shlex.join(argv if argv is not None else sys.argv[1:])
     print(f"demo: {args.epochs} epochs x {args.rows} words, interval {args.interval}s, "
           f"wall {time.time() - started:.0f}s, "
           f"cuts checked {report['cuts_checked']}, violations {len(report['violations'])}; "
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             f"- where an epoch's time goes (metadata timestamps, medians over the {len(full)} epochs from the third "
             f"on in which both jobs ran), seconds after the ingest barrier B: "
             + ", ".join(f"{k} +{v:.2f}" for k, v in step_medians.items()) + ".",
-            f"- cuts checked {report['cuts_checked']}, SPEC 7 violations {len(report['violations'])}; "
+            f"- cuts checked {report['cuts_checked']}, protocol §7 violations {len(report['violations'])}; "
             f"sampler kept {len(kept)} samples, median cost "
             f"{statistics.median(sample_cost) * 1000 if sample_cost else 0:.0f} ms "
             f"each, {len(sampler.errors)} errors.",

@@ -1,7 +1,7 @@
 """Benchmark: crash injection — how many kills, what was found.
 
-Not a test (it asserts nothing; ``tests/test_crash_recovery.py`` does). Runs the crash-injection
-driver of ``tests/crash_worker.py`` in throw-away directories:
+Not a test (it asserts nothing; ``tests/integration/test_crash_recovery.py`` does). Runs the
+crash-injection scenarios of ``tests/harness/crash`` in throw-away directories:
 
   1. chosen points: every job (word-count, count-histogram, copy) killed with ``kill -9`` before,
      during and after staging and during and after publishing, then resumed (twice, with new input
@@ -19,7 +19,7 @@ DuckDB scans), and a reader thread checks repeatable-read cuts throughout. Print
 and the kills by point; ``--markdown`` prints them as Markdown for BENCHMARKS.md.
 
 Usage:
-    python bench/bench_reliability.py [--kills 100] [--seed 1] [--skip-chosen] [--skip-sweep] [--skip-zombies]
+    python -m bench.bench_reliability [--kills 100] [--seed 1] [--skip-chosen] [--skip-sweep] [--skip-zombies]
                                       [--markdown] [--keep DIR]
 """
 
@@ -35,13 +35,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.crash_worker import (  # noqa: E402 - the repository root has to be importable first
-    CRASH_POINTS,
-    JOBS,
-    Report,
+from tests.harness.crash.common import CRASH_POINTS, JOBS
+from tests.harness.crash.driver import Report
+from tests.harness.crash.scenarios import (
     chosen_point_scenario,
     commit_sweep_scenario,
     idle_root_scenario,
@@ -130,7 +126,7 @@ def main() -> int:
         total.add(report)
     elapsed = time.monotonic() - started
 
-    command = "python bench/bench_reliability.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = "python -m bench.bench_reliability " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     load = os.getloadavg()
     print(f"Command: `{command.strip()}`")
     print(f"Environment: Python {platform.python_version()}, {os.cpu_count()} cores, SQLite SqlCatalog on local disk; "

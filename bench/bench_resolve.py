@@ -21,7 +21,7 @@ rely on system time ``timestamp-ms``); every other table is derived from two low
 and carries the ``consistent.job`` / ``consistent.sources`` table properties.
 
 Usage:
-    python bench/bench_resolve.py [--tables 100] [--snapshots 100,250,500,1000] [--repeat 5] [--markdown]
+    python -m bench.bench_resolve [--tables 100] [--snapshots 100,250,500,1000] [--repeat 5] [--markdown]
 """
 
 from __future__ import annotations
@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     counts = [int(x) for x in args.snapshots.split(",") if x.strip()]
     if args.tables <= N_ROOTS or min(counts) < 2 or args.repeat < 1:
         parser.error(f"need --tables > {N_ROOTS}, at least 2 snapshots per table and --repeat >= 1")
-    command = "python bench/bench_resolve.py " + shlex.join(sys.argv[1:] if argv is None else argv)
+    command = "python -m bench.bench_resolve " + shlex.join(sys.argv[1:] if argv is None else argv)
     warnings.simplefilter("ignore")
     results = []
     for n in counts:

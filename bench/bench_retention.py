@@ -5,7 +5,7 @@ Not a test. Builds two throw-away SQLite ``SqlCatalog``s, each holding the FLIP 
 ``bench.count_histogram``), and runs ``--epochs`` epochs on both in lockstep (epoch k on arm A, then
 epoch k on arm B, alternating which arm goes first), so machine load hits both arms alike:
 
-- **expiry on**: every ``--expire-every`` epochs ``consistent_catalog.retention.expire`` runs over all
+- **expiry on**: every ``--expire-every`` epochs ``cc.retention.expire`` runs over all
   tables with ``older_than=0`` (keep only what the latest cut, the recorded inputs, staged epochs
   and branch heads need) -- the most a pipeline can save;
 - **expiry off**: nothing is ever expired.
@@ -27,7 +27,7 @@ file: each snapshot's summary serialized with and without the ``consistent.*`` k
 of a ``consistent-`` tag per table.
 
 Usage:
-    python bench/bench_retention.py [--epochs 2000] [--expire-every 10] [--window 20] [--markdown]
+    python -m bench.bench_retention [--epochs 2000] [--expire-every 10] [--window 20] [--markdown]
 """
 
 from __future__ import annotations
@@ -55,10 +55,10 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
-from consistent_catalog.catalog import now_ms
+from consistent_catalog.commit import fence
 from consistent_catalog.epoch import EpochJob
-from consistent_catalog.fencing import fence
-from consistent_catalog.retention import RetentionPolicy, expire
+from consistent_catalog.retention import RetentionPolicy
+from consistent_catalog.util.time import now_ms
 
 NS = "bench"
 WORDS, COUNTS, HIST = f"{NS}.words", f"{NS}.word_counts", f"{NS}.count_histogram"
@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.epochs < 2 * args.window or args.expire_every < 1:
         parser.error("need --epochs >= 2 * --window and --expire-every >= 1")
-    command = "python bench/bench_retention.py " + shlex.join(sys.argv[1:] if argv is None else argv)
+    command = "python -m bench.bench_retention " + shlex.join(sys.argv[1:] if argv is None else argv)
     warnings.simplefilter("ignore")
     checkpoints = sorted({int(x) for x in args.checkpoints.split(",") if x.strip() and int(x) <= args.epochs} | {args.epochs})
     load_start = os.getloadavg()[0]
@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
                 run_epoch(arm, k)
                 if arm.expiry and (k + 1) % args.expire_every == 0:
                     t0 = time.perf_counter()
-                    expire(arm.cc, None, policy)
+                    arm.cc.retention.expire(None, policy)
                     arm.expiry_ms.append((time.perf_counter() - t0) * 1000)
             if k + 1 in checkpoints:
                 for arm in arms:

@@ -23,7 +23,7 @@ load checking the staged snapshots), ``publish`` (metadata load + one fenced cat
 At the end both sinks are recounted with pyiceberg (row count and sum of ``id``) and must agree.
 
 Usage:
-    python bench/bench_spark_overhead.py [--rows 1000000] [--epochs 12] [--interval 0] [--markdown] [--dir D]
+    python -m bench.bench_spark_overhead [--rows 1000000] [--epochs 12] [--interval 0] [--markdown] [--dir D]
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def instrument(job: Any, timings: dict[str, float]) -> None:
         setattr(job, name, timed)
 
     wrap("plan", "plan")
-    wrap("_run_transform", "transform")
+    wrap("run_transform", "transform")
     wrap("prepare_staged_branch", "prepare")
     wrap("_verify_staged", "verify")
     wrap("stage", "stage (total)")
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     balanced = (by_order["plain"] * by_order["ours"]) ** 0.5
     protocol = sum(breakdown[k] for k in ("plan", "prepare", "verify", "publish"))
 
-    command = "python bench/bench_spark_overhead.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    command = "python -m bench.bench_spark_overhead " + shlex.join(argv if argv is not None else sys.argv[1:])
     print(f"rows/epoch {args.rows}, epochs {args.epochs} (first discarded), load start {load_start} end {load_end}")
     print(f"plain Spark append : median {med_plain:.3f}s  (min {min(m_plain):.3f}, max {max(m_plain):.3f})")
     print(f"SparkEpochJob      : median {med_ours:.3f}s  (min {min(m_ours):.3f}, max {max(m_ours):.3f})")

@@ -1,8 +1,15 @@
-"""Shared fixtures: a real SQLite-backed pyiceberg catalog per test, and the FLIP-276 tables."""
+"""Shared fixtures (a real pyiceberg catalog per test, the FLIP-276 tables, session servers) and tiers.
+
+Tiers follow the directories: ``unit/`` (pure), ``catalog/`` (real SQLite catalogs), ``cli/`` (the
+installed command) run in ``make test-fast``; every test under ``integration/``, ``spark/`` and
+``notebooks/`` is marked ``integration``, ``spark`` and ``notebook`` here (see
+``pytest_collection_modifyitems``), and long-running tests carry ``slow`` themselves.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -10,18 +17,49 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 from consistent_catalog import ConsistentCatalog
-from tests.servers import postgres_server, postgres_sql_catalog, s3_server  # noqa: F401  (session fixtures)
+from tests.harness.lake import COUNTS_SCHEMA, HIST_SCHEMA, WORDS_SCHEMA, sqlite_catalog, words
+from tests.harness.servers import MotoS3Server, PostgresServer, postgres_sql_catalog
 
-WORDS_SCHEMA = pa.schema([pa.field("word", pa.string())])
-COUNTS_SCHEMA = pa.schema([pa.field("word", pa.string()), pa.field("cnt", pa.int64())])
-HIST_SCHEMA = pa.schema([pa.field("cnt", pa.int64()), pa.field("words", pa.int64())])
-
-
-def sqlite_catalog(directory: Path, name: str = "lake") -> SqlCatalog:
-    (directory / "warehouse").mkdir(parents=True, exist_ok=True)
-    return SqlCatalog(name, uri=f"sqlite:///{directory}/catalog.db", warehouse=f"file://{directory}/warehouse")
+TESTS = Path(__file__).resolve().parent
+DIRECTORY_MARKS = {"integration": "integration", "spark": "spark", "notebooks": "notebook"}
+"""First directory under tests/ -> the marker every test in it gets."""
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        try:
+            tier = Path(item.path).resolve().relative_to(TESTS).parts[0]
+        except ValueError:
+            continue
+        mark = DIRECTORY_MARKS.get(tier)
+        if mark is not None and item.get_closest_marker(mark) is None:
+            item.add_marker(getattr(pytest.mark, mark))
+
+
+# --- servers, one per session ----------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the test session (started on first use, stopped at the end)."""
+    try:
+        server = PostgresServer.start()
+    except FileNotFoundError as exc:
+        if os.environ.get("CI"):
+            raise  # CI runs scripts/setup.sh, which installs PostgreSQL: missing is a failure there
+        pytest.skip(str(exc))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[MotoS3Server]:
+    """moto's S3 server for the test session, on a thread of this process."""
+    pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install -e '.[dev]')")
+    server = MotoS3Server.start()
+    yield server
+    server.stop()
+
+
+# --- a catalog per test ----------------------------------------------------------------------------
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.integration)])
 def backend(request: pytest.FixtureRequest) -> str:
     """Catalog backends the behaviour tests run against: SQLite, and PostgreSQL on a server the session starts."""
@@ -50,10 +88,6 @@ def flip_tables(catalog: SqlCatalog) -> tuple[str, str, str]:
     catalog.create_table("demo.word_counts", schema=COUNTS_SCHEMA)
     catalog.create_table("demo.count_histogram", schema=HIST_SCHEMA)
     return "demo.words", "demo.word_counts", "demo.count_histogram"
-
-
-def words(*items: str) -> pa.Table:
-    return pa.table({"word": list(items)}, schema=WORDS_SCHEMA)
 
 
 @pytest.fixture

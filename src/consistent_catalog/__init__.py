@@ -1,13 +1,21 @@
 """consistent-catalog: consistent reads across a pipeline of Apache Iceberg tables, from catalog metadata alone.
 
-Barriers and lineage live in Iceberg snapshot summaries and table properties (see
+Barriers and lineage live in Iceberg snapshot summaries and table properties (docs/protocol.md §2,
 ``consistent_catalog.properties``); ``ConsistentCatalog`` wraps any pyiceberg catalog to resolve
 consistent cuts, register jobs and run epochs.
+
+>>> from consistent_catalog import ConsistentCatalog            # doctest: +SKIP
+>>> cc = ConsistentCatalog.load("lake")                          # doctest: +SKIP
+>>> read = cc.read(["demo.words", "demo.word_counts"])           # doctest: +SKIP
+
+Planners and the pure core stay importable from their modules (``consistent_catalog.resolver.resolve``,
+``consistent_catalog.epoch.plan_epoch``, ``consistent_catalog.retention.plan_expiry``,
+``consistent_catalog.state.TableState``, ``consistent_catalog.barrier.SnapshotRecord``).
 """
 
-from consistent_catalog.barrier import SnapshotRecord, to_barrier
+from consistent_catalog.barrier import to_barrier
 from consistent_catalog.catalog import ConsistentCatalog, ConsistentRead, IngestResult, Lease
-from consistent_catalog.epoch import EpochContext, EpochJob, EpochPlan, EpochResult, plan_epoch
+from consistent_catalog.epoch import EpochContext, EpochJob, EpochPlan, EpochResult
 from consistent_catalog.exceptions import (
     CatalogConfigError,
     ConsistentCatalogError,
@@ -27,10 +35,9 @@ from consistent_catalog.exceptions import (
 )
 from consistent_catalog.lineage import LineageGraph
 from consistent_catalog.report import EpochEntry, HistoryEntry, TableStatus
-from consistent_catalog.resolver import LEVELS, Cut, Level, TableCut, resolve
-from consistent_catalog.retention import RetentionPolicy
+from consistent_catalog.resolver import LEVELS, Cut, Level, TableCut
+from consistent_catalog.retention import ExpiryResult, Pin, PinInfo, RetainedCut, RetainedTag, RetentionPolicy
 from consistent_catalog.revision import RevisionResult, RevisionStep
-from consistent_catalog.state import TableState
 
 __version__ = "0.1.0"
 
@@ -47,6 +54,7 @@ __all__ = [
     "EpochJob",
     "EpochPlan",
     "EpochResult",
+    "ExpiryResult",
     "FencedError",
     "HistoryEntry",
     "HistoryExpiredError",
@@ -61,17 +69,17 @@ __all__ = [
     "NoWatermarkError",
     "NotRegisteredError",
     "OwnershipError",
+    "Pin",
+    "PinInfo",
     "ResolutionError",
+    "RetainedCut",
+    "RetainedTag",
     "RetentionPolicy",
     "RevisionResult",
     "RevisionStep",
-    "SnapshotRecord",
     "TableCut",
     "TableNotFoundError",
-    "TableState",
     "TableStatus",
     "UntrackedWriteError",
-    "plan_epoch",
-    "resolve",
     "to_barrier",
 ]

@@ -1,4 +1,4 @@
-"""Effective barriers of snapshots and watermarks of tables (shared/SPEC.md section 3).
+"""Effective barriers of snapshots and watermarks of tables (docs/protocol.md §3).
 
 Pure functions over plain data: nothing here touches a catalog, so the rules can be tested in
 milliseconds and by property-based tests. ``state.py`` turns pyiceberg metadata into these values.
@@ -21,6 +21,7 @@ from consistent_catalog.exceptions import (
     MalformedMetadataError,
     UntrackedWriteError,
 )
+from consistent_catalog.util.time import fmt_barrier
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _EMPTY_OVERRIDES: Mapping[int, int] = MappingProxyType({})
@@ -167,30 +168,49 @@ class BranchBarriers:
     def head_id(self) -> int | None:
         return self.snapshot_ids[-1] if self.snapshot_ids else None
 
-    def _check_tracked(self) -> None:
-        if self.untracked is not None:
-            raise UntrackedWriteError(
-                f"{self.table}: snapshot {self.untracked} on branch {self.branch} changed data without "
-                f"{P.BARRIER}, so it was written outside the table's job and the table is untracked from "
-                "there on; roll the table back to a snapshot before it (consistent-catalog revise) "
-                "or write only through its job"
-            )
+    @cached_property
+    def tracked(self) -> int:
+        """How many of the oldest snapshots carry barriers: all of them, or those before the untracked one."""
+        return len(self.snapshot_ids) if self.untracked is None else self.positions[self.untracked]
+
+    @property
+    def tracked_head(self) -> int | None:
+        """The newest snapshot before an untracked write (the head when there is none)."""
+        return self.snapshot_ids[self.tracked - 1] if self.tracked else None
+
+    def untracked_error(self, writer: str | None = None) -> UntrackedWriteError:
+        by = f" by {writer}" if writer else ""
+        last = self.barriers[self.tracked - 1] if self.tracked else None
+        before = (
+            f"cuts up to barrier {fmt_barrier(last)} still resolve (--as-of {last}); "
+            f"consistent-catalog revise {self.table} --to-barrier {last} removes the foreign write"
+            if last is not None
+            else f"consistent-catalog revise {self.table} --to-barrier <a barrier before it> --mode full removes it"
+        )
+        return UntrackedWriteError(
+            f"{self.table}: snapshot {self.untracked} on branch {self.branch} changed data without {P.BARRIER} "
+            f"(written{by} outside the table's job), so the table is untracked from that snapshot on; {before}; "
+            "then write it only through its job"
+        )
 
     @property
     def head_barrier(self) -> int | None:
-        self._check_tracked()
-        return self.barriers[-1] if self.barriers else None
+        """The barrier of the newest tracked snapshot (the head's, unless an untracked write followed it)."""
+        return self.barriers[self.tracked - 1] if self.tracked else None
 
     def snap_at(self, barrier: int) -> tuple[int, int] | None:
-        """``snap(X, T)``: (snapshot id, effective barrier) of the newest snapshot with b <= T, or None if empty."""
-        self._check_tracked()
-        first = bisect.bisect_left(self.barriers, True, key=lambda b: b is not None)
-        index = bisect.bisect_right(self.barriers, barrier, lo=first) - 1
+        """``snap(X, T)``: (snapshot id, effective barrier) of the newest snapshot with b <= T, or None if empty.
+
+        Only the tracked snapshots count: an untracked write and everything after it have no barrier.
+        """
+        end = self.tracked
+        first = bisect.bisect_left(self.barriers, True, hi=end, key=lambda b: b is not None)
+        index = bisect.bisect_right(self.barriers, barrier, lo=first, hi=end) - 1
         if index < first:
-            if self.truncated and first < len(self.barriers):
+            if self.truncated and first < end:
                 raise HistoryExpiredError(
-                    f"{self.table} has no snapshot at or before barrier {barrier}; its retained history "
-                    f"starts at {self.barriers[first]} (older snapshots were expired) — resolve with a "
+                    f"{self.table} has no snapshot at or before barrier {fmt_barrier(barrier)}; its retained history "
+                    f"starts at {fmt_barrier(self.barriers[first])} (older snapshots were expired) — resolve with a "
                     f"later --as-of, or keep such cuts with a retained tag"
                 )
             return None
@@ -199,8 +219,8 @@ class BranchBarriers:
         return self.snapshot_ids[index], value
 
     def barrier_of(self, snapshot_id: int) -> int | None:
-        self._check_tracked()
-        return self.barriers[self.snapshot_ids.index(snapshot_id)]
+        """The effective barrier of a snapshot of this branch (None: before the first barrier, or untracked)."""
+        return self.barriers[self.positions[snapshot_id]]
 
 
 def ancestry(head_id: int | None, snapshots: Mapping[int, SnapshotRecord]) -> tuple[list[SnapshotRecord], bool]:
@@ -234,7 +254,7 @@ def branch_barriers(
     floor: tuple[int | None, int] | None = None,
     overrides: Mapping[int, int] = _EMPTY_OVERRIDES,
 ) -> BranchBarriers:
-    """Apply SPEC 3 to the ancestry of ``head_id``: replace keeps the parent's barrier, late snapshots get b(p)+1.
+    """Apply protocol §3 to the ancestry of ``head_id``: replace keeps the parent's barrier, late snapshots get b(p)+1.
 
     ``floor`` is ``(snapshot id, watermark)``: the table was declared complete up to the watermark when
     that snapshot was its head (None: when it was empty), so every later snapshot lands above it.

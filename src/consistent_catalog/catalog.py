@@ -1,17 +1,15 @@
-"""``ConsistentCatalog``: wraps any pyiceberg ``Catalog`` and does the I/O the pure modules leave out."""
+"""The catalog façade: ``ConsistentCatalog`` wraps any pyiceberg ``Catalog`` — reads, ingest, ownership, revisions."""
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.update import (
-    AssertTableUUID,
     RemovePropertiesUpdate,
     RemoveSnapshotRefUpdate,
     SetPropertiesUpdate,
@@ -20,6 +18,7 @@ from pyiceberg.table.update import (
 
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import BarrierLike, to_barrier
+from consistent_catalog.commit import RetryPolicy, TableStore, fence
 from consistent_catalog.exceptions import (
     CatalogConfigError,
     ConsistentCatalogError,
@@ -27,45 +26,45 @@ from consistent_catalog.exceptions import (
     InvalidBarrierError,
     InvalidInputError,
     OwnershipError,
-    TableNotFoundError,
 )
-from consistent_catalog.fencing import fence
 from consistent_catalog.lineage import LineageGraph
 from consistent_catalog.report import EpochEntry, HistoryEntry, TableStatus, epochs, history, status
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut, resolve
 from consistent_catalog.revision import MODES as REVISION_MODES
 from consistent_catalog.revision import RevisionMode, RevisionResult, RevisionStep, affected_tables, plan_step
 from consistent_catalog.state import TableState, encode_table_sources
+from consistent_catalog.util.durations import parse_duration
+from consistent_catalog.util.identifiers import normalize_identifier
+from consistent_catalog.util.time import fmt_barrier, fmt_duration, now_ms
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
-    from pyiceberg.table import DataScan, Table, Transaction
+    from pyiceberg.table import DataScan, Table
 
     from consistent_catalog.epoch import EpochJob
+    from consistent_catalog.retention import Pins, Retention
 
 DEFAULT_LEASE_MS = 5 * 60 * 1000
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
+_EXTENSIONS: dict[str, Callable[..., Any]] = {}
 
 
-def normalize_identifier(identifier: str | Sequence[str]) -> str:
-    """``"ns.table"`` for a string or tuple identifier (nested namespaces joined with ``.``)."""
-    if isinstance(identifier, str):
-        parts = identifier.split(".")
-    else:
-        parts = list(identifier)
-        dotted = [p for p in parts if "." in p]
-        if dotted:
-            raise InvalidInputError(
-                f"table identifier {tuple(identifier)!r}: the name part {dotted[0]!r} contains a dot, which cannot be "
-                "told apart from a namespace separator in consistent.sources (SPEC 2); rename the table or namespace"
-            )
-    if len(parts) < 2 or any(not p.strip() for p in parts):
-        raise InvalidInputError(f"table identifier {identifier!r} must look like namespace.table")
-    return ".".join(parts)
+def register_extension(name: str, factory: Callable[..., Any]) -> None:
+    """Attach a higher layer to the façade: ``cc.<name>`` (or ``cc.job(...)``) is built by ``factory(cc, ...)``.
+
+    The epoch and retention layers sit above the façade and register themselves when
+    ``consistent_catalog`` is imported (the way pandas registers accessors), so the façade offers
+    ``cc.retention``, ``cc.pins`` and ``cc.job(...)`` without importing upwards.
+    """
+    _EXTENSIONS[name] = factory
+
+
+def _extension(name: str) -> Callable[..., Any]:
+    try:
+        return _EXTENSIONS[name]
+    except KeyError:
+        raise RuntimeError(f"consistent_catalog.{name} is not loaded; import consistent_catalog first") from None
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,22 @@ class Lease:
 class IngestResult:
     table: str
     snapshot_id: int
-    barrier: int
+    barrier: int | None
+    key: str | None = None
+    skipped: bool = False
+    """True when ``key`` had been ingested already: nothing was written, ``snapshot_id`` is that ingest's."""
+
+
+def check_not_future(state: TableState, barrier: int, *, allow_future: bool, what: str) -> None:
+    """Refuse a barrier beyond now plus the table's clock-skew allowance, unless the caller insists."""
+    limit = now_ms() + state.clock_skew_ms
+    if barrier > limit and not allow_future:
+        raise InvalidBarrierError(
+            f"{state.identifier}: {what} {fmt_barrier(barrier)} lies {fmt_duration(barrier - now_ms())} in the future "
+            f"(allowed: {fmt_duration(state.clock_skew_ms)} of clock skew, table property {P.CLOCK_SKEW}); a barrier "
+            "ahead of the clock holds every later ingest there — pass the current time, or insist with "
+            "allow_future=True (CLI: --allow-future)"
+        )
 
 
 class ConsistentCatalog:
@@ -95,143 +109,195 @@ class ConsistentCatalog:
 
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
+        """The pyiceberg catalog wrapped."""
+        self.store = TableStore(catalog)
+        """Loading and fenced commits (the commit layer)."""
 
     @classmethod
-    def load(cls, name: str | None = None, **properties: str) -> ConsistentCatalog:
-        """Load the catalog the pyiceberg way (``.pyiceberg.yaml``, ``PYICEBERG_CATALOG__<NAME>__<KEY>``)."""
+    def load(cls, name: str | None = None, *, create: bool = False, **properties: str) -> ConsistentCatalog:
+        """Load the catalog the pyiceberg way (``.pyiceberg.yaml``, ``PYICEBERG_CATALOG__<NAME>__<KEY>``).
+
+        Loading never creates a catalog unless ``create=True``: a SQLite URI must name an existing
+        catalog database (pyiceberg would create a new, empty one), and a SQL catalog that has nothing
+        under this name while its database holds other catalog names is refused, naming those.
+        """
+        import os
+        import re
+
         from pyiceberg.catalog import load_catalog
+        from pyiceberg.utils.config import Config
+        from sqlalchemy.exc import SQLAlchemyError
 
         try:
-            return cls(load_catalog(name, **properties))
-        except (ValueError, NotImplementedError) as exc:
+            config = Config()
+            label = name if name is not None else config.get_default_catalog_name()
+            given = {k: v for k, v in properties.items() if v is not None}
+            conf = {**(config.get_catalog_config(label) or {}), **given}
+        except ValueError as exc:
+            raise CatalogConfigError(f"cannot read the pyiceberg configuration: {exc}") from None
+        env = f"PYICEBERG_CATALOG__{label.upper().replace('-', '_')}__"
+        if not conf.get("uri") and not conf.get("type") and "py-catalog-impl" not in conf:
+            known = [c for c in config.get_known_catalogs() if c != label.lower()]
+            hint = f" (configured: {', '.join(known)} — pass --catalog {known[0]})" if known else ""
             raise CatalogConfigError(
-                f"cannot load catalog {name or 'default'!r}: {exc}; configure it in ~/.pyiceberg.yaml or with "
-                f"PYICEBERG_CATALOG__{(name or 'default').upper()}__URI=... (see README)"
-            ) from None
+                f"cannot load catalog {label!r}: it is not configured{hint}; set {env}URI (e.g. "
+                f"sqlite:////path/catalog.db) and {env}WAREHOUSE, or add it under `catalog:` in .pyiceberg.yaml "
+                "(in ~, the current directory or $PYICEBERG_HOME); `consistent-catalog demo` builds a demo catalog"
+            )
+        uri = conf.get("uri")
+        if "uri" in given:
+            source = "the uri passed to ConsistentCatalog.load"
+        else:
+            source = next((k for k in os.environ if k.upper() == f"{env}URI"), f"catalog {label!r} in .pyiceberg.yaml")
+        if isinstance(uri, str) and uri.startswith("sqlite") and not create:
+            cls._check_sqlite_catalog(label, uri, source)
+        try:
+            catalog = load_catalog(label, **conf)  # the configuration as read now (pyiceberg's is read at import)
+        except (ValueError, NotImplementedError) as exc:
+            detail = re.sub(r"using -+uri, ", "using ", str(exc))  # pyiceberg's CLI option; ours has none
+            raise CatalogConfigError(f"cannot load catalog {label!r}: {detail}") from None
+        except SQLAlchemyError as exc:
+            first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+            raise CatalogConfigError(f"cannot open the database of catalog {label!r} ({source}): {first}") from None
+        if not create:
+            cls._check_catalog_name(catalog)
+        return cls(catalog)
+
+    @staticmethod
+    def _check_sqlite_catalog(label: str, uri: str, source: str) -> None:
+        """Refuse a SQLite URI that names no catalog database (before pyiceberg creates one there)."""
+        import os
+        import sqlite3
+        from contextlib import closing
+        from pathlib import Path
+
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            url = make_url(uri)
+        except ArgumentError as exc:
+            raise CatalogConfigError(f"catalog {label!r}: {uri!r} ({source}) is not a database URL: {exc}") from None
+        database = url.database or ""
+        if database.startswith("file:"):  # sqlite:///file:PATH?mode=...&uri=true
+            if "memory" in str(url.query.get("mode", "")):
+                return
+            database = database[len("file:"):]
+        if database in ("", ":memory:"):
+            return  # in memory: nothing is created on disk
+        path = os.path.abspath(database)
+        way_out = (
+            f"check {source}; a read never creates a catalog — create one with `consistent-catalog demo --dir DIR` "
+            "(DIR/catalog.db), `consistent-catalog spark-conf --catalog-uri URI`, pyiceberg's SqlCatalog or "
+            "ConsistentCatalog.load(..., create=True)"
+        )
+        if not os.path.exists(path):
+            missing = os.path.dirname(path)
+            why = f" (directory {missing} does not exist either)" if not os.path.isdir(missing) else ""
+            raise CatalogConfigError(f"no catalog database at {path}{why}; {way_out}")
+        if os.path.isdir(path):
+            raise CatalogConfigError(f"{path} is a directory, not a catalog database; {way_out}")
+        try:
+            with closing(sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True)) as connection:  # creates nothing
+                found = connection.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'iceberg_tables'"
+                ).fetchone()
+        except sqlite3.Error as exc:
+            raise CatalogConfigError(f"{path} is not a SQLite catalog database ({exc}); {way_out}") from None
+        if found is None:
+            raise CatalogConfigError(f"{path} is a SQLite database without an Iceberg catalog (no iceberg_tables); {way_out}")
+
+    @staticmethod
+    def _check_catalog_name(catalog: Catalog) -> None:
+        """A SQL catalog with nothing under its name, in a database that holds other catalog names: refuse it."""
+        import os
+
+        from pyiceberg.catalog.sql import SqlCatalog
+        from sqlalchemy import text
+        from sqlalchemy.exc import SQLAlchemyError
+
+        if not isinstance(catalog, SqlCatalog):
+            return
+        names: set[str] = set()
+        try:
+            if catalog.list_namespaces():
+                return  # cheap: the names are read only when this catalog shows nothing
+            for table in ("iceberg_tables", "iceberg_namespace_properties"):
+                with catalog.engine.connect() as connection:
+                    names.update(row[0] for row in connection.execute(text(f"SELECT DISTINCT catalog_name FROM {table}")))
+        except SQLAlchemyError:
+            pass  # a table the catalog lacks: what was read is what there is
+        names.discard(catalog.name)
+        if not names:
+            return  # an empty catalog, not a wrong name
+        url = catalog.engine.url
+        if url.get_backend_name() == "sqlite":
+            where = os.path.abspath(url.database or "")
+        else:
+            where = url.render_as_string(hide_password=True)
+        first = sorted(names)[0]
+        env = f"PYICEBERG_CATALOG__{first.upper().replace('-', '_')}__URI"
+        raise CatalogConfigError(
+            f"catalog {catalog.name!r} has no tables in {where}; the database holds catalogs named "
+            f"{', '.join(sorted(names))} — use --catalog {first} (configured with {env} or under `catalog:` in "
+            f".pyiceberg.yaml), or ConsistentCatalog.load({first!r})"
+        )
 
     @property
     def name(self) -> str:
         return self.catalog.name
 
-    # --- loading ----------------------------------------------------------------------------------
+    # --- tables ------------------------------------------------------------------------------------
     def load_table(self, identifier: str) -> Table:
-        name = normalize_identifier(identifier)
-        try:
-            return self.catalog.load_table(name)
-        except (NoSuchTableError, NoSuchNamespaceError):
-            raise TableNotFoundError(
-                f"table {name} does not exist in catalog {self.name!r}; check the name "
-                "(consistent-catalog status lists the tables)"
-            ) from None
-
-    def state(self, identifier: str) -> TableState:
-        table = self.load_table(identifier)
-        return TableState.from_metadata(normalize_identifier(identifier), table.metadata)
-
-    def states(self, identifiers: Iterable[str]) -> list[TableState]:
-        return [self.state(i) for i in dict.fromkeys(normalize_identifier(i) for i in identifiers)]
-
-    def upstream_states(self, tables: Iterable[str], *, required: bool = True) -> dict[str, TableState]:
-        """States of ``tables`` and of every table they are derived from, transitively (one load each).
-
-        A source that no longer exists is left out (and so cannot be checked for completeness); a
-        missing table of ``tables`` itself raises TableNotFoundError when ``required``.
-        """
-        found: dict[str, TableState] = {}
-        pending = [normalize_identifier(t) for t in tables]
-        first = set(pending) if required else set()
-        while pending:
-            name = pending.pop()
-            if name in found:
-                continue
-            try:
-                state = self.state(name)
-            except TableNotFoundError:
-                if name in first:
-                    raise
-                continue
-            found[name] = state
-            pending.extend(s for s in state.sources if s not in found)
-        return found
+        """The pyiceberg table; TableNotFoundError (with the way out) when it does not exist."""
+        return self.store.load_table(identifier)
 
     def list_tables(self) -> list[str]:
         """Every table of the catalog, in every (nested) namespace."""
-        found: list[str] = []
-        pending: list[tuple[str, ...]] = list(self.catalog.list_namespaces())
-        while pending:
-            namespace = pending.pop()
-            found.extend(".".join(ident) for ident in self.catalog.list_tables(namespace))
-            try:
-                pending.extend(self.catalog.list_namespaces(namespace))
-            except (NotImplementedError, NoSuchNamespaceError):
-                pass
-        return sorted(set(found))
+        return self.store.list_tables()
 
     # --- reading --------------------------------------------------------------------------------
     def resolve(self, tables: Iterable[str], level: str = DEFAULT_LEVEL, as_of: BarrierLike | None = None) -> Cut:
-        """The consistent cut of SPEC 4 for ``tables`` (one metadata load per table and per upstream table)."""
+        """The consistent cut of protocol §4 for ``tables`` (one metadata load per table and per upstream table)."""
         names = list(dict.fromkeys(normalize_identifier(t) for t in tables))
-        closure = self.upstream_states(names)
+        closure = self.store.upstream_states(names)
         return resolve([closure[n] for n in names], level, as_of, upstream=closure.values())
 
     def read(self, tables: Iterable[str], level: str = DEFAULT_LEVEL, as_of: BarrierLike | None = None) -> ConsistentRead:
         """Resolve a cut and return a reader whose scans are pinned at it."""
-        loaded = {normalize_identifier(t): self.load_table(t) for t in tables}
-        states = {name: TableState.from_metadata(name, table.metadata) for name, table in loaded.items()}
+        found = {normalize_identifier(t): self.store.load(t) for t in tables}
+        loaded = {name: table for name, (table, _) in found.items()}
+        states = {name: state for name, (_, state) in found.items()}
         upstream = dict(states)
         pending = [src for st in states.values() for src in st.sources if src not in upstream]
-        upstream.update(self.upstream_states(pending, required=False))
+        upstream.update(self.store.upstream_states(pending, required=False))
         return ConsistentRead(resolve(list(states.values()), level, as_of, upstream=upstream.values()), loaded)
 
     def lineage(self, tables: Iterable[str] | None = None) -> LineageGraph:
         """The lineage graph of the whole catalog, or of the tables connected to ``tables``."""
-        graph = LineageGraph.from_states(self.states(self.list_tables()))
+        listed = self.list_tables()
+        graph = LineageGraph.from_states(self.store.states(listed))
         if tables is None:
             return graph
-        keep = graph.connected(normalize_identifier(t) for t in tables)
-        return LineageGraph(
-            frozenset(keep),
-            {k: v for k, v in graph.upstream.items() if k in keep},
-            {k: v for k, v in graph.owners.items() if k in keep},
-        )
+        names = [normalize_identifier(t) for t in tables]
+        for name in set(names) - set(listed):
+            self.load_table(name)  # TableNotFoundError naming it (never shown as a root of its own)
+        return graph.subgraph(graph.connected(names))
 
     def status(self, tables: Iterable[str] | None = None, *, now: int | None = None) -> list[TableStatus]:
         names = self.list_tables() if tables is None else [normalize_identifier(t) for t in tables]
-        states = self.upstream_states(names)  # the upstream tables give own delays and bottlenecks
+        states = self.store.upstream_states(names)  # the upstream tables give own delays and bottlenecks
         return status(states, names, now=now_ms() if now is None else now)
 
     def history(self, table: str) -> list[HistoryEntry]:
         """Every snapshot of the table's newest branch, newest first, with its effective barrier."""
-        return history(self.state(table))
+        return history(self.store.state(table))
 
     def epochs(self, table: str) -> list[EpochEntry]:
         """The table's epochs, newest first: barrier, when staged and published, latency, rows."""
-        return epochs(self.state(table))
+        return epochs(self.store.state(table))
 
-    # --- committing -----------------------------------------------------------------------------
-    def commit(self, table: Table, requirements: Sequence[Any], updates: Sequence[Any], *, what: str) -> Table:
-        """One atomic catalog commit; a failed requirement or lost race becomes FencedError."""
-        try:
-            self.catalog.commit_table(
-                table, (AssertTableUUID(uuid=table.metadata.table_uuid), *requirements), tuple(updates)
-            )
-        except CommitFailedException as exc:
-            raise FencedError(f"{'.'.join(table.name())}: {what} was refused by the catalog: {exc}") from None
-        return self.load_table(".".join(table.name()))
-
-    def write(self, table: Table, requirement: Any, write: Callable[[Transaction], Any], *, what: str) -> None:
-        """A pyiceberg data write (``write(tx)`` appends/overwrites) that commits only if ``requirement`` holds.
-
-        The requirement is checked by the catalog inside its compare-and-swap, also on pyiceberg's retries.
-        """
-        try:
-            tx = table.transaction()
-            tx._apply((), (requirement,))
-            write(tx)
-            tx.commit_transaction()
-        except CommitFailedException as exc:
-            raise FencedError(f"{'.'.join(table.name())}: {what} was refused by the catalog: {exc}") from None
-
+    # --- ownership -----------------------------------------------------------------------------
     def register_job(
         self,
         job: str,
@@ -259,7 +325,7 @@ class ConsistentCatalog:
         for source in source_names:
             self.load_table(source)  # fails with TableNotFoundError
         graph = LineageGraph.from_states(
-            s for s in self.states(self.list_tables()) if s.identifier not in sink_names
+            s for s in self.store.states(self.list_tables()) if s.identifier not in sink_names
         )
         graph.check_new_edges(job, source_names, sink_names)
 
@@ -268,11 +334,10 @@ class ConsistentCatalog:
         done: list[tuple[str, Mapping[str, str]]] = []
         try:
             for sink in sink_names:
-                table = self.load_table(sink)
-                state = TableState.from_metadata(sink, table.metadata)
+                table, state = self.store.load(sink)
                 self._check_can_own(state, job, instance, takeover)
                 previous = {k: state.properties.get(k) for k in (P.JOB, P.LEASE_HOLDER, P.LEASE_UNTIL, P.SOURCES)}
-                self.commit(
+                self.store.commit(
                     table,
                     [fence(previous)],
                     [
@@ -300,14 +365,14 @@ class ConsistentCatalog:
         live = state.lease_until is not None and state.lease_until > now_ms()
         if state.job and state.job != job and live:
             raise OwnershipError(
-                f"{state.identifier} is owned by job {state.job!r} whose lease runs until {state.lease_until}; "
+                f"{state.identifier} is owned by job {state.job!r} whose lease runs until {fmt_barrier(state.lease_until)}; "
                 f"a table has a single writer — unregister that job first or wait for its lease to lapse"
             )
         if state.job == job and live and state.lease_holder not in (None, instance) and not takeover:
             raise OwnershipError(
                 f"{state.identifier} is being written by another live instance ({state.lease_holder}) of job "
-                f"{job!r} until {state.lease_until}; stop it, wait for the lease to lapse, or take over "
-                "with takeover=True (--takeover) if it is dead"
+                f"{job!r} until {fmt_barrier(state.lease_until)}; stop it, wait for the lease to lapse, or, if it is "
+                "dead, take over with takeover=True (register_job / cc.job; the demo: consistent-catalog demo --takeover)"
             )
         if state.is_root and state.head() is not None:
             history = TableState(state.identifier, state.snapshots, state.branches, {P.SOURCES: '["?"]'})
@@ -323,7 +388,7 @@ class ConsistentCatalog:
             try:
                 table = self.load_table(sink)
                 removals = [k for k in (P.JOB, P.LEASE_HOLDER, P.LEASE_UNTIL, P.SOURCES) if k not in previous]
-                self.commit(
+                self.store.commit(
                     table,
                     [fence({P.LEASE_HOLDER: instance})],
                     [SetPropertiesUpdate(updates=dict(previous)), RemovePropertiesUpdate(removals=removals)],
@@ -339,7 +404,7 @@ class ConsistentCatalog:
             if table.metadata.properties.get(P.LEASE_HOLDER) != lease.instance:
                 continue  # taken over meanwhile: not ours to clear
             try:
-                self.commit(
+                self.store.commit(
                     table,
                     [fence({P.LEASE_HOLDER: lease.instance})],
                     [RemovePropertiesUpdate(removals=[P.JOB, P.LEASE_HOLDER, P.LEASE_UNTIL])],
@@ -352,7 +417,7 @@ class ConsistentCatalog:
         until = now_ms() + lease_ms
         for sink in lease.sinks:
             table = self.load_table(sink)
-            self.commit(
+            self.store.commit(
                 table,
                 [fence({P.JOB: lease.job, P.LEASE_HOLDER: lease.instance})],
                 [SetPropertiesUpdate(updates={P.LEASE_UNTIL: str(until)})],
@@ -360,24 +425,31 @@ class ConsistentCatalog:
             )
         return Lease(lease.job, lease.instance, lease.sinks, lease.sources, until)
 
-    def advance_watermark(self, table: str, barrier: BarrierLike) -> int:
-        """Declare an idle root complete up to ``barrier``; returns the new watermark W(X)."""
+    def advance_watermark(self, table: str, barrier: BarrierLike, *, allow_future: bool = False) -> int:
+        """Declare an idle root complete up to ``barrier``; returns the new watermark W(X).
+
+        Refused when the barrier lies beyond now plus the table's clock-skew allowance (a barrier in
+        the future would hold every later ingest there; ``allow_future=True`` insists) and when it
+        lies below the current watermark (a watermark never moves back). The same barrier again is a
+        no-op.
+        """
         value = to_barrier(barrier)
-        loaded = self.load_table(table)
-        state = TableState.from_metadata(normalize_identifier(table), loaded.metadata)
+        loaded, state = self.store.load(table)
         if not state.is_root:
             raise InvalidInputError(
-                f"{state.identifier} is derived (written by job {state.job!r}); its watermark advances when its job "
-                "runs an epoch — advance the watermark of its root tables instead"
+                f"{state.identifier} is derived (written by job {state.job or state.last_writer or '-'}); its watermark "
+                "advances when its job runs an epoch — advance the watermark of its root tables instead"
             )
+        check_not_future(state, value, allow_future=allow_future, what="watermark")
         current = state.watermark()
         if current is not None and value <= current:
-            if state.watermark_property is not None and value < state.watermark_property:
-                raise InvalidBarrierError(
-                    f"{state.identifier} already has watermark {state.watermark_property}; a watermark never moves back"
-                )
-            return current
-        self.commit(
+            if value == current:
+                return current
+            raise InvalidBarrierError(
+                f"{state.identifier} is already complete up to {fmt_barrier(current)}; a watermark never moves back "
+                f"— nothing was changed (a barrier after {current} advances it)"
+            )
+        self.store.commit(
             loaded,
             [fence({P.WATERMARK: state.properties.get(P.WATERMARK)}, {P.MAIN_BRANCH: state.head()})],
             [SetPropertiesUpdate(updates=state.watermark_properties(value))],
@@ -385,26 +457,103 @@ class ConsistentCatalog:
         )
         return value
 
-    def ingest(self, table: str, data: pa.Table, *, barrier: BarrierLike | None = None) -> IngestResult:
+    def set_idle(self, table: str, after: int | str | timedelta | None) -> None:
+        """Declare root ``table`` an idle source: its watermark may follow now minus ``after`` (None: undeclare).
+
+        A source that receives no data would otherwise hold back every table downstream. Epoch jobs
+        reading (transitively) from a declared root advance it before planning; ``advance_idle_roots``
+        does it on demand. Data ingested later with an older barrier lands as late data (protocol §3).
+        """
+        loaded, state = self.store.load(table)
+        if not state.is_root:
+            raise InvalidInputError(f"{state.identifier} is derived; only root tables can be declared idle sources")
+        if after is None:
+            updates: list[Any] = [RemovePropertiesUpdate(removals=[P.IDLE_AFTER])]
+        else:
+            updates = [SetPropertiesUpdate(updates={P.IDLE_AFTER: str(parse_duration(after))})]
+        self.store.commit(loaded, [], updates, what="declaring an idle source")
+
+    def advance_idle_roots(self, states: Mapping[str, TableState] | None = None, *, now: int | None = None) -> dict[str, int]:
+        """Advance every root declared idle (of ``states``, or of the catalog) to now minus its allowance.
+
+        Returns the roots advanced, with their new watermark. A concurrent ingest or advance wins:
+        the root is then left as it is until the next call.
+        """
+        moment = now_ms() if now is None else now
+        if states is None:
+            states = {s.identifier: s for s in self.store.states(self.list_tables())}
+        advanced: dict[str, int] = {}
+        for name, state in states.items():
+            if not state.is_root or state.idle_after_ms is None:
+                continue
+            target = moment - state.idle_after_ms
+            current = state.watermark()
+            if current is not None and target <= current:
+                continue
+            try:
+                advanced[name] = self.advance_watermark(name, target)
+            except (FencedError, InvalidBarrierError):
+                continue  # an ingest or another advance got there first
+        return advanced
+
+    def ingest(
+        self,
+        table: str,
+        data: pa.Table,
+        *,
+        barrier: BarrierLike | None = None,
+        key: str | None = None,
+        allow_future: bool = False,
+        retries: int = 10,
+    ) -> IngestResult:
         """Append ``data`` to a root table, tagged with an explicit (event-time) barrier or the current time.
 
+        ``key`` makes the ingest idempotent (a source replays the same data for the same key): it is
+        recorded in the snapshot summary, an ingest whose key is already in ``main``'s history is
+        skipped (``IngestResult.skipped``), and the append commits only if ``main`` is still where it
+        was checked, so two concurrent ingests of one key cannot both land.
+
         A barrier at or below the table's watermark would change content that readers were told is
-        complete, so it is raised to W(X) + 1 (the late-snapshot rule of SPEC 3).
+        complete, so it is raised to W(X) + 1 (the late-snapshot rule of protocol §3). An explicit
+        barrier beyond now plus the clock-skew allowance is refused unless ``allow_future``.
         """
-        loaded = self.load_table(table)
-        state = TableState.from_metadata(normalize_identifier(table), loaded.metadata)
-        if not state.is_root:
-            raise InvalidInputError(
-                f"{state.identifier} is derived from {', '.join(state.sources)}; only root tables take ingested data"
-            )
-        wanted = now_ms() if barrier is None else to_barrier(barrier)
-        current = state.watermark()
-        effective = wanted if current is None or wanted > current else current + 1
-        loaded.append(data, snapshot_properties={P.BARRIER: str(effective)})
-        refreshed = self.load_table(table)
-        snapshot = refreshed.metadata.snapshot_by_name(P.MAIN_BRANCH)
-        assert snapshot is not None
-        return IngestResult(state.identifier, snapshot.snapshot_id, effective)
+        if key is not None and not str(key).strip():
+            raise InvalidInputError("an ingest key must be a non-empty string (e.g. the source's batch or file id)")
+        for _ in RetryPolicy(retries).attempts():
+            loaded, state = self.store.load(table)
+            if not state.is_root:
+                raise InvalidInputError(
+                    f"{state.identifier} is derived from {', '.join(state.sources)}; only root tables take ingested data"
+                )
+            if key is not None:
+                done = state.ingested_with_key(key)
+                if done is not None:
+                    return IngestResult(state.identifier, done, state.branch().barrier_of(done), key, skipped=True)
+            wanted = now_ms() if barrier is None else to_barrier(barrier)
+            check_not_future(state, wanted, allow_future=allow_future, what="barrier")
+            current = state.watermark()
+            effective = wanted if current is None or wanted > current else current + 1
+            properties = {P.BARRIER: str(effective)}
+            if key is None:
+                loaded.append(data, snapshot_properties=properties)
+            else:
+                properties[P.INGEST_KEY] = key
+                try:
+                    self.store.write(
+                        loaded,
+                        fence({}, {P.MAIN_BRANCH: state.head()}),
+                        lambda tx, props=properties: tx.append(data, snapshot_properties=props),
+                        what=f"ingesting key {key!r}",
+                    )
+                except FencedError:
+                    continue  # main moved: another ingest landed; check the key again
+            snapshot = self.load_table(table).metadata.snapshot_by_name(P.MAIN_BRANCH)
+            assert snapshot is not None
+            return IngestResult(state.identifier, snapshot.snapshot_id, effective, key)
+        raise FencedError(
+            f"{normalize_identifier(table)}: ingest of key {key!r} kept losing the race to other ingests "
+            f"({retries} attempts); run it again — the key makes it safe to repeat"
+        )
 
     def revise(
         self, table: str, barrier: BarrierLike, *, mode: RevisionMode = "incremental", retries: int = 10
@@ -422,14 +571,16 @@ class ConsistentCatalog:
         name = normalize_identifier(table)
         self.load_table(name)
         graph = self.lineage([name])
-        steps = tuple(self._revise_table(t, value, mode, retries) for t in affected_tables(graph, name))
+        policy = RetryPolicy(retries)
+        steps = tuple(self._revise_table(t, value, mode, policy) for t in affected_tables(graph, name))
         return RevisionResult(name, value, mode, steps)
 
-    def _revise_table(self, name: str, barrier: int, mode: str, retries: int) -> RevisionStep:
-        for _ in range(retries):
-            table = self.load_table(name)
-            state = TableState.from_metadata(name, table.metadata)
+    def _revise_table(self, name: str, barrier: int, mode: str, policy: RetryPolicy) -> RevisionStep:
+        for _ in policy.attempts():
+            table, state = self.store.load(name)
             step = plan_step(state, barrier, mode)
+            if step.action == "unchanged":
+                return step  # nothing to roll back: no commit, no revision bump
             updates: list[Any] = []
             for branch in (P.MAIN_BRANCH, P.STAGED_BRANCH):
                 if step.to_snapshot is not None:
@@ -448,35 +599,51 @@ class ConsistentCatalog:
             expected_refs = {b: state.head(b) for b in (P.MAIN_BRANCH, P.STAGED_BRANCH)}
             expected = {k: state.properties.get(k) for k in (P.REVISION, P.WATERMARK)}
             try:
-                self.commit(table, [fence(expected, expected_refs)], updates, what=f"revising to barrier {barrier}")
+                self.store.commit(table, [fence(expected, expected_refs)], updates, what=f"revising to barrier {fmt_barrier(barrier)}")
                 return step
             except FencedError:
                 continue  # a job or ingest committed meanwhile: plan this table again
-        raise FencedError(f"{name}: revision to barrier {barrier} kept conflicting with other commits; retry it")
+        raise FencedError(f"{name}: revision to barrier {fmt_barrier(barrier)} kept conflicting with other commits; retry it")
 
-    def pin(self, tables: Iterable[str], *, level: str = DEFAULT_LEVEL, as_of: BarrierLike | None = None, ttl: Any = "1h") -> Any:
-        """Pin a cut while a long read runs: ``with cc.pin(tables, ttl="2h") as pinned: pinned.read...`` (pins.py)."""
-        from consistent_catalog.pins import pin
+    # --- higher layers ---------------------------------------------------------------------------
+    @property
+    def retention(self) -> Retention:
+        """Cut-aware expiry and retained cuts: ``cc.retention.expire(...)``, ``.retain(...)``, ``.retained_cuts()``."""
+        return _extension("retention")(self)
 
-        return pin(self, tables, level=level, as_of=as_of, ttl=ttl)
-
-    def expire(self, tables: Iterable[str] | None = None, policy: Any = None, *, dry_run: bool = False) -> Any:
-        """Cut-aware snapshot expiry (retention.py): never removes what a cut, pin or retained tier needs."""
-        from consistent_catalog.retention import expire
-
-        return expire(self, tables, policy, dry_run=dry_run)
-
-    def retain(self, tables: Iterable[str] | None = None, policy: Any = None) -> Any:
-        """Tag the latest cut as this hour's/day's/week's retained cut on every table (retention.py)."""
-        from consistent_catalog.retention import retain
-
-        return retain(self, tables, policy)
+    @property
+    def pins(self) -> Pins:
+        """Reader pins: ``with cc.pins.pin(tables, ttl="2h") as pinned: ...``, ``.unpin(tag)``, ``.list()``."""
+        return _extension("pins")(self)
 
     def job(self, job: str, *, sources: Iterable[str], sinks: Iterable[str], **options: Any) -> EpochJob:
         """An epoch job writing ``sinks`` from ``sources`` with pyiceberg (see ``consistent_catalog.epoch``)."""
-        from consistent_catalog.epoch import EpochJob
+        return _extension("job")(self, job, sources=sources, sinks=sinks, **options)
 
-        return EpochJob(self, job, sources=sources, sinks=sinks, **options)
+
+def empty_read(table: Table) -> pa.Table:
+    """No rows of ``table``, typed the way its scans come back, so empty and non-empty reads concatenate.
+
+    pyiceberg scans return ``string``/``binary``/``list`` columns while its schema conversion (and an
+    empty scan) gives ``large_string``/``large_binary``/``large_list``.
+    """
+    import pyarrow as pa
+
+    def small(field: pa.Field) -> pa.Field:
+        kind = field.type
+        if pa.types.is_large_string(kind):
+            kind = pa.string()
+        elif pa.types.is_large_binary(kind):
+            kind = pa.binary()
+        elif pa.types.is_large_list(kind) or pa.types.is_list(kind):
+            kind = pa.list_(small(kind.value_field))
+        elif pa.types.is_struct(kind):
+            kind = pa.struct([small(child) for child in kind])
+        elif pa.types.is_map(kind):
+            kind = pa.map_(small(kind.key_field), small(kind.item_field))
+        return field.with_type(kind).remove_metadata()
+
+    return pa.schema([small(field) for field in table.schema().as_arrow()]).empty_table()
 
 
 class ConsistentRead:
@@ -499,7 +666,7 @@ class ConsistentRead:
     def to_arrow(self, name: str, **options: Any) -> pa.Table:
         scan = self.scan(name, **options)
         if scan is None:
-            return self.table(name).schema().as_arrow().empty_table()
+            return empty_read(self.table(name))
         return scan.to_arrow()
 
     def to_arrow_all(self) -> dict[str, pa.Table]:

@@ -1,6 +1,6 @@
 """Which barriers a table is *complete* at: its content reflects exactly its sources' state there.
 
-SPEC 4's ``T* = min W(X)`` is only consistent when every derived table processed that very barrier.
+protocol §4's ``T* = min W(X)`` is only consistent when every derived table processed that very barrier.
 Jobs take all source progress at once (T = min W(source)), so a job may skip barriers: a table with
 epochs at 100 and 300 holds, at barrier 200, its sources' data as of 100. A sibling that did run at
 200 would then disagree with it. A derived table X is complete at t when t <= W(X), its sources are
@@ -54,7 +54,7 @@ class Completeness:
         content = None if point is None else point[0]
         at_head = content == state.head(branch) or (content is None and state.branch(branch).head_barrier is None)
         if barrier == state.watermark_property and at_head and self._marked_on(state, content):
-            # SPEC 5.3: an empty epoch published only the watermark on top of this content; the job had
+            # protocol §5.3: an empty epoch published only the watermark on top of this content; the job had
             # read its sources at this very barrier, so the table is complete if they are
             return all(self.complete(source, barrier) for source in state.sources)
         recorded = state.recorded_inputs(content)

@@ -1,8 +1,8 @@
-"""FLIP-276's three-table example (shared/SPEC.md section 7), run with pyiceberg epoch jobs.
+"""FLIP-276's three-table example (protocol §7), run with Spark or pyiceberg epoch jobs.
 
 ``demo.words(word)`` is the root; job ``word-count`` writes ``demo.word_counts(word, cnt)``; job
 ``count-histogram`` writes ``demo.count_histogram(cnt, words)``. The jobs run at different speeds,
-so the tables lag each other, yet every repeatable-read cut satisfies the SPEC 7 invariants.
+so the tables lag each other, yet every repeatable-read cut satisfies the invariants of protocol §7.
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from consistent_catalog.catalog import ConsistentCatalog, ConsistentRead
+from consistent_catalog.catalog import ConsistentCatalog, ConsistentRead, IngestResult
 from consistent_catalog.epoch import EpochContext
-from consistent_catalog.exceptions import NoWatermarkError, TableNotFoundError
+from consistent_catalog.exceptions import InvalidInputError, NoWatermarkError, TableNotFoundError
+from consistent_catalog.util.time import fmt_barrier, now_ms
 
+ENGINES = ("spark", "pyiceberg")
 WORDS, COUNTS, HISTOGRAM = "demo.words", "demo.word_counts", "demo.count_histogram"
 TABLES = (WORDS, COUNTS, HISTOGRAM)
 SCHEMAS = {
@@ -47,7 +49,7 @@ def histogram(ctx: EpochContext) -> pa.Table:
 
 
 def check_invariants(read: ConsistentRead) -> list[str]:
-    """SPEC 7's invariants at one cut; returns the violations (empty when all hold)."""
+    """Protocol §7's invariants at one cut; returns the violations (empty when all hold)."""
     data = read.to_arrow_all()
     words, counts, hist = data[WORDS], data[COUNTS], data[HISTOGRAM]
     problems = []
@@ -91,90 +93,132 @@ HISTOGRAM_SQL = "SELECT cnt, count(*) AS words FROM word_counts GROUP BY cnt"
 class _Engine:
     """Who runs the jobs and ingests the words: pyiceberg in-process, or Spark."""
 
-    def __init__(self, cc: ConsistentCatalog, directory: Path, engine: str) -> None:
+    def __init__(self, cc: ConsistentCatalog, engine: str, spark: Any, takeover: bool) -> None:
         self.cc = cc
-        self.spark: Any = None
+        self.spark = spark
         if engine == "spark":
             from consistent_catalog.spark.job import SparkEpochJob
-            from consistent_catalog.spark.session import build_session
 
-            self.spark = build_session(f"sqlite:///{directory}/catalog.db", directory / "warehouse", app_name="flip-demo")
-            self.counter: Any = SparkEpochJob(cc, self.spark, "word-count", sources=[WORDS], sinks=[COUNTS],
-                                              transform=WORD_COUNT_SQL, mode="overwrite", takeover=True)
-            self.hist: Any = SparkEpochJob(cc, self.spark, "count-histogram", sources=[COUNTS], sinks=[HISTOGRAM],
-                                           transform=HISTOGRAM_SQL, mode="overwrite", takeover=True)
-        elif engine == "pyiceberg":
-            self.counter = cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words,
-                                  mode="overwrite", takeover=True)
-            self.hist = cc.job("count-histogram", sources=[COUNTS], sinks=[HISTOGRAM], transform=histogram,
-                               mode="overwrite", takeover=True)
+            self.counter: Any = SparkEpochJob(cc, spark, "word-count", sources=[WORDS], sinks=[COUNTS],
+                                              transform=WORD_COUNT_SQL, mode="overwrite", takeover=takeover)
+            self.hist: Any = SparkEpochJob(cc, spark, "count-histogram", sources=[COUNTS], sinks=[HISTOGRAM],
+                                           transform=HISTOGRAM_SQL, mode="overwrite", takeover=takeover)
         else:
-            raise ValueError(f"unknown engine {engine!r}; use spark or pyiceberg")
+            self.counter = cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words,
+                                  mode="overwrite", takeover=takeover)
+            self.hist = cc.job("count-histogram", sources=[COUNTS], sinks=[HISTOGRAM], transform=histogram,
+                               mode="overwrite", takeover=takeover)
 
-    def ingest(self, words: pa.Table) -> int:
+    def ingest(self, epoch: int, words: pa.Table) -> IngestResult:
+        """One epoch of words, idempotently: a second demo on the same catalog never ingests it twice."""
+        key = f"demo-words-{epoch}"
         if self.spark is None:
-            return self.cc.ingest(WORDS, words).barrier
+            return self.cc.ingest(WORDS, words, key=key)
         from consistent_catalog.spark.job import ingest_dataframe
 
         frame = self.spark.createDataFrame([(w,) for w in words["word"].to_pylist()], "word string")
-        return ingest_dataframe(self.cc, frame, WORDS).barrier
+        return ingest_dataframe(self.cc, frame, WORDS, key=key)
+
+
+def _demo_session(cc: ConsistentCatalog) -> Any:
+    """A local[2] SparkSession over the same SQL catalog database and warehouse as ``cc``."""
+    from consistent_catalog.spark.session import build_session
+
+    properties = cc.catalog.properties
+    if "uri" not in properties or "warehouse" not in properties:
+        raise InvalidInputError(
+            f"the Spark demo needs a SQL catalog with a uri and a warehouse; catalog {cc.name!r} has neither "
+            "— pass spark= (a session configured for it) or use engine='pyiceberg'"
+        )
+    return build_session(properties["uri"], properties["warehouse"], name=cc.name, app_name="flip-demo")
 
 
 def run_demo(
-    directory: str | Path,
+    directory: str | Path | None = None,
     *,
+    cc: ConsistentCatalog | None = None,
+    spark: Any = None,
+    engine: str = "spark",
     epochs: int = 6,
     rows_per_epoch: int = 1000,
-    engine: str = "spark",
     interval: float = 0.0,
+    on_cut: Callable[[ConsistentRead, int], Any] | None = None,
     echo: Callable[[str], Any] = print,
+    check: bool = True,
+    takeover: bool = False,
 ) -> dict[str, Any]:
-    """Ingest ``epochs`` epochs of words (resuming after those already ingested), run both jobs, check SPEC 7.
+    """Ingest ``epochs`` epochs of words (resuming after those already ingested), run both jobs, check protocol §7.
 
     ``word-count`` runs every epoch and ``count-histogram`` every second one, so the tables lag each
-    other; after every epoch the repeatable-read cut over all three tables is read and checked.
+    other; after every epoch the repeatable-read cut over all three tables is read, checked and
+    handed to ``on_cut(read, epoch)`` (epoch ``epochs`` is the final read after both jobs caught up).
     ``interval`` spaces the ingest epochs (seconds), as a live source would.
+
+    The catalog is ``cc`` or, by default, a SQLite catalog under ``directory``; with
+    ``engine="spark"`` the jobs run in ``spark`` or, by default, in a local[2] session over the same
+    catalog (stopped at the end; a session passed in is left running). With ``check`` (the default)
+    a violated invariant ends the demo with exit status 1. Each epoch's words are ingested with an
+    idempotency key, so a second demo on the same catalog never ingests them twice; its jobs are
+    refused while this one's hold their leases, unless ``takeover`` (restarting after a crash).
     """
-    root = Path(directory).resolve()
-    cc = open_demo_catalog(root)
+    if engine not in ENGINES:
+        raise InvalidInputError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
+    if cc is None:
+        if directory is None:
+            raise InvalidInputError("run_demo needs a directory for its catalog, or a catalog as cc=")
+        cc = open_demo_catalog(directory)
     ensure_tables(cc)
-    runner = _Engine(cc, root, engine)
+    own_session = engine == "spark" and spark is None
+    if own_session:
+        spark = _demo_session(cc)
+    runner = _Engine(cc, engine, spark if engine == "spark" else None, takeover)
     done = len(cc.history(WORDS))
     violations: list[str] = []
     delays: list[int] = []
     cuts_checked = 0
-    with runner.counter, runner.hist:
-        for epoch in range(done, epochs):
-            started = time.monotonic()
-            barrier = runner.ingest(epoch_words(epoch, rows_per_epoch))
-            runner.counter.run_epoch()
-            if epoch % 2 == 1:  # the histogram job runs at half the speed: the tables lag each other
-                runner.hist.run_epoch()
-            try:
-                read = cc.read(TABLES)
-            except NoWatermarkError:  # count_histogram has not run yet: no cut covers all three tables
-                echo(f"epoch {epoch + 1}/{epochs}: ingested barrier {barrier}, no consistent cut yet")
-            else:
-                delays.append(int(time.time() * 1000) - read.cut.barrier)
-                violations += check_invariants(read)
-                cuts_checked += 1
-                echo(f"epoch {epoch + 1}/{epochs}: ingested barrier {barrier}, consistent cut at {read.cut.barrier} "
-                     f"(count_histogram {delays[-1] / 1000:.1f}s behind)")
-            time.sleep(max(0.0, interval - (time.monotonic() - started)))
-        runner.counter.run_until_caught_up()
-        runner.hist.run_until_caught_up()
-        status = cc.status(TABLES)
-    read = cc.read(TABLES)
-    violations += check_invariants(read)
-    cuts_checked += 1
-    for row in status:
-        echo(f"  {row.table:22} {row.role:8} job={row.job or '-':16} lease={row.lease:8} watermark={row.watermark}")
-    top = read.to_arrow(COUNTS).sort_by([("cnt", "descending")]).slice(0, 5)
-    echo(f"consistent read at barrier {read.cut.barrier}: {read.to_arrow(WORDS).num_rows} words, "
-         f"top {list(zip(top['word'].to_pylist(), top['cnt'].to_pylist()))}")
-    echo(f"SPEC 7 invariants at {cuts_checked} cuts: {'OK' if not violations else 'VIOLATED: ' + '; '.join(violations)}")
-    if runner.spark is not None:
-        runner.spark.stop()
-    if violations:
+
+    def checked(read: ConsistentRead, epoch: int) -> None:
+        nonlocal violations, cuts_checked
+        violations += check_invariants(read)
+        cuts_checked += 1
+        if on_cut is not None:
+            on_cut(read, epoch)
+
+    try:
+        with runner.counter, runner.hist:
+            for epoch in range(done, epochs):
+                started = time.monotonic()
+                ingested = runner.ingest(epoch, epoch_words(epoch, rows_per_epoch))
+                barrier = ingested.barrier
+                runner.counter.run_epoch()
+                if epoch % 2 == 1:  # the histogram job runs at half the speed: the tables lag each other
+                    runner.hist.run_epoch()
+                try:
+                    read = cc.read(TABLES)
+                except NoWatermarkError:  # count_histogram has not run yet: no cut covers all three tables
+                    echo(f"epoch {epoch + 1}/{epochs}: ingested barrier {fmt_barrier(barrier)}, no consistent cut yet")
+                else:
+                    delays.append(now_ms() - read.cut.barrier)
+                    checked(read, epoch)
+                    echo(f"epoch {epoch + 1}/{epochs}: ingested barrier {fmt_barrier(barrier)}, consistent cut at "
+                         f"{fmt_barrier(read.cut.barrier)} (count_histogram {delays[-1] / 1000:.1f}s behind)")
+                time.sleep(max(0.0, interval - (time.monotonic() - started)))
+            runner.counter.run_until_caught_up()
+            runner.hist.run_until_caught_up()
+            status = cc.status(TABLES)
+        read = cc.read(TABLES)
+        checked(read, epochs)
+        for row in status:
+            echo(f"  {row.table:22} {row.role:8} job={row.job or '-':16} lease={row.lease:8} "
+                 f"watermark={fmt_barrier(row.watermark)}")
+        top = read.to_arrow(COUNTS).sort_by([("cnt", "descending")]).slice(0, 5)
+        echo(f"consistent read at barrier {fmt_barrier(read.cut.barrier)}: {read.to_arrow(WORDS).num_rows} words, "
+             f"top {list(zip(top['word'].to_pylist(), top['cnt'].to_pylist()))}")
+        echo(f"protocol §7 invariants at {cuts_checked} cuts: "
+             f"{'OK' if not violations else 'VIOLATED: ' + '; '.join(violations)}")
+    finally:
+        if own_session:
+            spark.stop()
+    if violations and check:
         raise SystemExit(1)
     return {"cut": read.cut.to_json(), "cuts_checked": cuts_checked, "violations": violations, "delays_ms": delays}

@@ -1,6 +1,6 @@
 """DuckDB as an independent reader of a consistent cut (its Iceberg extension, no pyiceberg data path).
 
-A cut is only snapshot ids (SPEC 4), so any Iceberg engine can read it. DuckDB reads each table
+A cut is only snapshot ids (protocol §4), so any Iceberg engine can read it. DuckDB reads each table
 straight from its ``metadata.json`` with ``iceberg_scan(..., snapshot_from_id => <id>)``: the
 manifests, data and delete files are DuckDB's own work, which makes it a check of the cut that shares
 no read code with pyiceberg or Spark.
@@ -16,24 +16,23 @@ With network access DuckDB's own ``INSTALL iceberg`` works as well.
 
 Also a command that prints the DuckDB SQL (one view per table, pinned at the cut)::
 
-    python -m consistent_catalog.duckdb_reader --catalog lake demo.words demo.word_counts > cut.sql
+    consistent-catalog --catalog lake duckdb demo.words demo.word_counts > cut.sql
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from consistent_catalog.barrier import BarrierLike
-from consistent_catalog.catalog import ConsistentCatalog, normalize_identifier
-from consistent_catalog.exceptions import CatalogConfigError, ConsistentCatalogError
-from consistent_catalog.resolver import DEFAULT_LEVEL, LEVELS, Cut
+from consistent_catalog.catalog import ConsistentCatalog
+from consistent_catalog.exceptions import CatalogConfigError
+from consistent_catalog.resolver import DEFAULT_LEVEL, Cut
 from consistent_catalog.sql import view_names
+from consistent_catalog.util.identifiers import normalize_identifier
 
 if TYPE_CHECKING:
     import duckdb
@@ -231,32 +230,3 @@ def register_cut_views(con: duckdb.DuckDBPyConnection, cc: ConsistentCatalog, cu
     for statement in cut_statements(cc, cut)[1:]:
         con.execute(statement)
     return view_names(list(cut.tables))
-
-
-# --- command line ------------------------------------------------------------------------------------
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m consistent_catalog.duckdb_reader",
-        description="Print DuckDB SQL that pins one view per table at a consistent cut.",
-        epilog="example: python -m consistent_catalog.duckdb_reader -c lake demo.words demo.word_counts > cut.sql; "
-        "then in duckdb: LOAD iceberg; .read cut.sql",
-    )
-    parser.add_argument("tables", nargs="+", metavar="TABLE")
-    parser.add_argument("-c", "--catalog", help="pyiceberg catalog name (.pyiceberg.yaml / PYICEBERG_CATALOG__*)")
-    parser.add_argument("--level", default=DEFAULT_LEVEL, choices=LEVELS)
-    parser.add_argument("--as-of", help="barrier (ms) or ISO time for a historical cut")
-    parser.add_argument("--with-secret", action="store_true", help="include the S3 secret (holds the keys!)")
-    args = parser.parse_args(argv)
-    try:
-        cc = ConsistentCatalog.load(args.catalog)
-        cut = cc.resolve(args.tables, level=args.level, as_of=args.as_of)
-        secret = duckdb_s3_secret(cc.catalog.properties) if args.with_secret else None
-        print("\n".join(cut_statements(cc, cut, secret=secret)))
-    except ConsistentCatalogError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

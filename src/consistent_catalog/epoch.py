@@ -1,4 +1,4 @@
-"""Epochs (shared/SPEC.md section 5): plan from metadata, stage on ``consistent-staged``, publish fenced.
+"""Epochs (docs/protocol.md §5): plan from metadata, stage on ``consistent-staged``, publish fenced.
 
 ``plan_epoch`` is pure. ``EpochJob`` runs it with pyiceberg/Arrow writers; the Spark job in
 ``consistent_catalog.spark`` reuses the plan and the publish step and only writes differently.
@@ -14,24 +14,24 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.update import SetPropertiesUpdate, SetSnapshotRefUpdate
 
 from consistent_catalog import properties as P
-from consistent_catalog.catalog import DEFAULT_LEASE_MS, ConsistentCatalog, Lease, normalize_identifier, now_ms
+from consistent_catalog.catalog import DEFAULT_LEASE_MS, ConsistentCatalog, Lease, empty_read, register_extension
+from consistent_catalog.commit import fence
 from consistent_catalog.completeness import Completeness
 from consistent_catalog.exceptions import FencedError, InvalidInputError, NotRegisteredError, TableNotFoundError
-from consistent_catalog.fencing import fence
+from consistent_catalog.retention import RetentionPolicy, run_maintenance
 from consistent_catalog.state import TableState, encode_summary_sources, parse_summary_sources
+from consistent_catalog.util.identifiers import normalize_identifier
+from consistent_catalog.util.time import fmt_barrier, fmt_ms, now_ms
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.table import Table, Transaction
-
-    from consistent_catalog.retention import RetentionPolicy
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +102,9 @@ def plan_epoch(
     """
     if not sources:
         raise InvalidInputError(f"job {job!r} has no sources")
+    for state in sinks.values():
+        if state.branch().untracked is not None:  # never publish on top of a foreign write
+            raise state.branch().untracked_error(state.untracked_writer())
     marks = [state.watermark() for state in sources.values()]
     barrier: int | None = None
     if all(m is not None for m in marks):
@@ -165,13 +168,13 @@ class EpochContext:
     barrier: int
     inputs: Mapping[str, int | None]
     previous_inputs: Mapping[str, int | None]
-    _catalog: ConsistentCatalog
+    _cc: ConsistentCatalog
     _tables: dict[str, Table] = field(default_factory=dict)
 
     def table(self, name: str) -> Table:
         name = normalize_identifier(name)
         if name not in self._tables:
-            self._tables[name] = self._catalog.load_table(name)
+            self._tables[name] = self._cc.load_table(name)
         return self._tables[name]
 
     def _source(self, name: str) -> str:
@@ -186,7 +189,7 @@ class EpochContext:
         snapshot_id = self.inputs[name]
         table = self.table(name)
         if snapshot_id is None:
-            return table.schema().as_arrow().empty_table()
+            return empty_read(table)
         return table.scan(snapshot_id=snapshot_id).to_arrow()
 
     def read_increment(self, source: str) -> pa.Table:
@@ -199,7 +202,7 @@ class EpochContext:
         start, end = self.previous_inputs.get(name), self.inputs[name]
         table = self.table(name)
         if end is None or start == end:
-            return table.schema().as_arrow().empty_table()
+            return empty_read(table)
         check_append_only(TableState.from_metadata(name, table.metadata), start, end)
         return table.incremental_append_scan(
             from_snapshot_id_exclusive=start, to_snapshot_id_inclusive=end
@@ -209,7 +212,7 @@ class EpochContext:
         """A sink's published content (for transforms that merge into their previous output)."""
         table = self.table(sink)
         if table.metadata.snapshot_by_name(P.MAIN_BRANCH) is None:
-            return table.schema().as_arrow().empty_table()
+            return empty_read(table)
         return table.scan().to_arrow()
 
 
@@ -240,7 +243,7 @@ class EpochResult:
 
 
 class EpochJob:
-    """A job that writes its sinks in epochs with pyiceberg, per SPEC 5.
+    """A job that writes its sinks in epochs with pyiceberg, per protocol §5.
 
     >>> job = cc.job("word-count", sources=["demo.words"], sinks=["demo.word_counts"],
     ...              transform=count_words, mode="overwrite")           # doctest: +SKIP
@@ -252,7 +255,7 @@ class EpochJob:
 
     def __init__(
         self,
-        catalog: ConsistentCatalog,
+        cc: ConsistentCatalog,
         job: str,
         *,
         sources: Iterable[str],
@@ -266,7 +269,7 @@ class EpochJob:
     ) -> None:
         if mode not in self.MODES:
             raise InvalidInputError(f"write mode {mode!r} is not one of {', '.join(self.MODES)}")
-        self.catalog = catalog
+        self.cc = cc
         self.job = job
         self.sources = tuple(normalize_identifier(s) for s in sources)
         self.sinks = tuple(normalize_identifier(s) for s in sinks)
@@ -284,14 +287,14 @@ class EpochJob:
 
     # --- ownership ---------------------------------------------------------------------------
     def register(self) -> Lease:
-        self.lease = self.catalog.register_job(
+        self.lease = self.cc.register_job(
             self.job, self.sources, self.sinks, lease_ms=self.lease_ms, takeover=self.takeover
         )
         return self.lease
 
     def unregister(self) -> None:
         if self.lease is not None:
-            self.catalog.unregister_job(self.lease)
+            self.cc.unregister_job(self.lease)
             self.lease = None
 
     def __enter__(self) -> EpochJob:
@@ -307,9 +310,10 @@ class EpochJob:
         return self.lease
 
     # --- the epoch --------------------------------------------------------------------------
-    def plan(self) -> EpochPlan:
+    def plan(self, *, advance_idle: bool = True) -> EpochPlan:
+        """Plan the next epoch from the catalog; first advances the idle roots upstream (``advance_idle``)."""
         try:
-            states = {s.identifier: s for s in self.catalog.states(self.sinks)}
+            states = {s.identifier: s for s in self.cc.store.states(self.sinks)}
         except TableNotFoundError as exc:
             raise TableNotFoundError(
                 f"job {self.job!r} cannot find one of its sinks {list(self.sinks)} (renamed or dropped while it ran?): "
@@ -318,12 +322,15 @@ class EpochJob:
         for sink in self.sinks:
             self._check_owner(states[sink])
         try:
-            closure = self.catalog.upstream_states(self.sources)
+            closure = self.cc.store.upstream_states(self.sources)
         except TableNotFoundError as exc:
             raise TableNotFoundError(
                 f"job {self.job!r} cannot find one of its sources {list(self.sources)} (renamed or dropped?): {exc}; "
                 "recreate it, or register the job again with its new sources (nothing was written)"
             ) from None
+        idle = {name: state for name, state in closure.items() if state.is_root and state.idle_after_ms is not None}
+        for name in self.cc.advance_idle_roots(idle if advance_idle else {}):  # idle sources keep the DAG moving (protocol §5.6)
+            closure[name] = self.cc.store.state(name)
         return plan_epoch(
             self.job, {s: closure[s] for s in self.sources}, {s: states[s] for s in self.sinks}, upstream=closure
         )
@@ -336,14 +343,14 @@ class EpochJob:
                 f"instance ({lease.instance}) of {self.job!r}: its lease was taken over; stop this instance"
             )
 
-    def run_epoch(self) -> EpochResult:
+    def run_epoch(self, *, advance_idle: bool = True) -> EpochResult:
         """Plan, stage and publish one epoch; a no-op (all sinks ``done``) when no source advanced."""
-        plan = self.plan()
+        plan = self.plan(advance_idle=advance_idle)
         if plan.barrier is None or not plan.pending:
             return EpochResult(self.job, plan.barrier, {s: "done" for s in self.sinks}, {})
         outputs: Mapping[str, Any] = {}
         if plan.needs_transform:
-            outputs = self._run_transform(plan)
+            outputs = self.run_transform(plan)
         actions: dict[str, str] = {}
         snapshots: dict[str, int | None] = {}
         rows: dict[str, int] = {}
@@ -366,7 +373,7 @@ class EpochJob:
             except FencedError:
                 # main moved under us (a revision, or another writer's staging) while we still own the
                 # sink: nothing was published; the next epoch re-plans from the new state
-                self._check_owner(self.catalog.state(sink))
+                self._check_owner(self.cc.store.state(sink))
                 actions[sink] = "conflict"
                 log.warning("%s: %s changed while barrier %s was being written; re-planning", self.job, sink, plan.barrier)
         log.info("%s: barrier %s %s", self.job, plan.barrier, actions)
@@ -374,9 +381,7 @@ class EpochJob:
         if self.expire_every and any(a in ("published", "republished") for a in actions.values()):
             self._published_epochs += 1
             if self._published_epochs % self.expire_every == 0:
-                from consistent_catalog.retention import run_maintenance
-
-                run_maintenance(self.catalog, self.sinks, self.retention)
+                run_maintenance(self.cc, self.sinks, self.retention)
         return EpochResult(self.job, plan.barrier, actions, snapshots, rows)
 
     def run(self, epochs: int) -> list[EpochResult]:
@@ -385,8 +390,8 @@ class EpochJob:
     def run_until_caught_up(self, max_epochs: int = 1000) -> list[EpochResult]:
         """Run epochs until there is nothing left to do (each epoch takes all source progress at once)."""
         results = []
-        for _ in range(max_epochs):
-            result = self.run_epoch()
+        for index in range(max_epochs):
+            result = self.run_epoch(advance_idle=index == 0)  # idle roots move with the clock: once, or never done
             if not result.did_work:
                 break
             results.append(result)
@@ -400,21 +405,28 @@ class EpochJob:
         until: Callable[[], bool] | None = None,
         echo: Callable[[str], Any] = print,
     ) -> list[EpochResult]:
-        """Run an epoch every ``interval`` seconds, printing one progress line per epoch that did work.
+        """Run an epoch every ``interval`` seconds; return the epochs that did work.
 
-        SIGTERM ends the loop like Ctrl-C does (SystemExit), so a ``with job:`` block around it
-        unregisters the job; a job killed outright keeps its lease until it lapses (a zombie suspect).
+        Stops after ``max_epochs`` epochs (attempted, whether or not there was new input: with
+        ``interval=5, max_epochs=10`` it runs for about 50 s), when ``until()`` is true, or on
+        SIGTERM/Ctrl-C; ``max_epochs=None`` runs until stopped. Prints one progress line per epoch
+        that did work. SIGTERM ends the loop like Ctrl-C does (SystemExit), so a ``with job:`` block
+        around it unregisters the job; a job killed outright keeps its lease until it lapses.
         """
+        if max_epochs is not None and max_epochs < 1:
+            raise InvalidInputError(f"max_epochs must be at least 1 (or None: run until stopped), got {max_epochs}")
         results: list[EpochResult] = []
         previous = _terminate_on_sigterm()
         try:
-            while max_epochs is None or len(results) < max_epochs:
+            attempted = 0
+            while True:
                 started = time.monotonic()
                 result = self.run_epoch()
+                attempted += 1
                 if result.did_work:
                     results.append(result)
                     echo(progress_line(result, time.monotonic() - started))
-                if until is not None and until():
+                if (max_epochs is not None and attempted >= max_epochs) or (until is not None and until()):
                     break
                 time.sleep(max(0.0, interval - (time.monotonic() - started)))
         finally:
@@ -422,8 +434,8 @@ class EpochJob:
                 signal.signal(signal.SIGTERM, previous)
         return results
 
-    def _run_transform(self, plan: EpochPlan) -> dict[str, Any]:
-        """Run the transform once for the epoch and return its output per sink."""
+    def run_transform(self, plan: EpochPlan) -> dict[str, Any]:
+        """Run the transform once for ``plan``'s epoch and return its output per sink (nothing is written)."""
         assert plan.barrier is not None
         previous = next(iter(plan.sinks.values())).previous_inputs if plan.sinks else {}
         output = self._call_transform(plan, previous)
@@ -442,7 +454,7 @@ class EpochJob:
         if self.transform is None:
             raise InvalidInputError(f"job {self.job!r} has no transform; pass transform= to the job")
         assert plan.barrier is not None
-        return self.transform(EpochContext(self.job, plan.barrier, plan.inputs, previous, self.catalog))
+        return self.transform(EpochContext(self.job, plan.barrier, plan.inputs, previous, self.cc))
 
     def summary_properties(self, plan: EpochPlan) -> dict[str, str]:
         """The summary keys every snapshot of one staging attempt carries (a fresh attempt id per call)."""
@@ -460,22 +472,20 @@ class EpochJob:
         """
         lease = self._require_lease()
         owner = {P.JOB: self.job, P.LEASE_HOLDER: lease.instance}
-        table = self.catalog.load_table(sink)
-        state = TableState.from_metadata(sink, table.metadata)
+        table, state = self.cc.store.load(sink)
         if state.head() is None:
             genesis = table.schema().as_arrow().empty_table()
-            self.catalog.write(
+            self.cc.store.write(
                 table,
                 fence(owner, {P.MAIN_BRANCH: None}),
                 lambda tx: tx.append(genesis, snapshot_properties={P.JOB: self.job}),
                 what="creating the genesis snapshot",
             )
-            table = self.catalog.load_table(sink)
-            state = TableState.from_metadata(sink, table.metadata)
+            table, state = self.cc.store.load(sink)
         main, staged = state.head(), state.head(P.STAGED_BRANCH)
         if staged != main:
             assert main is not None
-            table = self.catalog.commit(
+            table = self.cc.store.commit(
                 table,
                 [fence(owner, {P.MAIN_BRANCH: main, P.STAGED_BRANCH: staged})],
                 [SetSnapshotRefUpdate(ref_name=P.STAGED_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=main)],
@@ -495,15 +505,15 @@ class EpochJob:
         data = _conform(table.schema().as_arrow().empty_table() if data is None else data, table)
         properties = self.summary_properties(plan)
         self._write_staged(table, base.snapshot_id, properties, data, self.mode, plan)
-        head = self.catalog.state(sink).head(P.STAGED_BRANCH)
+        head = self.cc.store.state(sink).head(P.STAGED_BRANCH)
         if head == base.snapshot_id:  # overwriting nothing with nothing wrote no snapshot: record the epoch
             self.record_empty_epoch(sink, base.snapshot_id, properties, plan)
-            head = self.catalog.state(sink).head(P.STAGED_BRANCH)
+            head = self.cc.store.state(sink).head(P.STAGED_BRANCH)
         return Staged(base.snapshot_id, head, data.num_rows)
 
     def record_empty_epoch(self, sink: str, base_id: int, properties: Mapping[str, str], plan: EpochPlan) -> None:
         """Stage an empty snapshot tagged with this epoch's summary keys on top of ``base_id``."""
-        table = self.catalog.load_table(sink)
+        table = self.cc.load_table(sink)
         self._write_staged(table, base_id, properties, table.schema().as_arrow().empty_table(), "append", plan)
 
     def _write_staged(
@@ -519,18 +529,17 @@ class EpochJob:
                     data, snapshot_properties=dict(properties), branch=P.STAGED_BRANCH
                 )
 
-        self.catalog.write(
+        self.cc.store.write(
             table,
             fence({P.JOB: self.job, P.LEASE_HOLDER: lease.instance}, {P.STAGED_BRANCH: base_id}),
             write,
-            what=f"staging barrier {plan.barrier}",
+            what=f"staging barrier {fmt_barrier(plan.barrier)}",
         )
 
     def publish(self, sink: str, plan: EpochPlan, main_head: int | None, staged_head: int | None) -> int | None:
         """One fenced catalog commit: main -> staged head (or watermark = T for an empty epoch), lease renewed."""
         lease = self._require_lease()
-        table = self.catalog.load_table(sink)
-        state = TableState.from_metadata(sink, table.metadata)
+        table, state = self.cc.store.load(sink)
         expected = {P.JOB: self.job, P.LEASE_HOLDER: lease.instance, P.WATERMARK: state.properties.get(P.WATERMARK)}
         renewed = now_ms() + self.lease_ms
         updates: list[Any] = []
@@ -544,7 +553,7 @@ class EpochJob:
             updates.append(
                 SetPropertiesUpdate(updates={P.LEASE_UNTIL: str(renewed), **state.watermark_properties(plan.barrier)})
             )
-        self.catalog.commit(table, [fence(expected, branches)], updates, what=f"publishing barrier {plan.barrier}")
+        self.cc.store.commit(table, [fence(expected, branches)], updates, what=f"publishing barrier {fmt_barrier(plan.barrier)}")
         self.lease = Lease(lease.job, lease.instance, lease.sinks, lease.sources, renewed)
         return staged_head if staged_head is not None else main_head
 
@@ -561,9 +570,8 @@ def _terminate_on_sigterm() -> Any:
 
 
 def progress_line(result: EpochResult, seconds: float) -> str:
-    when = "-" if result.barrier is None else datetime.fromtimestamp(result.barrier / 1000, tz=timezone.utc).strftime("%H:%M:%S.%f")[:-3]
     parts = ", ".join(f"{s}: {a} ({result.rows.get(s, 0)} rows)" for s, a in result.actions.items())
-    return f"[{result.job}] barrier {result.barrier} ({when}Z) {parts} in {seconds:.1f}s"
+    return f"[{result.job}] barrier {result.barrier} ({fmt_ms(result.barrier)}) {parts} in {seconds:.1f}s"
 
 
 def _conform(data: pa.Table, table: Table) -> pa.Table:
@@ -575,3 +583,6 @@ def _conform(data: pa.Table, table: Table) -> pa.Table:
             f"{'.'.join(table.name())}: the transform's output lacks column(s) {missing}; it has {data.column_names}"
         )
     return data.select(target.names).cast(target)
+
+
+register_extension("job", EpochJob)

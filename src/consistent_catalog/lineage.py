@@ -1,4 +1,4 @@
-"""The lineage graph: which job writes which table from which sources (shared/SPEC.md section 6). Pure."""
+"""The lineage graph: which job writes which table from which sources (protocol §6). Pure."""
 
 from __future__ import annotations
 
@@ -85,6 +85,42 @@ class LineageGraph:
         """The given tables plus everything upstream and downstream of them."""
         tables = set(tables)
         return tables | self.ancestors(tables) | self.descendants(tables)
+
+    def components(self, tables: Iterable[str]) -> list[set[str]]:
+        """The weakly connected components containing ``tables`` (siblings of a shared source included).
+
+        Unlike ``connected`` (ancestors and descendants only), a component also holds the other tables
+        derived from a shared source: every table whose cut can depend on the same root data.
+        """
+        undirected: dict[str, set[str]] = {}
+        for sink, sources in self.upstream.items():
+            for source in sources:
+                undirected.setdefault(sink, set()).add(source)
+                undirected.setdefault(source, set()).add(sink)
+        found: list[set[str]] = []
+        seen: set[str] = set()
+        for table in tables:
+            if table in seen:
+                continue
+            component = {table}
+            stack = [table]
+            while stack:
+                for nxt in undirected.get(stack.pop(), ()):
+                    if nxt not in component:
+                        component.add(nxt)
+                        stack.append(nxt)
+            seen |= component
+            found.append(component)
+        return found
+
+    def subgraph(self, tables: Iterable[str]) -> LineageGraph:
+        """The graph restricted to ``tables`` (edges and owners of those tables only)."""
+        keep = frozenset(tables)
+        return LineageGraph(
+            keep,
+            {k: v for k, v in self.upstream.items() if k in keep},
+            {k: v for k, v in self.owners.items() if k in keep},
+        )
 
     def topological(self, tables: Iterable[str] | None = None) -> list[str]:
         """Tables ordered so that every source comes before the tables derived from it."""

@@ -1,4 +1,4 @@
-"""Every metadata key consistent-catalog reads or writes (shared/SPEC.md section 2).
+"""Every metadata key consistent-catalog reads or writes (docs/protocol.md §2).
 
 These names are a public contract: other engines and scripts read them, so they never change.
 """
@@ -15,21 +15,23 @@ BARRIER: Final = "consistent.barrier"
 JOB: Final = "consistent.job"
 """Id of the job that produced the snapshot (summary) / that owns the table (table property)."""
 ATTEMPT: Final = "consistent.attempt"
-"""Summary: random id of one staging attempt. Not in SPEC 2: lets a replay tell one finished staged
+"""Summary: random id of one staging attempt. Added to the protocol (§2, §11): lets a replay tell one finished staged
 epoch from two writers' interleaved copies of it (see docs/protocol.md)."""
 SOURCES: Final = "consistent.sources"
 """Summary: compact JSON object ``{"ns.src": snapshot_id}``. Table property: JSON array of source tables."""
+INGEST_KEY: Final = "consistent.ingest-key"
+"""Summary of a root snapshot: the idempotency key of the ingest that wrote it (one key lands once)."""
 
 # Table properties.
 LEASE_UNTIL: Final = "consistent.lease-until"
 """Owner lease expiry, ms since the epoch; an owner that stops renewing is a zombie suspect."""
 LEASE_HOLDER: Final = "consistent.lease-holder"
-"""Id of the job *instance* holding the lease. Not in SPEC 2: added so that a restarted instance of
+"""Id of the job *instance* holding the lease. Added to the protocol (§2, §11): added so that a restarted instance of
 the same job fences out its predecessor (see docs/protocol.md)."""
 WATERMARK: Final = "consistent.watermark"
 """Barrier up to which the table is complete although no newer snapshot carries it."""
 WATERMARK_SNAPSHOT: Final = "consistent.watermark-snapshot"
-"""Id of main's head when the watermark was set (``-1``: the table was empty). Not in SPEC 2: every
+"""Id of main's head when the watermark was set (``-1``: the table was empty). Added to the protocol (§2, §11): every
 later snapshot lands above the watermark, so a completed barrier never changes (docs/protocol.md)."""
 BARRIER_OVERRIDES: Final = "consistent.barrier-overrides"
 """JSON object ``{"<snapshot id>": barrier}``: effective barriers that an earlier watermark raised,
@@ -37,11 +39,20 @@ kept when the watermark moves on so that they never drop back (see docs/protocol
 REVISION: Final = "consistent.revision"
 """Integer bumped each time a revision rolls the table back."""
 
+CLOCK_SKEW: Final = "consistent.clock-skew-ms"
+"""Table property: how far ahead of the writer's clock a barrier may lie (default ``DEFAULT_CLOCK_SKEW_MS``)."""
+IDLE_AFTER: Final = "consistent.idle-after-ms"
+"""Root table property: the root is an idle source; its watermark may be advanced to now minus this."""
+DEFAULT_CLOCK_SKEW_MS: Final = 5 * 60 * 1000
+
 # Refs.
 MAIN_BRANCH: Final = "main"
 STAGED_BRANCH: Final = "consistent-staged"
 TAG_PREFIX: Final = "consistent-"
 
-TABLE_PROPERTIES: Final = (JOB, SOURCES, LEASE_UNTIL, LEASE_HOLDER, WATERMARK, WATERMARK_SNAPSHOT, BARRIER_OVERRIDES, REVISION)
+TABLE_PROPERTIES: Final = (
+    JOB, SOURCES, LEASE_UNTIL, LEASE_HOLDER, WATERMARK, WATERMARK_SNAPSHOT, BARRIER_OVERRIDES, REVISION, CLOCK_SKEW,
+    IDLE_AFTER,
+)
 NO_SNAPSHOT: Final = "-1"
-SUMMARY_PROPERTIES: Final = (BARRIER, JOB, SOURCES, ATTEMPT)
+SUMMARY_PROPERTIES: Final = (BARRIER, JOB, SOURCES, ATTEMPT, INGEST_KEY)

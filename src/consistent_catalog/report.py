@@ -33,6 +33,10 @@ class TableStatus:
     revision: int
     snapshots: int
     error: str | None = None
+    untracked_since: int | None = None
+    """The snapshot from which the table is untracked (written outside its job), if any."""
+    untracked_by: str | None = None
+    """Who wrote it, from its summary (engine, app id), when known."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,6 +112,11 @@ def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int)
             lease = "expired"
         slowest, own = slowest_source(state)
         job, _ = bottleneck(name)
+        untracked = None
+        if name not in errors and state.head() is not None:
+            untracked = state.branch().untracked
+            if untracked is not None:
+                errors[name] = str(state.branch().untracked_error(state.untracked_writer()))
         rows.append(
             TableStatus(
                 table=name,
@@ -124,6 +133,8 @@ def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int)
                 revision=state.revision,
                 snapshots=len(state.snapshots),
                 error=errors.get(name),
+                untracked_since=untracked,
+                untracked_by=state.untracked_writer() if untracked is not None else None,
             )
         )
     return rows

@@ -1,4 +1,4 @@
-"""Consistent cuts over a set of tables (shared/SPEC.md section 4). Pure: takes TableStates, returns a Cut."""
+"""Consistent cuts over a set of tables (docs/protocol.md §4). Pure: takes TableStates, returns a Cut."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import Any, Literal, get_args
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import BarrierLike, to_barrier
 from consistent_catalog.completeness import Completeness
-from consistent_catalog.exceptions import InvalidInputError, NoWatermarkError, ResolutionError
+from consistent_catalog.exceptions import InvalidBarrierError, InvalidInputError, NoWatermarkError, ResolutionError
 from consistent_catalog.state import TableState
+from consistent_catalog.util.time import fmt_barrier, fmt_ms
 
 Level = Literal["repeatable-read", "read-committed", "read-uncommitted"]
 LEVELS: tuple[str, ...] = get_args(Level)
@@ -58,7 +59,7 @@ class Cut:
         return {name: t.revision for name, t in self.tables.items()}
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object of SPEC 4, exactly."""
+        """The JSON object of protocol §4, exactly."""
         return {"level": self.level, "barrier": self.barrier, "tables": {n: t.to_json() for n, t in self.tables.items()}}
 
 
@@ -66,17 +67,38 @@ def _branch_for(state: TableState, level: Level) -> str:
     return P.MAIN_BRANCH if level == "repeatable-read" else state.newest_branch()
 
 
-def cut_barrier(states: Iterable[TableState], level: Level = DEFAULT_LEVEL) -> int:
+def why_no_watermark(state: TableState, known: Mapping[str, TableState] | None = None) -> str:
+    """Why ``state`` has no watermark, naming the root or job that holds it back and what to do."""
+    known = known or {}
+    if state.is_root:
+        return (
+            f"{state.identifier} is an empty root table with no {P.WATERMARK}, so it blocks every consistent cut "
+            f"that includes it; ingest into it, or advance its watermark "
+            f"(consistent-catalog advance-watermark {state.identifier} BARRIER)"
+        )
+    for source in state.sources:
+        upstream = known.get(source)
+        if upstream is not None and upstream.watermark() is None:
+            return f"{state.identifier} has no published epoch yet because its source {source} has none: " + why_no_watermark(
+                upstream, known
+            )
+    job = state.job or state.last_writer
+    return (
+        f"{state.identifier} has no published epoch yet, so it blocks every consistent cut that includes it; its job "
+        f"{job or '(none registered)'} has not published an epoch — start it (restart a crashed instance with "
+        f"takeover=True); `consistent-catalog status {state.identifier}` shows its sources' progress"
+    )
+
+
+def cut_barrier(
+    states: Iterable[TableState], level: Level = DEFAULT_LEVEL, known: Mapping[str, TableState] | None = None
+) -> int:
     """``T* = min over Q of W(X)`` on the branch the level reads; raises NoWatermarkError for a blocking table."""
     barrier: int | None = None
     for state in states:
         w = state.watermark(_branch_for(state, level))
         if w is None:
-            raise NoWatermarkError(
-                f"{state.identifier} is empty and has no {P.WATERMARK}, so it blocks every consistent cut that "
-                f"includes it; run its job or ingest into it, or advance its watermark "
-                f"(consistent-catalog advance-watermark {state.identifier} BARRIER)"
-            )
+            raise NoWatermarkError(why_no_watermark(state, known))
         barrier = w if barrier is None else min(barrier, w)
     if barrier is None:
         raise InvalidInputError("a cut needs at least one table")
@@ -90,7 +112,7 @@ def resolve(
     *,
     upstream: Iterable[TableState] = (),
 ) -> Cut:
-    """Compute the consistent cut of SPEC 4 at ``level``, optionally no later than ``as_of``.
+    """Compute the consistent cut of protocol §4 at ``level``, optionally no later than ``as_of``.
 
     The barrier is the newest one at or below ``min W(X)`` (and ``as_of``) at which every table is
     complete (see ``completeness``); ``upstream`` are the states of the tables' transitive sources
@@ -100,11 +122,16 @@ def resolve(
     checked = check_level(level)
     states = list(states)
     limit = None if as_of is None else to_barrier(as_of)
+    if limit is not None:
+        check_as_of(states, limit)
     if checked == "read-uncommitted":
         tables = {}
         for state in states:
             branch = state.newest_branch()
             history = state.branch(branch)
+            if limit is None and history.untracked is not None:  # dirty reads include the foreign write
+                tables[state.identifier] = TableCut(state.identifier, history.head_id, None, branch, state.revision)
+                continue
             if limit is None:
                 head = history.head_barrier
                 point = None if history.head_id is None or head is None else (history.head_id, head)
@@ -113,16 +140,23 @@ def resolve(
             tables[state.identifier] = _table_cut(state, branch, point)
         return Cut(checked, None, tables)
 
-    upper = cut_barrier(states, checked)
-    if limit is not None:
-        upper = min(upper, limit)
+    for state in states:  # an untracked write: only cuts from before it resolve
+        branch = _branch_for(state, checked)
+        history = state.branch(branch)
+        tracked_until = history.head_barrier
+        if history.untracked is not None and (limit is None or tracked_until is None or limit > tracked_until):
+            raise history.untracked_error(state.untracked_writer(branch))
+
     known = {s.identifier: s for s in upstream}
     known.update((s.identifier, s) for s in states)
+    upper = cut_barrier(states, checked, known)
+    if limit is not None:
+        upper = min(upper, limit)
     completeness = Completeness(known, lambda state: _branch_for(state, checked))
     barrier = completeness.latest([s.identifier for s in states], upper)
     if barrier is None:
         raise ResolutionError(
-            f"no barrier at or below {upper} has every table of the cut complete "
+            f"no barrier at or below {fmt_barrier(upper)} has every table of the cut complete "
             f"({', '.join(s.identifier for s in states)}); run their jobs, or resolve with a later --as-of"
         )
     tables = {}
@@ -130,6 +164,34 @@ def resolve(
         branch = _branch_for(state, checked)
         tables[state.identifier] = _table_cut(state, branch, state.branch(branch).snap_at(barrier))
     return Cut(checked, barrier, tables)
+
+
+#: Barriers below this (1973-03-03 in milliseconds) are seconds far more often than they are real.
+_PROBABLY_SECONDS = 10**11
+
+
+def check_as_of(states: Iterable[TableState], as_of: int) -> None:
+    """Refuse an ``as_of`` before the first barrier of every table of the cut: such a cut holds nothing.
+
+    Usually a barrier in seconds instead of milliseconds; a cut of empty tables would read as "no
+    rows" everywhere. Tables whose history was expired are left to ``HistoryExpiredError``.
+    """
+    firsts: list[int] = []
+    for state in states:
+        if state.head() is not None and state.branch().truncated:
+            return
+        first = state.first_barrier()
+        if first is None:
+            return  # a table with no barrier yet: nothing to compare with
+        firsts.append(first)
+    if firsts and as_of < min(firsts):
+        hint = ""
+        if as_of < _PROBABLY_SECONDS:
+            hint = f"; barriers are milliseconds — in seconds {as_of} would be {as_of * 1000} ({fmt_ms(as_of * 1000)})"
+        raise InvalidBarrierError(
+            f"as-of {as_of} ({fmt_ms(as_of)}) is before the first barrier of every table of the cut (the earliest is "
+            f"{min(firsts)}, {fmt_ms(min(firsts))}): the cut would hold no data{hint}"
+        )
 
 
 def _table_cut(state: TableState, branch: str, point: tuple[int, int] | None) -> TableCut:

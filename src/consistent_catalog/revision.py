@@ -1,4 +1,4 @@
-"""Revisions (shared/SPEC.md section 6): roll a table and everything downstream back to barrier T.
+"""Revisions (protocol §8): roll a table and everything downstream back to barrier T.
 
 ``plan_revision`` is pure: it decides, per table, the snapshot ``main`` returns to and the watermark
 that stays true afterwards. ``ConsistentCatalog.revise`` applies it, one fenced commit per table, in
@@ -23,7 +23,8 @@ MODES: tuple[str, ...] = ("incremental", "full")
 class RevisionStep:
     table: str
     action: str
-    """``rolled-back`` (main -> its state at T) or ``truncated`` (emptied: its job rebuilds it from scratch)."""
+    """``rolled-back`` (main -> its state at T), ``truncated`` (emptied: its job rebuilds it from scratch) or
+    ``unchanged`` (the table already is its state at T: nothing is committed, the revision is not bumped)."""
     from_snapshot: int | None
     to_snapshot: int | None
     watermark: int | None
@@ -57,10 +58,15 @@ def plan_step(state: TableState, barrier: int, mode: str) -> RevisionStep:
     """
     current = state.head()
     watermark_now = state.watermark()
+    unchanged = RevisionStep(state.identifier, "unchanged", current, current, watermark_now, state.revision)
     if mode == "full" and not state.is_root:
+        if current is None and watermark_now is None:
+            return unchanged
         return RevisionStep(state.identifier, "truncated", current, None, None, state.revision + 1)
     point = state.branch().snap_at(barrier)
     target = None if point is None else point[0]
+    if target == current and (watermark_now is None or barrier >= watermark_now):
+        return unchanged  # the table holds nothing after the barrier
     # never claim completeness beyond what the table held: a lagging table keeps its lower watermark
     watermark = None if watermark_now is None else min(barrier, watermark_now)
     return RevisionStep(state.identifier, "rolled-back", current, target, watermark, state.revision + 1)

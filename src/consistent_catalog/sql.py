@@ -3,16 +3,7 @@
 from __future__ import annotations
 
 from consistent_catalog.resolver import Cut
-
-
-def quote_identifier(part: str) -> str:
-    """Back-quote one identifier part for Spark SQL (a back-quote inside is doubled)."""
-    return "`" + part.replace("`", "``") + "`"
-
-
-def qualified_name(catalog: str, table: str) -> str:
-    """``lake.demo.words`` -> ```lake`.`demo`.`words```, each part quoted."""
-    return ".".join(quote_identifier(p) for p in [catalog, *table.split(".")])
+from consistent_catalog.util.identifiers import qualified_name, quote_identifier
 
 
 def view_names(tables: list[str]) -> dict[str, str]:

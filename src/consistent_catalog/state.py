@@ -8,30 +8,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from pyiceberg.table.snapshots import Operation
-
 from consistent_catalog import properties as P
+from consistent_catalog._pyiceberg import summary_parts
 from consistent_catalog.barrier import BranchBarriers, SnapshotRecord, branch_barriers, parse_barrier_value, watermark
 from consistent_catalog.exceptions import MalformedMetadataError
 
 if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
-    from pyiceberg.table.snapshots import Summary
-
-
-def _summary_parts(summary: Summary) -> tuple[str, Mapping[str, str]]:
-    """(operation, summary properties) of a pyiceberg Summary.
-
-    Resolution reads every snapshot of every table, and pyiceberg's ``additional_properties``
-    property goes through pydantic's slow private-attribute lookup (about 2 µs, half the cost of
-    resolving a snapshot); read the private dict directly when it is there.
-    """
-    try:
-        properties = summary.__pydantic_private__["_additional_properties"]
-    except (AttributeError, KeyError, TypeError):
-        properties = summary.additional_properties
-    operation = summary.operation
-    return operation._value_ if isinstance(operation, Operation) else str(operation), properties
 
 
 def parse_summary_sources(value: str | None, *, where: str) -> dict[str, int | None]:
@@ -77,7 +60,7 @@ class TableState:
         snapshots: dict[int, SnapshotRecord] = {}
         for s in metadata.snapshots:
             summary = s.summary
-            operation, props = _summary_parts(summary) if summary is not None else ("append", {})
+            operation, props = summary_parts(summary) if summary is not None else ("append", {})
             snapshots[s.snapshot_id] = make(
                 SnapshotRecord, (s.snapshot_id, s.parent_snapshot_id, s.timestamp_ms, operation, props)
             )
@@ -198,6 +181,34 @@ class TableState:
     def revision(self) -> int:
         return self._int_property(P.REVISION) or 0
 
+    @cached_property
+    def clock_skew_ms(self) -> int:
+        """How far ahead of now a barrier written to this table may lie (table property, else the default)."""
+        value = self._int_property(P.CLOCK_SKEW)
+        return P.DEFAULT_CLOCK_SKEW_MS if value is None else value
+
+    @cached_property
+    def idle_after_ms(self) -> int | None:
+        """For a root declared an idle source: its watermark may follow now minus this (None: not declared)."""
+        return self._int_property(P.IDLE_AFTER)
+
+    def ingested_with_key(self, key: str) -> int | None:
+        """The snapshot in ``main``'s retained ancestry written by the ingest with idempotency ``key``, if any."""
+        current = self.head()
+        while current is not None:
+            record = self.snapshots.get(current)
+            if record is None:
+                return None
+            if record.summary.get(P.INGEST_KEY) == key:
+                return current
+            current = record.parent_id
+        return None
+
+    def first_barrier(self) -> int | None:
+        """The oldest effective barrier of ``main``'s retained history (None: no barrier yet)."""
+        barriers = [b for b in self.branch().barriers if b is not None] if self.head() is not None else []
+        return min(barriers) if barriers else None
+
     # --- branches ----------------------------------------------------------------------------
     def head(self, branch: str = P.MAIN_BRANCH) -> int | None:
         return self.branches.get(branch)
@@ -258,5 +269,28 @@ class TableState:
         return P.STAGED_BRANCH if self.staged_ahead else P.MAIN_BRANCH
 
     def watermark(self, branch: str = P.MAIN_BRANCH) -> int | None:
-        """``W(X)`` on ``branch``: max of its head barrier and the watermark property."""
-        return watermark(self.branch(branch).head_barrier, self.watermark_property)
+        """``W(X)`` on ``branch``: max of its head barrier and the watermark property.
+
+        After an untracked write the table is complete only up to its newest tracked snapshot: the
+        watermark property counts only if it was set on top of that snapshot.
+        """
+        history = self.branch(branch)
+        if history.untracked is not None:
+            floor = self.floor
+            if floor is None or floor[0] != history.tracked_head:
+                return history.head_barrier
+        return watermark(history.head_barrier, self.watermark_property)
+
+    def untracked_writer(self, branch: str = P.MAIN_BRANCH) -> str | None:
+        """Who made the untracked write on ``branch``, from its snapshot summary (engine, app id), if known."""
+        untracked = self.branch(branch).untracked
+        if untracked is None:
+            return None
+        summary = self.snapshots[untracked].summary
+        parts = [
+            " ".join(v for v in (summary.get("engine-name"), summary.get("engine-version")) if v),
+            f"app {summary['spark.app.id']}" if summary.get("spark.app.id") else "",
+            f"app {summary['app-id']}" if summary.get("app-id") else "",
+        ]
+        found = ", ".join(p for p in parts if p)
+        return found or None

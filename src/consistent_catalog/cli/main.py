@@ -2,111 +2,20 @@
 
 from __future__ import annotations
 
-import functools
-import json
-import shutil
-import sys
-import traceback
-from collections.abc import Callable
-from datetime import datetime, timezone
-from typing import Any, TypeVar
-
 import click
 
-from consistent_catalog.exceptions import ConsistentCatalogError
+from consistent_catalog.cli import engines, retention
+from consistent_catalog.cli.output import (
+    OUTPUT,
+    Col,
+    Context,
+    command_errors,
+    fmt_barrier,
+    fmt_duration,
+    output_option,
+    table_out,
+)
 from consistent_catalog.resolver import DEFAULT_LEVEL, LEVELS
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-OUTPUT = click.Choice(["text", "json"])
-WRAPPING_COLUMNS = {"sources", "note", "reads", "feeds", "sinks"}
-
-
-class Context:
-    def __init__(self, catalog_name: str | None, output: str, verbose: bool) -> None:
-        self.catalog_name = catalog_name
-        self.output = output
-        self.verbose = verbose
-        self._catalog: Any = None
-
-    @property
-    def catalog(self) -> Any:
-        if self._catalog is None:
-            from consistent_catalog.catalog import ConsistentCatalog
-
-            self._catalog = ConsistentCatalog.load(self.catalog_name)
-        return self._catalog
-
-
-def command_errors(func: F) -> F:
-    """Turn library errors into one line on stderr and exit code 1 (a traceback only with --verbose)."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        ctx = click.get_current_context().find_object(Context)
-        try:
-            return func(*args, **kwargs)
-        except ConsistentCatalogError as exc:
-            if ctx is not None and ctx.verbose:
-                traceback.print_exc()
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
-            raise
-        except Exception as exc:  # anything unexpected: still one line, but say how to see more
-            if ctx is not None and ctx.verbose:
-                traceback.print_exc()
-            click.echo(
-                f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)", err=True
-            )
-            sys.exit(2)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def output_option(func: F) -> F:
-    """``--output`` is accepted after the command too (``resolve ... --output json``)."""
-    return click.option("--output", "-o", "output", type=OUTPUT, default=None, help="text tables or stable JSON")(func)
-
-
-def emit(ctx: Context, output: str | None, payload: Any, render_text: Callable[[], None]) -> None:
-    if (output or ctx.output) == "json":
-        click.echo(json.dumps(payload, indent=None if not sys.stdout.isatty() else 2))
-    else:
-        render_text()
-
-
-def fmt_ms(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
-
-
-def fmt_duration(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    sign = "-" if ms < 0 else ""
-    seconds = abs(ms) / 1000
-    if seconds < 120:
-        return f"{sign}{seconds:.1f}s"
-    if seconds < 7200:
-        return f"{sign}{seconds / 60:.1f}m"
-    if seconds < 172800:
-        return f"{sign}{seconds / 3600:.1f}h"
-    return f"{sign}{seconds / 86400:.1f}d"
-
-
-def table_out(title: str, columns: list[str], rows: list[list[Any]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title, show_lines=False)
-    for column in columns:
-        table.add_column(column, overflow="fold", no_wrap=column not in WRAPPING_COLUMNS)
-    for row in rows:
-        table.add_row(*("-" if v is None else str(v) for v in row))
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 250
-    Console(width=width).print(table)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -154,13 +63,14 @@ def resolve(ctx: Context, tables: tuple[str, ...], level: str, as_of: str | None
         return
 
     def text() -> None:
+        at = f"at barrier {fmt_barrier(cut.barrier)}" if cut.barrier is not None else "(newest snapshots, no common barrier)"
         table_out(
-            f"{cut.level} cut at barrier {cut.barrier if cut.barrier is not None else '-'} ({fmt_ms(cut.barrier)})",
-            ["table", "snapshot_id", "barrier", "branch"],
+            f"{cut.level} cut {at}",
+            [Col("table"), Col("snapshot_id"), Col("barrier", "barrier"), Col("branch", drop=1)],
             [[name, t.snapshot_id, t.barrier, t.branch] for name, t in cut.tables.items()],
         )
 
-    emit(ctx, output, cut.to_json(), text)
+    ctx.out(output).emit(cut.to_json(), text)
 
 
 @cli.command()
@@ -180,17 +90,18 @@ def status(ctx: Context, tables: tuple[str, ...], output: str | None) -> None:
     def text() -> None:
         table_out(
             "status",
-            ["table", "role", "job", "lease", "watermark", "staged", "delay", "own delay", "slowest source",
-             "bottleneck", "rev", "note"],
+            [Col("table"), Col("role", drop=5), Col("job"), Col("lease", "text"), Col("watermark", "barrier"),
+             Col("staged", "barrier"), Col("delay"), Col("own delay", drop=1), Col("slowest source", drop=2),
+             Col("bottleneck", drop=3), Col("rev", drop=4), Col("note", "text")],
             [
                 [r.table, r.role, r.job, r.lease + (" (zombie suspect)" if r.lease == "expired" else ""),
-                 fmt_ms(r.watermark), r.staged_barrier, fmt_duration(r.delay_ms), fmt_duration(r.own_delay_ms),
+                 r.watermark, r.staged_barrier, fmt_duration(r.delay_ms), fmt_duration(r.own_delay_ms),
                  r.slowest_source, r.bottleneck_job, r.revision, r.error]
                 for r in rows
             ],
         )
 
-    emit(ctx, output, [r.to_json() for r in rows], text)
+    ctx.out(output).emit([r.to_json() for r in rows], text)
 
 
 @cli.command()
@@ -208,15 +119,15 @@ def lineage(ctx: Context, tables: tuple[str, ...], output: str | None) -> None:
     graph = ctx.catalog.lineage(tables or None)
 
     def text() -> None:
-        table_out("jobs", ["job", "sources", "sinks"],
+        table_out("jobs", [Col("job"), Col("sources", "text"), Col("sinks", "text")],
                   [[j.job, ", ".join(j.sources), ", ".join(j.sinks)] for j in graph.jobs()])
         downstream = graph.downstream
-        table_out("tables", ["table", "role", "owner", "reads", "feeds"],
+        table_out("tables", [Col("table"), Col("role", drop=1), Col("owner"), Col("reads", "text"), Col("feeds", "text")],
                   [[t, "derived" if t in graph.upstream else "root", graph.owners.get(t),
                     ", ".join(graph.upstream.get(t, ())), ", ".join(downstream.get(t, ()))]
                    for t in graph.topological()])
 
-    emit(ctx, output, graph.to_json(), text)
+    ctx.out(output).emit(graph.to_json(), text)
 
 
 @cli.command()
@@ -242,13 +153,15 @@ def history(ctx: Context, table: str, limit: int, by_epoch: bool, output: str | 
         def epoch_text() -> None:
             table_out(
                 f"epochs of {table}",
-                ["barrier", "job", "branch", "staged", "published", "staged for", "latency", "+rows", "-rows", "rows"],
-                [[e.barrier, e.job, e.branch, fmt_ms(e.staged_at_ms), fmt_ms(e.published_at_ms),
+                [Col("barrier", "barrier"), Col("job"), Col("branch", drop=3), Col("staged", "time", drop=2),
+                 Col("published", "time"), Col("staged for", drop=5), Col("latency"), Col("+rows", drop=6),
+                 Col("-rows", drop=7), Col("rows", drop=4)],
+                [[e.barrier, e.job, e.branch, e.staged_at_ms, e.published_at_ms,
                   fmt_duration(e.publish_ms), fmt_duration(e.latency_ms), e.added_records, e.deleted_records,
                   e.total_records] for e in rows],
             )
 
-        emit(ctx, output, [e.to_json() for e in rows], epoch_text)
+        ctx.out(output).emit([e.to_json() for e in rows], epoch_text)
         return
     entries = ctx.catalog.history(table)
     if limit > 0:
@@ -257,30 +170,41 @@ def history(ctx: Context, table: str, limit: int, by_epoch: bool, output: str | 
     def text() -> None:
         table_out(
             f"history of {table}",
-            ["snapshot_id", "branch", "barrier", "job", "sources", "committed", "op", "+rows", "-rows"],
-            [[e.snapshot_id, e.branch, e.barrier, e.job, json.dumps(e.sources) if e.sources else None,
-              fmt_ms(e.committed_at_ms), e.operation, e.added_records, e.deleted_records] for e in entries],
+            [Col("snapshot_id"), Col("branch", drop=3), Col("barrier", "barrier"), Col("job"),
+             Col("sources", "text", drop=1), Col("committed", "time", drop=2), Col("op", drop=4),
+             Col("+rows", drop=5), Col("-rows", drop=6)],
+            [[e.snapshot_id, e.branch, e.barrier, e.job, _sources(e.sources), e.committed_at_ms, e.operation,
+              e.added_records, e.deleted_records] for e in entries],
         )
 
-    emit(ctx, output, [e.to_json() for e in entries], text)
+    ctx.out(output).emit([e.to_json() for e in entries], text)
+
+
+def _sources(sources: dict[str, int | None]) -> str | None:
+    """Recorded epoch inputs as ``table@snapshot`` (one word each, so a narrow column never splits an id)."""
+    return ", ".join(f"{t}@{'-' if s is None else s}" for t, s in sources.items()) or None
 
 
 @cli.command("advance-watermark")
 @click.argument("table")
 @click.argument("barrier")
+@click.option("--allow-future", is_flag=True,
+              help="accept a barrier beyond now plus the clock-skew allowance (table property consistent.clock-skew-ms)")
 @output_option
 @click.pass_obj
 @command_errors
-def advance_watermark(ctx: Context, table: str, barrier: str, output: str | None) -> None:
+def advance_watermark(ctx: Context, table: str, barrier: str, allow_future: bool, output: str | None) -> None:
     """Declare an idle root TABLE complete up to BARRIER (ms or ISO-8601), so it stops holding back the DAG.
+
+    A barrier in the future is refused unless --allow-future; a watermark never moves back.
 
     \b
     Example:
       consistent-catalog --catalog lake advance-watermark demo.words 2024-01-01T00:00:00Z
     """
-    watermark = ctx.catalog.advance_watermark(table, barrier)
-    emit(ctx, output, {"table": table, "watermark": watermark},
-         lambda: click.echo(f"{table}: watermark {watermark} ({fmt_ms(watermark)})"))
+    watermark = ctx.catalog.advance_watermark(table, barrier, allow_future=allow_future)
+    ctx.out(output).emit({"table": table, "watermark": watermark},
+         lambda: click.echo(f"{table}: watermark {fmt_barrier(watermark)}"))
 
 
 @cli.command()
@@ -304,12 +228,12 @@ def revise(ctx: Context, table: str, barrier: str, mode: str, output: str | None
 
     def text() -> None:
         table_out(
-            f"revised {result.table} to barrier {result.barrier} ({mode})",
-            ["table", "action", "from", "to", "watermark", "revision"],
+            f"revised {result.table} to barrier {fmt_barrier(result.barrier)} ({mode})",
+            [Col("table"), Col("action"), Col("from"), Col("to"), Col("watermark", "barrier"), Col("revision", drop=1)],
             [[s.table, s.action, s.from_snapshot, s.to_snapshot, s.watermark, s.revision] for s in result.steps],
         )
 
-    emit(ctx, output, result.to_json(), text)
+    ctx.out(output).emit(result.to_json(), text)
 
 
 @cli.command()
@@ -320,14 +244,18 @@ def revise(ctx: Context, table: str, barrier: str, mode: str, output: str | None
 @click.option("--engine", type=click.Choice(["spark", "pyiceberg"]), default="spark", show_default=True,
               help="who runs the jobs: local Spark (local[2]) or pyiceberg in-process")
 @click.option("--interval", type=float, default=0.0, show_default=True, help="seconds between ingest epochs")
+@click.option("--takeover", is_flag=True,
+              help="take the jobs over from a crashed earlier run whose leases have not lapsed yet")
 @output_option
 @click.pass_obj
 @command_errors
 def demo(ctx: Context, directory: str, epochs: int, rows_per_epoch: int, engine: str, interval: float,
-         output: str | None) -> None:
+         takeover: bool, output: str | None) -> None:
     """Run FLIP-276's three-table pipeline (words -> word_counts -> count_histogram) and check its invariants.
 
-    Re-running on the same DIR resumes where it stopped.
+    Re-running on the same DIR resumes where it stopped; after a crash (kill -9) the jobs' leases
+    hold for 5 minutes — restart with --takeover to take over at once. A second demo running on the
+    same DIR is refused (single writer per table); each epoch's words are ingested once.
 
     \b
     Example:
@@ -337,13 +265,12 @@ def demo(ctx: Context, directory: str, epochs: int, rows_per_epoch: int, engine:
 
     json_out = (output or ctx.output) == "json"
     report = run_demo(directory, epochs=epochs, rows_per_epoch=rows_per_epoch, engine=engine, interval=interval,
-                      echo=(lambda line: click.echo(line, err=True)) if json_out else click.echo)
-    emit(ctx, output, report, lambda: None)
+                      takeover=takeover, echo=(lambda line: click.echo(line, err=True)) if json_out else click.echo)
+    ctx.out(output).emit(report, lambda: None)
 
 
-from consistent_catalog.cli.retention import register as register_retention  # noqa: E402  (after cli exists)
-
-register_retention(cli)
+for command in (*retention.COMMANDS, *engines.COMMANDS):
+    cli.add_command(command)
 
 
 def main() -> None:

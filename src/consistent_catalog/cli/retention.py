@@ -1,20 +1,32 @@
-"""Retention commands: ``expire``, ``retain``, ``pin``, ``unpin``, ``pins``. Added to the CLI by ``register(cli)``."""
+"""Retention commands: ``expire``, ``retain``, ``pin``, ``unpin``, ``pins`` (``COMMANDS``, added by ``cli.main``)."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
 import click
 
-from consistent_catalog.cli.main import Context, command_errors, emit, fmt_ms, output_option, table_out
+from consistent_catalog.cli.output import Col, Context, command_errors, fmt_barrier, fmt_ms, output_option, table_out
+from consistent_catalog.exceptions import InvalidInputError
 from consistent_catalog.resolver import DEFAULT_LEVEL, LEVELS
+from consistent_catalog.retention import RetentionPolicy
+
+_BARRIER = re.compile(r"\bbarrier (\d+)")
 
 
 def _reasons(reasons: tuple[str, ...] | list[str], limit: int = 2) -> str:
-    """The first reasons, so that rows stay one line wide (--output json has them all)."""
-    shown = [r for r in reasons if r != "..."]
+    """The first reasons, so that rows stay short (--output json has them all), barriers with their UTC time."""
+    shown = [_BARRIER.sub(lambda m: f"barrier {fmt_barrier(int(m.group(1)))}", r) for r in reasons]
     if not shown:
         return "-"
     more = len(shown) - limit
     return "; ".join(shown[:limit]) + (f" (+{more} more)" if more > 0 else "")
+
+
+def _tables(tables: Mapping[str, int | None]) -> str:
+    """A cut's tables as ``table@snapshot`` (one word each, so a narrow column never splits an id)."""
+    return ", ".join(f"{t}@{'-' if s is None else s}" for t, s in tables.items())
 
 
 @click.command()
@@ -26,12 +38,16 @@ def _reasons(reasons: tuple[str, ...] | list[str], limit: int = 2) -> str:
               help="always keep the newest N snapshots of main (default: history.expire.min-snapshots-to-keep, else 1)")
 @click.option("--delete-files", is_flag=True, help="also delete data, manifest and manifest-list files no retained snapshot references")
 @click.option("--dry-run", is_flag=True, help="list what would be expired and why the rest stays; change nothing")
-@click.option("--details", is_flag=True, help="list every kept snapshot with its reasons")
+@click.option("--details", is_flag=True, help="list every kept snapshot with its reasons (with --orphans: every orphan file)")
+@click.option("--orphans", is_flag=True,
+              help="instead of expiring snapshots, delete files under the table locations that no snapshot or metadata "
+                   "references and older than --older-than (required; Iceberg's remove_orphan_files)")
+@click.option("--force", is_flag=True, help="with --orphans: allow --older-than below 1h (only when no writer can be running)")
 @output_option
 @click.pass_obj
 @command_errors
 def expire(ctx: Context, tables: tuple[str, ...], older_than: str | None, keep_last: int | None, delete_files: bool,
-           dry_run: bool, details: bool, output: str | None) -> None:
+           dry_run: bool, details: bool, orphans: bool, force: bool, output: str | None) -> None:
     """Expire old snapshots of TABLES (all tables by default) that no consistent cut still needs.
 
     Never expires a snapshot needed by the latest repeatable-read cut of the tables' lineage, by the
@@ -42,19 +58,23 @@ def expire(ctx: Context, tables: tuple[str, ...], older_than: str | None, keep_l
     Example:
       consistent-catalog --catalog lake expire --older-than 1d --dry-run
       consistent-catalog --catalog lake expire demo.words demo.word_counts --older-than 12h --delete-files
+      consistent-catalog --catalog lake expire --orphans --older-than 3d --dry-run
     """
-    from consistent_catalog.retention import RetentionPolicy
-    from consistent_catalog.retention import expire as run_expire
-
+    if orphans:
+        _expire_orphans(ctx, tables, older_than, keep_last, delete_files, dry_run, details, force, output)
+        return
+    if force:
+        raise click.UsageError("--force only applies to --orphans (it lowers the orphan sweep's 1h safety floor)")
     policy = RetentionPolicy.of(older_than=older_than, keep_last=keep_last, delete_files=delete_files)
-    result = run_expire(ctx.catalog, tables or None, policy, dry_run=dry_run)
+    result = ctx.catalog.retention.expire(tables or None, policy, dry_run=dry_run)
     plan = result.plan
 
     def text() -> None:
         verb = "would expire" if dry_run else "expired"
         table_out(
             f"{'dry run: ' if dry_run else ''}expiry at {fmt_ms(plan.now)}",
-            ["table", "snapshots", verb, "kept", "tags dropped", "history starts at", "barrier", "held by"],
+            [Col("table"), Col("snapshots", drop=2), Col(verb), Col("kept", drop=1), Col("tags dropped", "text"),
+             Col("history starts at"), Col("barrier", "barrier"), Col("held by", "text")],
             [[name, t.snapshots, len(t.expire), len(t.keep), ", ".join(t.drop_tags) or None, t.history_start,
               t.barriers.get(t.history_start) if t.history_start is not None else None, _reasons(t.held_by)]
              for name, t in plan.tables.items()],
@@ -66,10 +86,42 @@ def expire(ctx: Context, tables: tuple[str, ...], older_than: str | None, keep_l
                        f"{deleted.manifest_lists} manifest list(s), {deleted.bytes} bytes")
         if details:
             for name, t in plan.tables.items():
-                table_out(f"kept snapshots of {name}", ["snapshot_id", "barrier", "committed", "why it stays"],
-                          [[sid, t.barriers.get(sid), fmt_ms(t.timestamps.get(sid)), _reasons(r)] for sid, r in t.keep.items()])
+                table_out(f"kept snapshots of {name}",
+                          [Col("snapshot_id"), Col("barrier", "barrier"), Col("committed", "time", drop=1),
+                           Col("why it stays", "text")],
+                          [[sid, t.barriers.get(sid), t.timestamps.get(sid), _reasons(r)] for sid, r in t.keep.items()])
 
-    emit(ctx, output, result.to_json(details=details), text)
+    ctx.out(output).emit(result.to_json(details=details), text)
+
+
+def _expire_orphans(ctx: Context, tables: tuple[str, ...], older_than: str | None, keep_last: int | None,
+                    delete_files: bool, dry_run: bool, details: bool, force: bool, output: str | None) -> None:
+    """``expire --orphans``: the orphan-file sweep, one row per table."""
+    if keep_last is not None or delete_files:
+        raise click.UsageError("--orphans sweeps files only; expire snapshots (--keep-last, --delete-files) in a separate run")
+    if older_than is None:
+        raise click.UsageError("--orphans needs --older-than (e.g. 3d, Iceberg's default): only files older than that are deleted")
+    result = ctx.catalog.retention.remove_orphan_files(tables or None, older_than_ms=older_than, dry_run=dry_run, force=force)
+
+    def text() -> None:
+        table_out(
+            f"{'dry run: ' if dry_run else ''}orphan files at {fmt_ms(result.now)}: unreferenced, modified before "
+            f"{fmt_ms(result.threshold)}",
+            [Col("table"), Col("files"), Col("referenced"), Col("orphaned"), Col("too young"),
+             Col("would delete" if dry_run else "deleted"), Col("bytes"), Col("location", drop=1)],
+            [[name, t.files, t.referenced, t.orphaned, t.too_young, t.orphaned if dry_run else t.deleted,
+              t.orphaned_bytes if dry_run else t.bytes, t.location] for name, t in result.tables.items()],
+        )
+        for name, t in result.tables.items():
+            if t.skipped:
+                click.echo(f"skipped {name}: {t.skipped}")
+            if t.failed:
+                click.echo(f"{name}: {t.failed} orphan(s) could not be deleted (see the log, --verbose)")
+            if details:
+                for path in t.orphan_files:
+                    click.echo(f"{name}: orphan {path}")
+
+    ctx.out(output).emit(result.to_json(), text)
 
 
 @click.command()
@@ -95,30 +147,26 @@ def retain(ctx: Context, tables: tuple[str, ...], hourly: int, daily: int, weekl
       consistent-catalog --catalog lake retain --hourly 24 --daily 7 --weekly 4
       spark-sql> SELECT * FROM lake.demo.word_counts VERSION AS OF 'consistent-daily-20261122'
     """
-    from consistent_catalog.retention import RetentionPolicy, retained_cuts
-    from consistent_catalog.retention import retain as run_retain
-
     if not list_only:
         if not (hourly or daily or weekly):
             raise click.UsageError("give at least one of --hourly N, --daily N, --weekly N (or --list)")
-        created = run_retain(ctx.catalog, tables or None, RetentionPolicy(hourly=hourly, daily=daily, weekly=weekly))
+        created = ctx.catalog.retention.retain(tables or None, RetentionPolicy(hourly=hourly, daily=daily, weekly=weekly))
         payload = [r.to_json() for r in created]
 
         def text() -> None:
-            table_out("retained cuts", ["tag", "action", "barrier", "expires", "tables"],
-                      [[r.tag, r.action, r.barrier, fmt_ms(r.expires_at), ", ".join(f"{t}@{s}" for t, s in r.tables.items())]
-                       for r in created])
+            table_out("retained cuts",
+                      [Col("tag"), Col("action"), Col("barrier", "barrier"), Col("expires", "time"), Col("tables", "text")],
+                      [[r.tag, r.action, r.barrier, r.expires_at, _tables(r.tables)] for r in created])
 
-        emit(ctx, output, payload, text)
+        ctx.out(output).emit(payload, text)
         return
-    listed = retained_cuts(ctx.catalog, tables or None)
+    listed = ctx.catalog.retention.retained_cuts(tables or None)
 
     def text_list() -> None:
-        table_out("retained cuts", ["tag", "expires", "expired", "tables"],
-                  [[e["tag"], fmt_ms(e["expires_at"]), e["expired"], ", ".join(f"{t}@{s}" for t, s in e["tables"].items())]
-                   for e in listed])
+        table_out("retained cuts", [Col("tag"), Col("expires", "time"), Col("expired"), Col("tables", "text")],
+                  [[e.tag, e.expires_at, e.expired, _tables(e.tables)] for e in listed])
 
-    emit(ctx, output, listed, text_list)
+    ctx.out(output).emit([e.to_json() for e in listed], text_list)
 
 
 @click.command()
@@ -143,16 +191,14 @@ def pin(ctx: Context, tables: tuple[str, ...], ttl: str, level: str, as_of: str 
       spark-sql> SELECT * FROM lake.demo.words VERSION AS OF 'consistent-pin-<id>'
       consistent-catalog --catalog lake unpin consistent-pin-<id>
     """
-    from consistent_catalog.pins import pin as take_pin
-
-    pinned = take_pin(ctx.catalog, tables, level=level, as_of=as_of, ttl=ttl)
+    pinned = ctx.catalog.pins.pin(tables, level=level, as_of=as_of, ttl=ttl)
 
     def text() -> None:
-        click.echo(f"pinned {pinned.tag} until {fmt_ms(pinned.expires_at)} (cut at barrier {pinned.cut.barrier})")
+        click.echo(f"pinned {pinned.tag} until {fmt_ms(pinned.expires_at)} (cut at barrier {fmt_barrier(pinned.cut.barrier)})")
         for name in pinned.tables:
             click.echo(f"  SELECT * FROM {spark_catalog}.{name} VERSION AS OF '{pinned.tag}'")
 
-    emit(ctx, output, pinned.to_json(), text)
+    ctx.out(output).emit(pinned.to_json(), text)
 
 
 @click.command()
@@ -168,13 +214,10 @@ def unpin(ctx: Context, tag: str, tables: tuple[str, ...], output: str | None) -
     Example:
       consistent-catalog --catalog lake unpin consistent-pin-3f2a9c0d1e2b4a5f
     """
-    from consistent_catalog.exceptions import InvalidInputError
-    from consistent_catalog.pins import unpin as release
-
-    removed = release(ctx.catalog, tag, tables or None)
+    removed = ctx.catalog.pins.unpin(tag, tables or None)
     if not removed and not tables:
         raise InvalidInputError(f"no table carries tag {tag}; `consistent-catalog pins` lists the live pins")
-    emit(ctx, output, {"tag": tag, "removed_from": removed},
+    ctx.out(output).emit({"tag": tag, "removed_from": removed},
          lambda: click.echo(f"removed {tag} from {', '.join(removed) or 'no table'}"))
 
 
@@ -190,21 +233,14 @@ def pins(ctx: Context, tables: tuple[str, ...], output: str | None) -> None:
     Example:
       consistent-catalog --catalog lake pins
     """
-    from consistent_catalog.pins import list_pins
-
-    found = list_pins(ctx.catalog, tables or None)
+    found = ctx.catalog.pins.list(tables or None)
 
     def text() -> None:
-        table_out("pins", ["tag", "expires", "expired", "tables"],
-                  [[p.tag, fmt_ms(p.expires_at), p.expired, ", ".join(f"{t}@{s}" for t, s in p.tables.items())] for p in found])
+        table_out("pins", [Col("tag"), Col("expires", "time"), Col("expired"), Col("tables", "text")],
+                  [[p.tag, p.expires_at, p.expired, _tables(p.tables)] for p in found])
 
-    emit(ctx, output, [p.to_json() for p in found], text)
+    ctx.out(output).emit([p.to_json() for p in found], text)
 
 
 COMMANDS = (expire, retain, pin, unpin, pins)
 
-
-def register(cli_group: click.Group) -> None:
-    """Add the retention commands to the ``consistent-catalog`` group."""
-    for command in COMMANDS:
-        cli_group.add_command(command)

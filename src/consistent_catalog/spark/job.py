@@ -6,18 +6,26 @@ staged write go through Spark, with the summary keys set by ``snapshot-property.
 
 from __future__ import annotations
 
-import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
+from pyiceberg.table.refs import SnapshotRefType
+from pyiceberg.table.update import SetPropertiesUpdate, SetSnapshotRefUpdate
+
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import BarrierLike, to_barrier
-from consistent_catalog.catalog import ConsistentCatalog, IngestResult, normalize_identifier
+from consistent_catalog.catalog import ConsistentCatalog, IngestResult, check_not_future
+from consistent_catalog.commit import RetryPolicy, fence
 from consistent_catalog.epoch import EpochJob, EpochPlan, Staged, check_append_only
 from consistent_catalog.exceptions import FencedError, InvalidInputError
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut
-from consistent_catalog.sql import qualified_name, quote_identifier, view_names
+from consistent_catalog.sql import view_names
+from consistent_catalog.util.identifiers import normalize_identifier, qualified_name, quote_identifier
+from consistent_catalog.util.time import fmt_barrier, now_ms
+
+WAP_ENABLED = "write.wap.enabled"
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -44,7 +52,7 @@ class SparkEpochContext:
         self.barrier = plan.barrier
         self.inputs = dict(plan.inputs)
         self.previous_inputs = dict(previous)
-        self._job = job
+        self.epoch_job = job
 
     def _source(self, source: str) -> str:
         name = normalize_identifier(source)
@@ -53,7 +61,7 @@ class SparkEpochContext:
         return name
 
     def _qualified(self, table: str) -> str:
-        return qualified_name(self._job.spark_catalog, table)
+        return qualified_name(self.epoch_job.spark_catalog, table)
 
     def read(self, source: str) -> DataFrame:
         """The source's full content at the epoch's barrier."""
@@ -71,7 +79,7 @@ class SparkEpochContext:
             return self.spark.table(self._qualified(name)).limit(0)
         if start is None:
             return self.read(name)
-        check_append_only(self._job.catalog.state(name), start, end)
+        check_append_only(self.epoch_job.cc.store.state(name), start, end)
         return (
             self.spark.read.format("iceberg")
             .option("start-snapshot-id", str(start))
@@ -82,7 +90,7 @@ class SparkEpochContext:
     def read_sink(self, sink: str) -> DataFrame:
         """A sink's published content (main), e.g. to merge into."""
         name = normalize_identifier(sink)
-        head = self._job.catalog.state(name).head()
+        head = self.epoch_job.cc.store.state(name).head()
         if head is None:
             return self.spark.table(self._qualified(name)).limit(0)
         return self.spark.read.format("iceberg").option("snapshot-id", str(head)).load(self._qualified(name))
@@ -116,7 +124,7 @@ class SparkEpochJob(EpochJob):
 
     def __init__(
         self,
-        catalog: ConsistentCatalog,
+        cc: ConsistentCatalog,
         spark: SparkSession,
         job: str,
         *,
@@ -129,7 +137,7 @@ class SparkEpochJob(EpochJob):
         spark_catalog: str = "lake",
         **options: Any,
     ) -> None:
-        super().__init__(catalog, job, sources=sources, sinks=sinks, transform=None, mode=mode, **options)
+        super().__init__(cc, job, sources=sources, sinks=sinks, transform=None, mode=mode, **options)
         self.spark = spark
         self.spark_transform = transform
         self.keys = tuple(keys)
@@ -174,7 +182,7 @@ class SparkEpochJob(EpochJob):
                 from pyspark.sql.functions import lit
 
                 writer.overwrite(lit(True))
-        if self.catalog.state(sink).head(P.STAGED_BRANCH) == base.snapshot_id:
+        if self.cc.store.state(sink).head(P.STAGED_BRANCH) == base.snapshot_id:
             self.record_empty_epoch(sink, base.snapshot_id, properties, plan)  # Spark committed nothing
         return self._verify_staged(sink, plan, base.snapshot_id, properties[P.ATTEMPT])
 
@@ -197,7 +205,7 @@ class SparkEpochJob(EpochJob):
             self.spark.catalog.dropTempView(view)
 
     def _verify_staged(self, sink: str, plan: EpochPlan, base_id: int, attempt: str) -> Staged:
-        state = self.catalog.state(sink)
+        state = self.cc.store.state(sink)
         head = state.head(P.STAGED_BRANCH)
         rows = 0
         current = head
@@ -206,7 +214,7 @@ class SparkEpochJob(EpochJob):
             if record is None or record.summary.get(P.ATTEMPT) != attempt:
                 raise FencedError(
                     f"{sink}: snapshot {current} on {P.STAGED_BRANCH} was not written by this attempt at barrier "
-                    f"{plan.barrier}: another writer interfered; the epoch will be re-planned"
+                    f"{fmt_barrier(plan.barrier)}: another writer interfered; the epoch will be re-planned"
                 )
             rows += int(record.summary.get("added-records", "0") or 0)
             current = record.parent_id
@@ -250,36 +258,97 @@ def with_commit_properties(spark: SparkSession, properties: Mapping[str, str], r
 
 
 def ingest_dataframe(
-    catalog: ConsistentCatalog,
+    cc: ConsistentCatalog,
     frame: DataFrame,
     table: str,
     *,
     barrier: BarrierLike | None = None,
     event_time_column: str | None = None,
+    key: str | None = None,
+    allow_future: bool = False,
     spark_catalog: str = "lake",
+    retries: int = 10,
 ) -> IngestResult:
     """Append ``frame`` to a root table with Spark, tagged with a barrier.
 
     The barrier is, in order: ``barrier`` if given; the maximum of ``event_time_column`` (a timestamp,
     date or epoch-milliseconds column) for event-time barriers; otherwise the current time. It is
     raised to W(X) + 1 if it would fall at or below the table's watermark (see ``ConsistentCatalog.ingest``).
+
+    ``key`` makes the ingest idempotent, as in ``ConsistentCatalog.ingest``: Spark writes the rows as
+    a staged (write-audit-publish) snapshot that is published by one catalog commit requiring
+    ``main`` to be where the key was checked, so two concurrent ingests of one key cannot both land.
     """
     name = normalize_identifier(table)
-    state = catalog.state(name)
-    if not state.is_root:
-        raise InvalidInputError(f"{name} is derived from {', '.join(state.sources)}; only root tables take ingested data")
-    if barrier is not None:
-        wanted = to_barrier(barrier)
-    elif event_time_column is not None:
-        wanted = _max_event_time(frame, event_time_column)
-    else:
-        wanted = int(time.time() * 1000)
-    current = state.watermark()
-    effective = wanted if current is None or wanted > current else current + 1
-    frame.writeTo(qualified_name(spark_catalog, name)).options(**snapshot_options({P.BARRIER: str(effective)})).append()
-    head = catalog.state(name).head()
-    assert head is not None
-    return IngestResult(name, head, effective)
+    for _ in RetryPolicy(retries).attempts():
+        loaded, state = cc.store.load(name)
+        if not state.is_root:
+            raise InvalidInputError(f"{name} is derived from {', '.join(state.sources)}; only root tables take ingested data")
+        if key is not None:
+            done = state.ingested_with_key(key)
+            if done is not None:
+                return IngestResult(name, done, state.branch().barrier_of(done), key, skipped=True)
+        if barrier is not None:
+            wanted = to_barrier(barrier)
+        elif event_time_column is not None:
+            wanted = _max_event_time(frame, event_time_column)
+        else:
+            wanted = now_ms()
+        check_not_future(state, wanted, allow_future=allow_future, what="barrier")
+        current = state.watermark()
+        effective = wanted if current is None or wanted > current else current + 1
+        properties = {P.BARRIER: str(effective)}
+        target = qualified_name(spark_catalog, name)
+        if key is None:
+            frame.writeTo(target).options(**snapshot_options(properties)).append()
+            head = cc.store.state(name).head()
+            assert head is not None
+            return IngestResult(name, head, effective)
+        properties[P.INGEST_KEY] = key
+        staged = _stage_with_wap(cc, frame, name, target, properties, loaded)
+        try:
+            cc.store.commit(
+                cc.load_table(name),
+                [fence({}, {P.MAIN_BRANCH: state.head()})],
+                [SetSnapshotRefUpdate(ref_name=P.MAIN_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=staged)],
+                what=f"publishing ingest key {key!r}",
+            )
+        except FencedError:
+            continue  # main moved: another ingest landed; check the key again (the staged snapshot is left to expiry)
+        return IngestResult(name, staged, effective, key)
+    raise FencedError(
+        f"{name}: ingest of key {key!r} kept losing the race to other ingests ({retries} attempts); run it again "
+        "— the key makes it safe to repeat"
+    )
+
+
+def _stage_with_wap(
+    cc: ConsistentCatalog, frame: DataFrame, name: str, target: str, properties: Mapping[str, str], table: Any
+) -> int:
+    """Write ``frame`` as a staged snapshot (Iceberg's write-audit-publish) on top of main; returns its id."""
+    for _ in RetryPolicy(5).attempts():  # another ingester may be enabling it at the same moment
+        if table.metadata.properties.get(WAP_ENABLED) == "true":
+            break
+        try:
+            cc.store.commit(table, [], [SetPropertiesUpdate(updates={WAP_ENABLED: "true"})], what="enabling staged writes")
+            break
+        except FencedError:
+            table = cc.load_table(name)
+    spark = frame.sparkSession
+    wap_id = f"consistent-{uuid.uuid4().hex[:16]}"
+    previous = spark.conf.get("spark.wap.id", None)
+    spark.conf.set("spark.wap.id", wap_id)
+    try:
+        frame.writeTo(target).options(**snapshot_options(properties)).append()
+    finally:
+        if previous is None:
+            spark.conf.unset("spark.wap.id")
+        else:
+            spark.conf.set("spark.wap.id", previous)
+    staged = [s for s in cc.store.state(name).snapshots.values() if s.summary.get("wap.id") == wap_id]
+    if len(staged) != 1:
+        raise FencedError(f"{name}: Spark's staged write {wap_id} left {len(staged)} snapshot(s), expected 1; retry")
+    return staged[0].snapshot_id
 
 
 def _max_event_time(frame: DataFrame, column: str) -> int:
@@ -314,7 +383,7 @@ class SparkCut:
 
 
 def read_cut(
-    catalog: ConsistentCatalog,
+    cc: ConsistentCatalog,
     spark: SparkSession,
     tables: Iterable[str],
     *,
@@ -324,7 +393,7 @@ def read_cut(
     register_views: bool = False,
 ) -> SparkCut:
     """DataFrames of ``tables`` pinned at one consistent cut (optionally also registered as temp views)."""
-    cut = catalog.resolve(tables, level=level, as_of=as_of)
+    cut = cc.resolve(tables, level=level, as_of=as_of)
     frames = {}
     for name, part in cut.tables.items():
         qualified = qualified_name(spark_catalog, name)

@@ -1,11 +1,11 @@
-"""A SparkSession sharing one Iceberg catalog with pyiceberg (shared/STACK.md, "One catalog shared by ...").
+"""A SparkSession sharing one Iceberg catalog with pyiceberg (Spark's JdbcCatalog and pyiceberg's SqlCatalog share one schema).
 
 Spark's Iceberg ``JdbcCatalog`` and pyiceberg's ``SqlCatalog`` read and write the same ``iceberg_tables``
 rows, so both engines see one set of tables in one SQLite file (embedded default) or one PostgreSQL
 database. The two must use the **same catalog name** (it is the ``catalog_name`` column): the Spark
 catalog ``spark.sql.catalog.lake`` and ``SqlCatalog("lake", ...)``.
 
-Traps this module handles (see STACK.md):
+Traps this module handles (each verified on Spark 3.5 / Iceberg 1.10; spark-conf/README.md):
 
 - SQLite lock: when Spark's JdbcCatalog initialises the catalog tables itself it keeps a read lock for
   the JVM's life and every pyiceberg commit fails with ``database is locked``. So Spark runs with
@@ -23,7 +23,6 @@ Also a command that renders ``spark-conf/spark-defaults.conf`` for stock ``spark
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import re
@@ -446,43 +445,3 @@ def write_spark_defaults(
     if parse_catalog_uri(catalog_uri).password is not None:
         target.chmod(0o600)  # it holds the catalog database password
     return target
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m consistent_catalog.spark.session",
-        description="Render spark-defaults.conf for an Iceberg catalog shared by Spark and pyiceberg.",
-    )
-    parser.add_argument("--write-conf", metavar="PATH", required=True, help="where to write spark-defaults.conf")
-    parser.add_argument("--catalog-uri", help=f"pyiceberg SQL URI or SQLite path (default <repo>/{DEMO_CATALOG})")
-    parser.add_argument("--warehouse", help=f"warehouse path or URI (default <repo>/{DEMO_WAREHOUSE})")
-    parser.add_argument("--name", default="lake", help="catalog name, the same in Spark and pyiceberg (default lake)")
-    parser.add_argument("--template", help=f"template to render (default <repo>/{TEMPLATE_RELPATH})")
-    parser.add_argument(
-        "--no-init-catalog", action="store_true", help="do not create the SQLite catalog database with pyiceberg"
-    )
-    args = parser.parse_args(argv)
-    try:
-        written = write_spark_defaults(
-            args.write_conf,
-            args.catalog_uri,
-            args.warehouse,
-            name=args.name,
-            template=args.template,
-            init_catalog=not args.no_init_catalog,
-        )
-    except CatalogConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    conf = parse_spark_defaults(written.read_text(encoding="utf-8"))
-    print(f"wrote {written}")
-    print(f"  catalog   {args.name}: {conf.get(f'spark.sql.catalog.{args.name}.uri')}")
-    print(f"  warehouse {conf.get(f'spark.sql.catalog.{args.name}.warehouse')}")
-    if "spark.jars.packages" in conf:
-        print(f"  from Maven: {conf['spark.jars.packages']} (needs network access to Maven Central)")
-    print(f"run: spark-sql --properties-file {written}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Engine commands: ``spark-conf`` (render spark-defaults.conf) and ``duckdb`` (DuckDB SQL for a cut)."""
+
+from __future__ import annotations
+
+import click
+
+from consistent_catalog.cli.output import Context, command_errors
+from consistent_catalog.resolver import DEFAULT_LEVEL, LEVELS
+
+
+@click.command("spark-conf")
+@click.option("--write", "path", type=click.Path(dir_okay=False), default=None,
+              help="write the rendered file here (default: print it)")
+@click.option("--catalog-uri", default=None,
+              help="pyiceberg SQL URI or SQLite path (default: <repo>/.demo/catalog.db)")
+@click.option("--warehouse", default=None, help="warehouse path or URI (default: <repo>/.demo/warehouse)")
+@click.option("--name", default="lake", show_default=True, help="catalog name, the same in Spark and pyiceberg")
+@click.option("--template", default=None, help="template to render (default: <repo>/spark-conf/spark-defaults.conf.template)")
+@click.option("--no-init-catalog", is_flag=True, help="do not create the SQLite catalog database with pyiceberg")
+@click.pass_obj
+@command_errors
+def spark_conf(ctx: Context, path: str | None, catalog_uri: str | None, warehouse: str | None, name: str,
+               template: str | None, no_init_catalog: bool) -> None:
+    """Render spark-defaults.conf for an Iceberg catalog shared by Spark and pyiceberg.
+
+    Stock shells use it directly: spark-sql --properties-file PATH.
+
+    \b
+    Example:
+      consistent-catalog spark-conf --write spark-conf/spark-defaults.conf
+      consistent-catalog spark-conf --catalog-uri postgresql+psycopg2://u:p@127.0.0.1/cat --warehouse s3://bucket/wh
+    """
+    import tempfile
+    from pathlib import Path
+
+    from consistent_catalog.spark.session import parse_spark_defaults, write_spark_defaults
+
+    if path is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            written = write_spark_defaults(Path(tmp) / "spark-defaults.conf", catalog_uri, warehouse, name=name,
+                                           template=template, init_catalog=not no_init_catalog)
+            click.echo(written.read_text(encoding="utf-8"), nl=False)
+        return
+    written = write_spark_defaults(path, catalog_uri, warehouse, name=name, template=template,
+                                   init_catalog=not no_init_catalog)
+    conf = parse_spark_defaults(written.read_text(encoding="utf-8"))
+    click.echo(f"wrote {written}")
+    click.echo(f"  catalog   {name}: {conf.get(f'spark.sql.catalog.{name}.uri')}")
+    click.echo(f"  warehouse {conf.get(f'spark.sql.catalog.{name}.warehouse')}")
+    if "spark.jars.packages" in conf:
+        click.echo(f"  from Maven: {conf['spark.jars.packages']} (needs network access to Maven Central)")
+    click.echo(f"run: spark-sql --properties-file {written}")
+
+
+@click.command("duckdb")
+@click.argument("tables", nargs=-1, required=True)
+@click.option("--level", "-l", type=click.Choice(LEVELS), default=DEFAULT_LEVEL, show_default=True,
+              help="isolation level of the cut")
+@click.option("--as-of", "as_of", default=None, help="read the cut at or before this barrier (ms) or ISO-8601 time")
+@click.option("--with-secret", is_flag=True, help="include the S3 secret (it holds the keys!)")
+@click.pass_obj
+@command_errors
+def duckdb(ctx: Context, tables: tuple[str, ...], level: str, as_of: str | None, with_secret: bool) -> None:
+    """Print DuckDB SQL that pins one view per table of TABLES at a consistent cut.
+
+    \b
+    Example:
+      consistent-catalog --catalog lake duckdb demo.words demo.word_counts > cut.sql
+      duckdb -c "LOAD iceberg; .read cut.sql"
+    """
+    from consistent_catalog.duckdb_reader import cut_statements, duckdb_s3_secret
+
+    cc = ctx.catalog
+    cut = cc.resolve(tables, level=level, as_of=as_of)
+    secret = duckdb_s3_secret(cc.catalog.properties) if with_secret else None
+    click.echo("\n".join(cut_statements(cc, cut, secret=secret)))
+
+
+COMMANDS = (spark_conf, duckdb)

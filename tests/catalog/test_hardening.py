@@ -1,0 +1,227 @@
+"""What broke when the project was tried as a new user would (issue #10), on real catalogs.
+
+Every expectation is checked against the table metadata or rows read with plain pyiceberg, never
+against the library's own report of what it did.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+
+from consistent_catalog import (
+    ConsistentCatalog,
+    FencedError,
+    InvalidBarrierError,
+    InvalidInputError,
+    NoWatermarkError,
+    UntrackedWriteError,
+)
+from consistent_catalog import properties as P
+from consistent_catalog.demo import count_words, histogram
+from consistent_catalog.util.time import now_ms
+from tests.harness.catalogue import refused, snapshot_of
+from tests.harness.lake import COUNTS_SCHEMA, words
+
+WORDS, COUNTS, HIST = "demo.words", "demo.word_counts", "demo.count_histogram"
+
+
+def rows(catalog, name: str, snapshot_id: int | None = None) -> list[dict]:
+    table = catalog.load_table(name)
+    if snapshot_id is None and table.metadata.current_snapshot_id is None:
+        return []
+    return table.scan(snapshot_id=snapshot_id).to_arrow().to_pylist()
+
+
+@pytest.fixture
+def pipeline(cc, flip_tables):
+    """Words ingested at two barriers; word-count and count-histogram caught up; jobs released."""
+    cc.ingest(WORDS, words("a", "b", "a"), barrier=1_000)
+    cc.ingest(WORDS, words("c"), barrier=2_000)
+    for name, source, sink, transform in (("word-count", WORDS, COUNTS, count_words),
+                                          ("count-histogram", COUNTS, HIST, histogram)):
+        with cc.job(name, sources=[source], sinks=[sink], transform=transform, mode="overwrite") as job:
+            job.run_until_caught_up()
+    return cc
+
+
+# --- item 2: exactly-once roots -------------------------------------------------------------------
+def test_an_ingest_key_lands_once(cc, catalog, flip_tables) -> None:
+    first = cc.ingest(WORDS, words("a", "b"), key="batch-1", barrier=1_000)
+    again = cc.ingest(WORDS, words("a", "b"), key="batch-1", barrier=1_000)
+    other = cc.ingest(WORDS, words("c"), key="batch-2", barrier=2_000)
+    assert (first.skipped, again.skipped, other.skipped) == (False, True, False)
+    assert again.snapshot_id == first.snapshot_id
+    table = catalog.load_table(WORDS)
+    assert len(table.metadata.snapshots) == 2
+    assert sorted(r["word"] for r in rows(catalog, WORDS)) == ["a", "b", "c"]
+    keys = [s.summary.additional_properties.get(P.INGEST_KEY) for s in table.metadata.snapshots]
+    assert sorted(keys) == ["batch-1", "batch-2"]
+
+
+def test_concurrent_ingests_of_one_key_land_once(catalog, flip_tables, tmp_path) -> None:
+    """Two writers (each its own catalog connection) ingest the same keys at the same moment."""
+    writers = [ConsistentCatalog(catalog), ConsistentCatalog(type(catalog)("lake", **catalog.properties))]
+    rounds = 6
+    results: list[list] = [[], []]
+
+    def ingest(index: int, start: threading.Barrier) -> None:
+        for round_ in range(rounds):
+            start.wait()
+            batch = words(*(f"r{round_}-{i}" for i in range(5)))
+            results[index].append(writers[index].ingest(WORDS, batch, key=f"round-{round_}"))
+
+    start = threading.Barrier(2)
+    threads = [threading.Thread(target=ingest, args=(i, start)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    found = Counter(r["word"] for r in rows(catalog, WORDS))
+    assert len(found) == rounds * 5 and set(found.values()) == {1}, found
+    for round_ in range(rounds):  # exactly one of the two landed it, the other was told it was done
+        assert sorted([results[0][round_].skipped, results[1][round_].skipped]) == [False, True]
+
+
+def test_a_key_is_refused_when_empty(cc, catalog, flip_tables) -> None:
+    refused(catalog, InvalidInputError, "ingest key", lambda: cc.ingest(WORDS, words("a"), key=" "))
+
+
+# --- item 3: a foreign write makes a table untracked from that snapshot on -----------------------
+def test_a_foreign_write_is_recoverable(pipeline, catalog) -> None:
+    cc = pipeline
+    before = cc.resolve([WORDS, COUNTS, HIST])
+    catalog.load_table(COUNTS).append(pa.table({"word": ["zzz"], "cnt": [7]}, schema=COUNTS_SCHEMA))
+    foreign = catalog.load_table(COUNTS).metadata.current_snapshot_id
+
+    with pytest.raises(UntrackedWriteError) as raised:  # the latest cut names the table and the snapshot
+        cc.resolve([WORDS, COUNTS, HIST])
+    assert COUNTS in str(raised.value) and str(foreign) in str(raised.value) and "revise" in str(raised.value)
+    historical = cc.resolve([WORDS, COUNTS, HIST], as_of=before.barrier)  # cuts before it still resolve
+    assert historical.snapshot_ids == before.snapshot_ids
+    assert cc.resolve([WORDS], level="read-uncommitted")[WORDS].snapshot_id is not None
+    assert cc.resolve([COUNTS], level="read-uncommitted")[COUNTS].snapshot_id == foreign
+    status = {s.table: s for s in cc.status([WORDS, COUNTS, HIST])}
+    assert status[COUNTS].untracked_since == foreign and status[WORDS].untracked_since is None
+
+    with cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite") as job:
+        cc.ingest(WORDS, words("d"), barrier=3_000)
+        with pytest.raises(UntrackedWriteError):  # never published on top of the foreign rows
+            job.run_epoch()
+        assert catalog.load_table(COUNTS).metadata.current_snapshot_id == foreign
+
+        cc.revise(COUNTS, before.barrier)  # the documented way out
+        assert catalog.load_table(COUNTS).metadata.current_snapshot_id == before[COUNTS].snapshot_id
+        job.run_until_caught_up()
+    counts = {r["word"]: r["cnt"] for r in rows(catalog, COUNTS)}
+    assert counts == dict(Counter(r["word"] for r in rows(catalog, WORDS))) and "zzz" not in counts
+
+
+# --- item 4: watermarks are guarded ----------------------------------------------------------------
+def test_a_watermark_in_the_future_is_refused_unless_insisted(pipeline, catalog) -> None:
+    cc = pipeline
+    refused(catalog, InvalidBarrierError, "in the future", lambda: cc.advance_watermark(WORDS, "2030-01-01T00:00:00Z"))
+    refused(catalog, InvalidBarrierError, "in the future",
+            lambda: cc.ingest(WORDS, words("x"), barrier=now_ms() + 3_600_000))
+    refused(catalog, InvalidBarrierError, "never moves back", lambda: cc.advance_watermark(WORDS, 1_500))
+    before = snapshot_of(catalog)
+    assert cc.advance_watermark(WORDS, 2_000) == 2_000  # the same barrier again: a no-op
+    assert snapshot_of(catalog) == before
+    soon = now_ms() + 60_000  # within the default clock-skew allowance
+    assert cc.advance_watermark(WORDS, soon) == soon
+    far = now_ms() + 10 * 86_400_000
+    assert cc.advance_watermark(WORDS, far, allow_future=True) == far
+    assert catalog.load_table(WORDS).metadata.properties[P.WATERMARK] == str(far)
+
+
+# --- item 5: barriers that cannot be meant ---------------------------------------------------------
+def test_an_as_of_in_seconds_is_refused(cc, catalog, flip_tables) -> None:
+    cc.ingest(WORDS, words("a"))  # barriers at the current time, as in a real pipeline
+    with cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite") as job:
+        job.run_until_caught_up()
+    seconds = now_ms() // 1000
+    refused(catalog, InvalidBarrierError, "milliseconds", lambda: cc.resolve([WORDS, COUNTS], as_of=seconds))
+    refused(catalog, InvalidBarrierError, "before the first barrier", lambda: cc.pins.pin([WORDS, COUNTS], as_of=5))
+    assert all(not ref.startswith(P.TAG_PREFIX) for ref in catalog.load_table(WORDS).metadata.refs)
+
+
+# --- item 6: a revise that changes nothing commits nothing -----------------------------------------
+def test_a_revise_to_a_later_barrier_changes_nothing(pipeline, catalog) -> None:
+    cc = pipeline
+    before = snapshot_of(catalog)
+    result = cc.revise(WORDS, now_ms() + 365 * 86_400_000)
+    assert {s.action for s in result.steps} == {"unchanged"}
+    assert snapshot_of(catalog) == before  # no commit at all: metadata locations unchanged
+    assert all(P.REVISION not in catalog.load_table(t).metadata.properties for t in (WORDS, COUNTS, HIST))
+
+
+# --- item 13: a zombie in overwrite mode is fenced out with FencedError -------------------------
+def test_a_frozen_overwrite_zombie_gets_fenced_error(cc, catalog, flip_tables) -> None:
+    cc.ingest(WORDS, words("a", "b"), barrier=1_000)
+    zombie = cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite")
+    zombie.register()
+    successor = cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite",
+                       takeover=True)
+    prepare = zombie.prepare_staged_branch
+
+    def frozen(sink: str):
+        table = prepare(sink)  # the zombie passed its ownership check and is about to write...
+        cc.ingest(WORDS, words("c"), barrier=2_000)
+        successor.register()  # ...when a successor takes over and publishes
+        successor.run_until_caught_up()
+        return table
+
+    zombie.prepare_staged_branch = frozen  # type: ignore[method-assign]
+    with pytest.raises(FencedError):
+        zombie.run_epoch()
+    assert {r["word"]: r["cnt"] for r in rows(catalog, COUNTS)} == {"a": 1, "b": 1, "c": 1}
+    successor.unregister()
+
+
+# --- item 14: empty reads carry the table's own Arrow types --------------------------------------
+def test_an_empty_and_a_non_empty_source_union(cc, catalog) -> None:
+    for name in ("demo.left", "demo.right"):
+        catalog.create_table(name, schema=words().schema)
+    catalog.create_table("demo.both", schema=words().schema)
+    cc.ingest("demo.left", words("a", "b"), barrier=1_000)
+    cc.advance_watermark("demo.right", 1_000)  # complete, and empty
+
+    def union(ctx):
+        return pa.concat_tables([ctx.read("demo.left"), ctx.read("demo.right"), ctx.read_increment("demo.right")])
+
+    with cc.job("union", sources=["demo.left", "demo.right"], sinks=["demo.both"], transform=union) as job:
+        job.run_until_caught_up()
+    assert sorted(r["word"] for r in rows(catalog, "demo.both")) == ["a", "b"]
+    read = cc.read(["demo.left", "demo.right"])
+    assert pa.concat_tables([read.to_arrow("demo.left"), read.to_arrow("demo.right")]).num_rows == 2
+
+
+# --- item 15: who holds a table back, and idle sources ---------------------------------------------
+def test_no_watermark_names_the_job_that_holds_a_derived_table_back(cc, catalog, flip_tables) -> None:
+    cc.ingest(WORDS, words("a"), barrier=1_000)
+    cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite").register()
+    cc.job("count-histogram", sources=[COUNTS], sinks=[HIST], transform=histogram, mode="overwrite").register()
+    with pytest.raises(NoWatermarkError) as raised:
+        cc.resolve([WORDS, COUNTS])
+    message = str(raised.value)
+    assert "word-count" in message and "ingest into it" not in message
+    with pytest.raises(NoWatermarkError, match=f"its source {COUNTS} has none"):
+        cc.resolve([HIST])
+
+
+def test_an_idle_root_keeps_the_dag_moving(cc, catalog, flip_tables) -> None:
+    cc.ingest(WORDS, words("a"), barrier=1_000)
+    with cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite") as job:
+        job.run_until_caught_up()
+        stalled = cc.resolve([COUNTS]).barrier
+        assert stalled == 1_000
+        cc.set_idle(WORDS, "1m")
+        started = now_ms()
+        job.run_until_caught_up()  # the job advances its idle root before planning
+    watermark = int(catalog.load_table(WORDS).metadata.properties[P.WATERMARK])
+    assert started - 60_000 - 5_000 <= watermark <= now_ms() - 60_000
+    assert cc.resolve([COUNTS]).barrier == watermark
+    refused(catalog, InvalidInputError, "only root tables", lambda: cc.set_idle(COUNTS, "1m"))

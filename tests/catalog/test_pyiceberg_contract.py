@@ -1,0 +1,159 @@
+"""Contract test of ``consistent_catalog._pyiceberg``: every pyiceberg internal we rely on, asserted.
+
+pyiceberg is pinned to a minor range; an upgrade that changes one of these behaviours fails here,
+by name, instead of somewhere deep in an epoch.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID, RemoveSnapshotsUpdate
+
+from consistent_catalog import _pyiceberg
+from consistent_catalog.commit import fence
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "consistent_catalog"
+SCHEMA = pa.schema([pa.field("word", pa.string())])
+
+
+@pytest.fixture
+def table(tmp_path: Path):
+    (tmp_path / "warehouse").mkdir()
+    catalog = SqlCatalog("lake", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/warehouse")
+    catalog.create_namespace("demo")
+    created = catalog.create_table("demo.words", schema=SCHEMA)
+    yield created
+    catalog.engine.dispose()
+
+
+def rows(words: list[str]) -> pa.Table:
+    return pa.table({"word": words}, schema=SCHEMA)
+
+
+def avro_files(table) -> set[Path]:
+    """Manifests and manifest lists."""
+    return set((Path(table.metadata.location.removeprefix("file://")) / "metadata").glob("*.avro"))
+
+
+def test_summary_fast_path_equals_the_public_properties(table) -> None:
+    table.append(rows(["a"]), snapshot_properties={"consistent.barrier": "100"})
+    table.overwrite(rows(["b", "c"]), snapshot_properties={"consistent.barrier": "200", "x": "y"})
+    table.refresh()
+    assert len(table.metadata.snapshots) >= 2
+    for snapshot in table.metadata.snapshots:
+        operation, properties = _pyiceberg.summary_parts(snapshot.summary)
+        assert operation == snapshot.summary.operation.value
+        assert dict(properties) == dict(snapshot.summary.additional_properties)
+    assert {_pyiceberg.summary_parts(s.summary)[1].get("consistent.barrier") for s in table.metadata.snapshots} >= {"100", "200"}
+
+
+def test_stage_keeps_only_the_first_requirement_of_a_type(table) -> None:
+    """The pyiceberg trap ``commit_transaction_once`` avoids: ``_stage`` drops a second requirement of one type."""
+    table.append(rows(["a"]))
+    head = table.metadata.current_snapshot_id
+    tx = table.transaction()
+    tx._stage((), (AssertRefSnapshotId(ref="main", snapshot_id=head),))
+    tx._stage((), (AssertRefSnapshotId(ref="consistent-staged", snapshot_id=None),))
+    assert [r.ref for r in tx._requirements if isinstance(r, AssertRefSnapshotId)] == ["main"]
+
+
+def test_commit_once_sends_exactly_the_intended_requirements(table, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[tuple] = []
+    original = table.catalog.commit_table
+
+    def spy(tbl, requirements, updates):
+        sent.append(tuple(requirements))
+        return original(tbl, requirements, updates)
+
+    monkeypatch.setattr(table.catalog, "commit_table", spy)
+    tx = table.transaction()
+    tx.append(rows(["a", "b"]))
+    extra = fence({"consistent.job": None})
+    intended = _pyiceberg.transaction_requirements(tx, (extra,))
+    assert _pyiceberg.commit_transaction_once(tx, (extra,)) is True
+    assert sent == [intended]
+    kinds = [type(r).__name__ for r in sent[0]]
+    assert kinds.count("AssertConsistentState") == 1 and kinds[-1] == AssertTableUUID.__name__
+    assert any(isinstance(r, AssertRefSnapshotId) and r.ref == "main" for r in sent[0])  # the writer's own stays
+    table.refresh()
+    assert table.scan().to_arrow().num_rows == 2
+
+
+def test_a_failed_requirement_is_not_retried_and_its_manifests_are_deleted(table, monkeypatch: pytest.MonkeyPatch) -> None:
+    with table.transaction() as tx:  # pyiceberg's own retry path would try 4 more times
+        tx.set_properties({"commit.retry.num-retries": "4"})
+    table.append(rows(["a"]))
+    before = avro_files(table)
+    calls = 0
+    original = table.catalog.commit_table
+
+    def counting(tbl, requirements, updates):
+        nonlocal calls
+        calls += 1
+        return original(tbl, requirements, updates)
+
+    monkeypatch.setattr(table.catalog, "commit_table", counting)
+    tx = table.transaction()
+    tx.overwrite(rows(["z"]))
+    with pytest.raises(CommitFailedException, match="consistent-catalog fence"):
+        _pyiceberg.commit_transaction_once(tx, (fence({"consistent.job": "someone-else"}),))
+    assert calls == 1
+    assert avro_files(table) == before  # data files are left to the orphan-file sweep, as after any failed commit
+    table.refresh()
+    assert table.scan().to_arrow()["word"].to_pylist() == ["a"]
+
+
+def test_nothing_to_commit_commits_nothing(table) -> None:
+    tx = table.transaction()
+    assert _pyiceberg.commit_transaction_once(tx, (fence({}),)) is False
+    table.refresh()
+    assert table.metadata.snapshots == []
+
+
+def test_remove_snapshots_keeping_parents_keeps_the_dangling_parent_id(table) -> None:
+    for word in "abc":
+        table.append(rows([word]))
+    table.refresh()
+    first, second, third = (s.snapshot_id for s in table.metadata.snapshots)
+    table.catalog.commit_table(table, (), (_pyiceberg.remove_snapshots_keeping_parents([first]),))
+    table.refresh()
+    assert [s.snapshot_id for s in table.metadata.snapshots] == [second, third]
+    assert table.metadata.snapshot_by_id(second).parent_snapshot_id == first  # Java's behaviour, not pyiceberg's
+    # ... which is why we need it: pyiceberg's own update nulls the parent of the oldest survivor
+    table.catalog.commit_table(table, (), (RemoveSnapshotsUpdate(snapshot_ids=[second]),))
+    table.refresh()
+    assert table.metadata.snapshot_by_id(third).parent_snapshot_id is None
+
+
+def test_nothing_is_registered_at_import() -> None:
+    code = (
+        "import consistent_catalog, consistent_catalog.retention\n"
+        "from pyiceberg.table.update import _apply_table_update\n"
+        "from consistent_catalog._pyiceberg import RemoveSnapshotsKeepingParents\n"
+        "print(RemoveSnapshotsKeepingParents in _apply_table_update.registry)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"
+
+
+#: pyiceberg (and pydantic/Enum) internals: allowed in _pyiceberg.py only.
+INTERNALS = re.compile(r"__pydantic_private__|_apply_table_update|\._value_\b|\btx\._|\._snapshot_producers|\._stage\(|\._apply\(")
+
+
+def test_no_other_module_touches_pyiceberg_internals() -> None:
+    offenders = [
+        f"{path.relative_to(SRC)}:{number}: {line.strip()}"
+        for path in sorted(SRC.rglob("*.py"))
+        if path.name != "_pyiceberg.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if INTERNALS.search(line)
+    ]
+    assert offenders == []

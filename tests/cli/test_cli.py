@@ -1,0 +1,195 @@
+"""The installed ``consistent-catalog`` command: JSON contract, help texts, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from consistent_catalog import ConsistentCatalog, EpochContext
+from consistent_catalog import properties as P
+from consistent_catalog.cli.main import cli
+from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA, sqlite_catalog
+
+EXE = str(Path(sys.executable).parent / "consistent-catalog")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    """A catalog with words -> word_counts, one published epoch, and one more root snapshot."""
+    directory = tmp_path_factory.mktemp("cli")
+    catalog = sqlite_catalog(directory)
+    catalog.create_namespace("demo")
+    catalog.create_table("demo.words", schema=WORDS_SCHEMA)
+    catalog.create_table("demo.word_counts", schema=COUNTS_SCHEMA)
+    cc = ConsistentCatalog(catalog)
+    cc.ingest("demo.words", pa.table({"word": ["a", "b", "a"]}, schema=WORDS_SCHEMA), barrier=1_700_000_000_000)
+
+    def count(ctx: EpochContext) -> pa.Table:
+        return ctx.read("demo.words").group_by("word").aggregate([("word", "count")]).rename_columns(["word", "cnt"])
+
+    job = cc.job("word-count", sources=["demo.words"], sinks=["demo.word_counts"], transform=count, mode="overwrite")
+    job.register()
+    job.run_epoch()
+    cc.ingest("demo.words", pa.table({"word": ["c"]}, schema=WORDS_SCHEMA), barrier=1_700_000_001_000)
+    env = dict(os.environ)
+    env["PYICEBERG_CATALOG__LAKE__URI"] = f"sqlite:///{directory}/catalog.db"
+    env["PYICEBERG_CATALOG__LAKE__WAREHOUSE"] = f"file://{directory}/warehouse"
+    return catalog, env, directory
+
+
+def run(env, *args, check=True):
+    proc = subprocess.run([EXE, *args], env=env, capture_output=True, text=True, timeout=120)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_resolve_prints_exactly_the_spec_json(lake):
+    catalog, env, _ = lake
+    out = json.loads(run(env, "--catalog", "lake", "resolve", "demo.words", "demo.word_counts", "--output", "json").stdout)
+    assert set(out) == {"level", "barrier", "tables"}
+    assert out["level"] == "repeatable-read" and out["barrier"] == 1_700_000_000_000
+    assert set(out["tables"]) == {"demo.words", "demo.word_counts"}
+    for entry in out["tables"].values():
+        assert set(entry) == {"snapshot_id", "barrier"}
+    first_words = catalog.load_table("demo.words").snapshots()[0].snapshot_id
+    counts_head = catalog.load_table("demo.word_counts").metadata.snapshot_by_name("main").snapshot_id
+    assert out["tables"]["demo.words"] == {"snapshot_id": first_words, "barrier": 1_700_000_000_000}
+    assert out["tables"]["demo.word_counts"]["snapshot_id"] == counts_head
+
+
+def test_resolve_levels_and_as_of(lake):
+    catalog, env, _ = lake
+    ru = json.loads(run(env, "-c", "lake", "-o", "json", "resolve", "demo.words", "--level", "read-uncommitted").stdout)
+    assert ru["barrier"] is None
+    assert ru["tables"]["demo.words"]["snapshot_id"] == catalog.load_table("demo.words").metadata.current_snapshot_id
+    old = json.loads(run(env, "-c", "lake", "resolve", "demo.words", "--as-of", "2023-11-14T22:13:20.500Z", "-o", "json").stdout)
+    assert old["barrier"] == 1_700_000_000_500
+    assert old["tables"]["demo.words"]["snapshot_id"] == catalog.load_table("demo.words").snapshots()[0].snapshot_id
+    before = run(env, "-c", "lake", "resolve", "demo.words", "--as-of", "2000-01-01T00:00:00Z", check=False)
+    assert before.returncode == 1 and "before the first barrier" in before.stderr  # protocol §4.4: holds nothing
+    seconds = run(env, "-c", "lake", "resolve", "demo.words", "--as-of", "1700000000", check=False)
+    assert seconds.returncode == 1 and "1700000000000" in seconds.stderr  # the value it would have in ms
+
+
+def test_resolve_sql_output_is_runnable_text(lake):
+    catalog, env, _ = lake
+    out = run(env, "-c", "lake", "resolve", "demo.words", "demo.word_counts", "--sql").stdout
+    first = catalog.load_table("demo.words").snapshots()[0].snapshot_id
+    assert f"CREATE OR REPLACE TEMPORARY VIEW `words` AS SELECT * FROM `lake`.`demo`.`words` VERSION AS OF {first};" in out
+    assert "-- repeatable-read cut at barrier 1700000000000" in out
+
+
+def test_status_lineage_history_json(lake):
+    catalog, env, _ = lake
+    status = json.loads(run(env, "-c", "lake", "-o", "json", "status").stdout)
+    by_table = {row["table"]: row for row in status}
+    assert set(by_table) == {"demo.words", "demo.word_counts"}
+    assert by_table["demo.word_counts"]["job"] == "word-count" and by_table["demo.word_counts"]["lease"] == "live"
+    assert by_table["demo.words"]["watermark"] == 1_700_000_001_000
+    assert by_table["demo.word_counts"]["own_delay_ms"] == 1_000
+
+    lineage = json.loads(run(env, "-c", "lake", "lineage", "-o", "json").stdout)
+    assert lineage["edges"] == [{"source": "demo.words", "sink": "demo.word_counts"}]
+    assert lineage["jobs"] == [{"job": "word-count", "sources": ["demo.words"], "sinks": ["demo.word_counts"]}]
+
+    history = json.loads(run(env, "-c", "lake", "history", "demo.word_counts", "-o", "json", "--limit", "0").stdout)
+    snapshots = catalog.load_table("demo.word_counts").metadata.snapshots
+    assert len(history) == len(snapshots)
+    tagged = {s.snapshot_id: s.summary.get(P.BARRIER) for s in snapshots}
+    for entry in history:
+        assert (str(entry["raw_barrier"]) if entry["raw_barrier"] is not None else None) == tagged[entry["snapshot_id"]]
+
+
+def test_text_output_is_a_table(lake):
+    _, env, _ = lake
+    out = run(env, "-c", "lake", "status").stdout
+    assert "demo.word_counts" in out and "word-count" in out and "┃" in out
+
+
+def test_advance_watermark(lake, tmp_path):
+    catalog, env, _ = lake
+    catalog.create_table("demo.idle", schema=WORDS_SCHEMA)
+    out = json.loads(run(env, "-c", "lake", "-o", "json", "advance-watermark", "demo.idle", "1700000005000").stdout)
+    assert out == {"table": "demo.idle", "watermark": 1_700_000_005_000}
+    assert catalog.load_table("demo.idle").metadata.properties[P.WATERMARK] == "1700000005000"
+    back = run(env, "-c", "lake", "advance-watermark", "demo.idle", "5", check=False)
+    assert back.returncode == 1 and "never moves back" in back.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["resolve", "demo.missing"], "demo.missing does not exist"),
+        (["resolve", "demo.words", "--as-of", "last tuesday"], "neither milliseconds"),
+        (["history", "nonamespace"], "namespace.table"),
+        (["--catalog", "nowhere", "status"], "cannot load catalog 'nowhere'"),
+    ],
+)
+def test_errors_are_one_line_without_traceback(lake, args, message):
+    _, env, _ = lake
+    if args[0] != "--catalog":
+        args = ["-c", "lake", *args]
+    proc = run(env, *args, check=False)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_verbose_shows_the_traceback(lake):
+    _, env, _ = lake
+    proc = run(env, "--verbose", "-c", "lake", "resolve", "demo.missing", check=False)
+    assert proc.returncode == 1 and "Traceback" in proc.stderr and "TableNotFoundError" in proc.stderr
+
+
+def test_bad_level_is_a_usage_error(lake):
+    _, env, _ = lake
+    proc = run(env, "-c", "lake", "resolve", "demo.words", "--level", "serializable", check=False)
+    assert proc.returncode == 2 and "serializable" in proc.stderr
+
+
+def test_catalog_from_pyiceberg_yaml(lake, tmp_path):
+    _, env, directory = lake
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".pyiceberg.yaml").write_text(
+        f"catalog:\n  lake:\n    uri: sqlite:///{directory}/catalog.db\n    warehouse: file://{directory}/warehouse\n"
+    )
+    clean = {k: v for k, v in env.items() if not k.startswith("PYICEBERG_")}
+    clean["PYICEBERG_HOME"] = str(home)
+    out = json.loads(run(clean, "--catalog", "lake", "resolve", "demo.words", "-o", "json").stdout)
+    assert out["barrier"] == 1_700_000_001_000
+
+
+@pytest.mark.slow  # one interpreter start per command: 6-15 s
+def test_every_command_has_help_with_an_example(lake):
+    _, env, _ = lake
+    assert cli.commands, "no commands registered"
+    for name in cli.commands:
+        out = run(env, name, "--help").stdout
+        assert "Example" in out and "consistent-catalog" in out, name
+
+
+def test_readme_cli_section_lists_every_command():
+    readme = (ROOT / "README.md").read_text()
+    section = re.split(r"\n#{2,3} ", readme.split("## CLI", 1)[1], maxsplit=1)[0]
+    documented = set(re.findall(r"^consistent-catalog (?:\[[^\]]*\] )*([a-z-]+)", section, flags=re.M))
+    assert documented == set(cli.commands)
+
+
+def test_history_by_epoch_json(lake):
+    catalog, env, _ = lake
+    epochs = json.loads(run(env, "-c", "lake", "history", "demo.word_counts", "--epochs", "-o", "json").stdout)
+    assert [e["barrier"] for e in epochs] == [1_700_000_000_000]
+    head = catalog.load_table("demo.word_counts").metadata.snapshot_by_name("main")
+    assert epochs[0]["snapshot_ids"][-1] == head.snapshot_id and epochs[0]["added_records"] == 2
+    assert epochs[0]["published_at_ms"] >= epochs[0]["staged_at_ms"]
