@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Compile the small JVM helpers under jvm/<module>/src/main/java (e.g. the test REST catalog server)
+# into build/jvm/<module>/classes with plain javac against jars already on this machine:
+#   - the Iceberg Spark runtime jar from the PyPI package snowpark-connect-deps-iceberg
+#     ($CONSISTENT_ICEBERG_JAR overrides, as in consistent_catalog.spark.session),
+#   - pyspark's jars (Hadoop, slf4j/log4j for the runtime),
+#   - Debian's JDBC drivers in /usr/share/java ($CONSISTENT_JDBC_JARS, colon-separated, overrides).
+# No Maven, no jar in git (build/ is git-ignored). Idempotent and silent when nothing changed: a module
+# is rebuilt only when a file under its src/ is newer than its last build, or the classpath or javac
+# changed. Next to the classes it writes `classpath` (the runtime classpath without the classes dir)
+# and `java` (the java binary matching the javac used), which tests/harness/rest_server.py reads.
+# Usage: build_jvm.sh [MODULE...]  (default: every module; a module that fails to compile keeps its
+# previous build, the others are still built, and the script exits 1 naming the failures).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD=build/jvm
+
+die() { echo "build_jvm: $*" >&2; exit 1; }
+
+shopt -s nullglob
+modules=()
+if [ $# -gt 0 ]; then  # `build_jvm.sh rest-server`: only the named modules
+  for module in "$@"; do
+    [ -d "jvm/$module/src/main/java" ] || die "no module jvm/$module/src/main/java"
+    modules+=("$module")
+  done
+else
+  for dir in jvm/*/; do
+    [ -d "${dir}src/main/java" ] && modules+=("$(basename "$dir")")
+  done
+fi
+[ ${#modules[@]} -gt 0 ] || exit 0
+
+# --- javac --------------------------------------------------------------------------------------
+find_javac() {
+  local c
+  for c in "$(command -v javac 2>/dev/null || true)" "${JAVA_HOME:+$JAVA_HOME/bin/javac}" /usr/lib/jvm/*/bin/javac; do
+    [ -n "$c" ] && [ -x "$c" ] && { readlink -f "$c"; return 0; }
+  done
+  return 1
+}
+if ! JAVAC=$(find_javac); then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "build_jvm: installing openjdk-17-jdk-headless with apt-get (javac)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq openjdk-17-jdk-headless >/dev/null
+    JAVAC=$(find_javac) || die "javac still missing after installing openjdk-17-jdk-headless"
+  else
+    die "javac not found; install a JDK: sudo apt-get install -y openjdk-17-jdk-headless"
+  fi
+fi
+JAVA=$(dirname "$JAVAC")/java
+[ -x "$JAVA" ] || die "no java next to $JAVAC"
+
+# --- classpath ----------------------------------------------------------------------------------
+PY=.venv/bin/python
+[ -x "$PY" ] || PY=python3
+locations=$("$PY" - <<'PY'
+import importlib.util
+for name in ("snowpark_connect_deps_iceberg", "pyspark"):
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    print(spec.submodule_search_locations[0] if spec and spec.submodule_search_locations else "")
+PY
+)
+JARS_PKG=$(sed -n 1p <<<"$locations")
+PYSPARK=$(sed -n 2p <<<"$locations")
+
+if [ -n "${CONSISTENT_ICEBERG_JAR:-}" ]; then
+  if [ -d "$CONSISTENT_ICEBERG_JAR" ]; then
+    cands=("$CONSISTENT_ICEBERG_JAR"/iceberg-spark-runtime-3.5_2.12-*.jar)
+    [ ${#cands[@]} -gt 0 ] || die "\$CONSISTENT_ICEBERG_JAR=$CONSISTENT_ICEBERG_JAR has no iceberg-spark-runtime-3.5_2.12-*.jar"
+    ICEBERG_JAR=$(printf '%s\n' "${cands[@]}" | sort | tail -n1)
+  else
+    [ -f "$CONSISTENT_ICEBERG_JAR" ] || die "\$CONSISTENT_ICEBERG_JAR=$CONSISTENT_ICEBERG_JAR does not exist"
+    ICEBERG_JAR=$CONSISTENT_ICEBERG_JAR
+  fi
+else
+  [ -n "$JARS_PKG" ] || die "snowpark_connect_deps_iceberg is not installed (run scripts/setup.sh) and \$CONSISTENT_ICEBERG_JAR is unset"
+  cands=("$JARS_PKG"/jars/iceberg-spark-runtime-3.5_2.12-*.jar)
+  [ ${#cands[@]} -gt 0 ] || die "no iceberg-spark-runtime-3.5_2.12-*.jar in $JARS_PKG/jars"
+  ICEBERG_JAR=$(printf '%s\n' "${cands[@]}" | sort | tail -n1)
+fi
+ICEBERG_JAR=$(readlink -f "$ICEBERG_JAR")
+[ -n "$PYSPARK" ] && [ -d "$PYSPARK/jars" ] || die "pyspark's jars not found (run scripts/setup.sh)"
+
+cp_entries=("$ICEBERG_JAR" "$PYSPARK/jars/*")
+if [ -n "${CONSISTENT_JDBC_JARS+set}" ]; then
+  IFS=: read -r -a jdbc <<<"$CONSISTENT_JDBC_JARS"
+  for jar in "${jdbc[@]}"; do [ -n "$jar" ] && cp_entries+=("$jar"); done
+else
+  for jar in /usr/share/java/sqlite-jdbc.jar /usr/share/java/postgresql.jar; do
+    [ -f "$jar" ] && cp_entries+=("$jar")
+  done
+fi
+CLASSPATH_RT=$(IFS=:; echo "${cp_entries[*]}")
+
+# --- build ----------------------------------------------------------------------------------------
+mkdir -p "$BUILD"
+if command -v flock >/dev/null 2>&1; then  # two test sessions building at once
+  exec 9>"$BUILD/.lock"
+  flock 9
+fi
+
+failed=()
+for module in "${modules[@]}"; do
+  src=jvm/$module/src/main
+  out=$BUILD/$module
+  stamp=$out/.built
+  want="$JAVAC"$'\n'"$CLASSPATH_RT"
+  if [ -f "$stamp" ] && [ -d "$out/classes" ] && [ "$(cat "$stamp")" = "$want" ] \
+     && [ -z "$(find "$src" -newer "$stamp" -print -quit)" ]; then
+    continue  # up to date
+  fi
+  mapfile -t sources < <(find "$src/java" -name '*.java' | sort)
+  [ ${#sources[@]} -gt 0 ] || continue
+  tmp=$(mktemp -d "$BUILD/.$module.XXXXXX")
+  chmod 755 "$tmp"
+  trap 'rm -rf "$tmp"' EXIT
+  if ! "$JAVAC" -nowarn -Xlint:none -proc:none -encoding UTF-8 \
+        -cp "$CLASSPATH_RT" -d "$tmp/classes" "${sources[@]}" >"$tmp/javac.log" 2>&1; then
+    cat "$tmp/javac.log" >&2
+    echo "build_jvm: javac failed for $module (its previous build, if any, is left as it was)" >&2
+    rm -rf "$tmp"
+    trap - EXIT
+    failed+=("$module")
+    continue  # one broken module does not block the others
+  fi
+  [ -d "$src/resources" ] && cp -R "$src/resources/." "$tmp/classes/"
+  printf '%s\n' "$CLASSPATH_RT" >"$tmp/classpath"
+  printf '%s\n' "$JAVA" >"$tmp/java"
+  rm -f "$tmp/javac.log"
+  rm -rf "$out"
+  mv "$tmp" "$out"
+  trap - EXIT
+  printf '%s' "$want" >"$stamp"
+  echo "build_jvm: compiled $module (${#sources[@]} sources) into $out/classes"
+done
+[ ${#failed[@]} -eq 0 ] || die "failed: ${failed[*]}"
