@@ -3,7 +3,9 @@
 Tiers follow the directories: ``unit/`` (pure), ``catalog/`` (real SQLite catalogs), ``cli/`` (the
 installed command) run in ``make test-fast``; every test under ``integration/``, ``spark/`` and
 ``notebooks/`` is marked ``integration``, ``spark`` and ``notebook`` here (see
-``pytest_collection_modifyitems``), and long-running tests carry ``slow`` themselves.
+``pytest_collection_modifyitems``); ``docs/`` (the README's and docs' code blocks, run as processes)
+and ``conformance/`` (the Python and the JVM resolver over one corpus) count as ``integration``.
+Long-running tests carry ``slow`` themselves.
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ from tests.harness.lake import COUNTS_SCHEMA, HIST_SCHEMA, WORDS_SCHEMA, sqlite_
 from tests.harness.servers import MotoS3Server, PostgresServer, postgres_sql_catalog
 
 TESTS = Path(__file__).resolve().parent
-DIRECTORY_MARKS = {"integration": "integration", "spark": "spark", "notebooks": "notebook"}
+DIRECTORY_MARKS = {
+    "integration": "integration",
+    "spark": "spark",
+    "notebooks": "notebook",
+    "docs": "integration",
+    "conformance": "integration",
+}
 """First directory under tests/ -> the marker every test in it gets."""
 
 

@@ -33,6 +33,8 @@ from consistent_catalog.cli.main import cli
 from consistent_catalog.exceptions import OwnershipError
 from consistent_catalog.util.time import fmt_barrier, fmt_ms
 
+pytestmark = pytest.mark.slow  # 15 runs of the installed command in a pseudo-terminal (part of make test)
+
 EXE = str(Path(sys.executable).parent / "consistent-catalog")
 TABLES = ["demo.words", "demo.word_counts", "demo.count_histogram"]
 WIDTHS = (80, 100, 120)
