@@ -140,4 +140,13 @@ for module in "${modules[@]}"; do
   printf '%s' "$want" >"$stamp"
   echo "build_jvm: compiled $module (${#sources[@]} sources) into $out/classes"
 done
+# A jar per module (spark.jars takes jars, and the Spark plugin must load beside the Iceberg runtime jar).
+JAR_TOOL=$(dirname "$JAVAC")/jar
+for module in "${modules[@]}"; do
+  out=$BUILD/$module
+  [ -f "$out/.built" ] && [ -d "$out/classes" ] || continue
+  if [ ! -f "$BUILD/$module.jar" ] || [ "$out/.built" -nt "$BUILD/$module.jar" ]; then
+    "$JAR_TOOL" cf "$BUILD/$module.jar.tmp" -C "$out/classes" . && mv "$BUILD/$module.jar.tmp" "$BUILD/$module.jar"
+  fi
+done
 [ ${#failed[@]} -eq 0 ] || die "failed: ${failed[*]}"

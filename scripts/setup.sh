@@ -54,7 +54,11 @@ if [ "$have" != "$hash $extra" ] && [ "$have" != "$hash dev" ]; then
   echo "$hash $extra" > $STAMP
 fi
 
-# spark-conf/spark-defaults.conf with this machine's jar paths (the runtime jar comes from PyPI).
+# The JVM pieces (the Spark catalog plugin, the tests' REST catalog), compiled with javac into build/jvm.
+bash scripts/build_jvm.sh
+
+# spark-conf/spark-defaults.conf with this machine's jar paths (the runtime jar comes from PyPI; the
+# consistent catalog's plugin jar from build/jvm).
 $VENV/bin/consistent-catalog spark-conf --write spark-conf/spark-defaults.conf >/dev/null
 
 # Spark's S3A (hadoop-aws 3.3.1 + AWS SDK bundle 1.11.901, matching pyspark's Hadoop 3.3.4 closely enough):
@@ -81,4 +85,3 @@ if wanted:
 PY
   rm -rf build/sdist
 fi
-bash scripts/build_jvm.sh

@@ -160,8 +160,16 @@ def test_rendered_spark_defaults_has_jars_and_catalog(tmp_path: Path) -> None:
     assert "/usr/share/java/sqlite-jdbc.jar" in jars or os.environ.get("CONSISTENT_JDBC_JARS")
     assert all(Path(j).is_file() for j in jars)
     assert "spark.jars.packages" not in conf  # everything is local
-    assert conf["spark.sql.extensions"] == "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+    assert conf["spark.sql.extensions"].split(",") == [
+        "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "io.consistentcatalog.spark.ConsistentSqlExtensions",  # the consistent catalog's CALL parser
+    ]
     assert conf["spark.sql.catalog.lake"] == "org.apache.iceberg.spark.SparkCatalog"
+    # the consistent catalog over the same catalog database, with its jar (built by make setup)
+    assert conf["spark.sql.catalog.lake_consistent"] == "io.consistentcatalog.spark.ConsistentSparkCatalog"
+    assert conf["spark.sql.catalog.lake_consistent.uri"] == f"jdbc:sqlite:{catalog_db}"
+    assert conf["spark.sql.catalog.lake_consistent.plain-catalog"] == "lake"
+    assert any(Path(j).name == "spark-plugin.jar" for j in jars)
     assert conf["spark.sql.catalog.lake.type"] == "jdbc"
     assert conf["spark.sql.catalog.lake.uri"] == f"jdbc:sqlite:{catalog_db}"
     assert conf["spark.sql.catalog.lake.warehouse"] == f"file://{warehouse}"

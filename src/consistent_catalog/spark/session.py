@@ -52,6 +52,13 @@ DEFAULT_JDBC_JARS = ("/usr/share/java/sqlite-jdbc.jar", "/usr/share/java/postgre
 JDBC_DRIVER_PACKAGES = {"sqlite": "org.xerial:sqlite-jdbc:3.46.1.3", "postgresql": "org.postgresql:postgresql:42.7.4"}
 
 EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+PLUGIN_CLASS = "io.consistentcatalog.spark.ConsistentSparkCatalog"
+"""The consistent catalog (jvm/spark-plugin): every table served at one consistent cut."""
+PLUGIN_EXTENSIONS = "io.consistentcatalog.spark.ConsistentSqlExtensions"
+"""Parses ``CALL <catalog>.system.refresh_cut()`` / ``current_cut(...)`` (Iceberg's parser takes only its own)."""
+PLUGIN_JAR_RELPATH = "build/jvm/spark-plugin.jar"
+#: Settings of the plain catalog the consistent catalog shares: the same catalog database and warehouse.
+_SHARED_KEYS = ("type", "uri", "warehouse", "jdbc.init-catalog-tables", "cache-enabled", "jdbc.user", "jdbc.password")
 
 # A laptop / CI runner with 2 cores: no UI, few shuffle partitions, a modest driver heap.
 SMALL_MACHINE_CONF: dict[str, str] = {
@@ -68,6 +75,15 @@ TEMPLATE_RELPATH = "spark-conf/spark-defaults.conf.template"
 
 
 # --- jars -----------------------------------------------------------------------------------------
+def find_plugin_jar() -> str | None:
+    """The consistent catalog's jar: ``$CONSISTENT_PLUGIN_JAR``, else ``build/jvm/spark-plugin.jar`` of the checkout."""
+    configured = os.environ.get("CONSISTENT_PLUGIN_JAR")
+    if configured:
+        return configured if Path(configured).is_file() else None
+    jar = repo_root() / PLUGIN_JAR_RELPATH
+    return str(jar) if jar.is_file() else None
+
+
 def find_iceberg_runtime_jar() -> str | None:
     """The Iceberg Spark runtime jar (Spark 3.5, Scala 2.12), or None when there is none locally.
 
@@ -204,8 +220,14 @@ def normalize_warehouse(warehouse: str | os.PathLike[str]) -> str:
 
 
 # --- Spark configuration --------------------------------------------------------------------------
-def spark_conf(catalog_uri: str | os.PathLike[str], warehouse: str | os.PathLike[str], *, name: str = "lake") -> dict[str, str]:
+def spark_conf(
+    catalog_uri: str | os.PathLike[str], warehouse: str | os.PathLike[str], *, name: str = "lake", consistent: bool = True
+) -> dict[str, str]:
     """The Spark settings for an Iceberg catalog ``name`` shared with pyiceberg's ``SqlCatalog(name, ...)``.
+
+    With ``consistent`` and the plugin jar built (``find_plugin_jar``), also the consistent catalog
+    ``<name>_consistent`` over the same catalog database: every table it loads is served at one
+    consistent cut (README, "Spark SQL reads consistent cuts").
 
     ``catalog_uri`` is pyiceberg's (``sqlite:////abs/catalog.db``, ``postgresql+psycopg2://u:p@h:5432/db``),
     a JDBC URI or a SQLite file path. Jars come from ``find_iceberg_runtime_jar``/``find_jdbc_jars``; what
@@ -242,6 +264,14 @@ def spark_conf(catalog_uri: str | os.PathLike[str], warehouse: str | os.PathLike
     jars.extend(jdbc_jars)
     if not any(target.kind in Path(j).name.lower() for j in jdbc_jars):
         packages.append(JDBC_DRIVER_PACKAGES[target.kind])
+    plugin = find_plugin_jar() if consistent else None
+    if plugin is not None:  # the consistent catalog over the same catalog database (README: Spark)
+        target_prefix = f"spark.sql.catalog.{name}_consistent"
+        conf[target_prefix] = PLUGIN_CLASS
+        conf.update({f"{target_prefix}.{key}": conf[f"{prefix}.{key}"] for key in _SHARED_KEYS if f"{prefix}.{key}" in conf})
+        conf[f"{target_prefix}.plain-catalog"] = name
+        conf["spark.sql.extensions"] = f"{EXTENSIONS},{PLUGIN_EXTENSIONS}"
+        jars.append(plugin)
     if jars:
         conf["spark.jars"] = ",".join(jars)
     if packages:
@@ -360,8 +390,10 @@ def render_spark_defaults(
     """Fill ``{{placeholder}}`` lines of a spark-defaults template with real paths and settings.
 
     Placeholders: ``catalog``, ``jdbc_uri``, ``warehouse``, ``init_catalog_tables``, ``jdbc_user``,
-    ``jdbc_password``, ``spark_jars``, ``spark_jars_packages``. A setting line whose placeholders are all
-    empty (e.g. ``jdbc.user`` for SQLite, ``spark.jars.packages`` when the jars are local) is left out.
+    ``jdbc_password``, ``spark_jars``, ``spark_jars_packages``, ``sql_extensions``, ``consistent_catalog``,
+    ``plugin_class``. A setting line whose placeholders are all empty (e.g. ``jdbc.user`` for SQLite,
+    ``spark.jars.packages`` when the jars are local, the consistent catalog without its jar) is left out;
+    a line naming ``consistent_catalog`` is left out whenever that one is empty.
     Any setting of ``spark_conf`` the template lacks is appended, so the file is never incomplete.
     """
     conf = spark_conf(catalog_uri, warehouse, name=name)
@@ -375,6 +407,9 @@ def render_spark_defaults(
         "jdbc_password": conf.get(f"{prefix}.jdbc.password", ""),
         "spark_jars": conf.get("spark.jars", ""),
         "spark_jars_packages": conf.get("spark.jars.packages", ""),
+        "sql_extensions": conf["spark.sql.extensions"],
+        "consistent_catalog": f"{name}_consistent" if f"{prefix}_consistent" in conf else "",
+        "plugin_class": conf.get(f"{prefix}_consistent", ""),
     }
     out: list[str] = []
     for line in template.splitlines():
@@ -385,7 +420,9 @@ def render_spark_defaults(
         unknown = sorted(set(names) - values.keys())
         if unknown:
             raise CatalogConfigError(f"unknown placeholder(s) {unknown} in spark-defaults template line: {line!r}")
-        value_names = [n for n in names if n != "catalog"]
+        if "consistent_catalog" in names and not values["consistent_catalog"]:
+            continue
+        value_names = [n for n in names if n not in ("catalog", "consistent_catalog")]
         if value_names and not any(values[n] for n in value_names):
             continue
         out.append(_PLACEHOLDER.sub(lambda m: _escape(values[m.group(1)]), line))

@@ -1,0 +1,24 @@
+package io.consistentcatalog.core;
+
+/** The Python exception classes a resolution can end in ({@code consistent_catalog.exceptions}). */
+public enum ErrorKind {
+  NO_WATERMARK("NoWatermarkError"),
+  HISTORY_EXPIRED("HistoryExpiredError"),
+  UNTRACKED_WRITE("UntrackedWriteError"),
+  MALFORMED_METADATA("MalformedMetadataError"),
+  INVALID_INPUT("InvalidInputError"),
+  INVALID_BARRIER("InvalidBarrierError"),
+  RESOLUTION("ResolutionError"),
+  TABLE_NOT_FOUND("TableNotFoundError");
+
+  private final String pythonName;
+
+  ErrorKind(String pythonName) {
+    this.pythonName = pythonName;
+  }
+
+  /** The name of the Python exception class that {@code ConsistentCatalog.resolve} raises. */
+  public String pythonName() {
+    return pythonName;
+  }
+}

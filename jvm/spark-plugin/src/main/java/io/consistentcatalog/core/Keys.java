@@ -1,0 +1,33 @@
+package io.consistentcatalog.core;
+
+/** Every metadata key consistent-catalog reads (mirror of {@code consistent_catalog.properties}). */
+public final class Keys {
+  private Keys() {}
+
+  public static final String PREFIX = "consistent.";
+  // snapshot summary properties
+  public static final String BARRIER = "consistent.barrier";
+  public static final String JOB = "consistent.job";
+  public static final String ATTEMPT = "consistent.attempt";
+  public static final String SOURCES = "consistent.sources";
+  // table properties
+  public static final String LEASE_UNTIL = "consistent.lease-until";
+  public static final String LEASE_HOLDER = "consistent.lease-holder";
+  public static final String WATERMARK = "consistent.watermark";
+  public static final String WATERMARK_SNAPSHOT = "consistent.watermark-snapshot";
+  public static final String BARRIER_OVERRIDES = "consistent.barrier-overrides";
+  public static final String REVISION = "consistent.revision";
+  // refs
+  public static final String MAIN_BRANCH = "main";
+  public static final String STAGED_BRANCH = "consistent-staged";
+  public static final String TAG_PREFIX = "consistent-";
+  public static final String PIN_PREFIX = "consistent-pin-";
+
+  public static final String NO_SNAPSHOT = "-1";
+
+  // isolation levels (consistent_catalog.resolver.LEVELS)
+  public static final String REPEATABLE_READ = "repeatable-read";
+  public static final String READ_COMMITTED = "read-committed";
+  public static final String READ_UNCOMMITTED = "read-uncommitted";
+  public static final String DEFAULT_LEVEL = REPEATABLE_READ;
+}

@@ -1,0 +1,358 @@
+package io.consistentcatalog.core;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.function.Function;
+
+/**
+ * Consistent cuts over a set of tables: a port of {@code consistent_catalog.resolver.resolve} and of
+ * the upstream closure {@code ConsistentCatalog.resolve} loads. Pure: takes TableStates, returns a Cut
+ * or throws a {@link ConsistentException} whose kind names the Python exception class.
+ */
+public final class Resolver {
+  private Resolver() {}
+
+  public static final List<String> LEVELS =
+      Collections.unmodifiableList(Arrays.asList(Keys.REPEATABLE_READ, Keys.READ_COMMITTED, Keys.READ_UNCOMMITTED));
+
+  public static String checkLevel(String level) {
+    if (level == null || !LEVELS.contains(level)) {
+      throw new ConsistentException(
+          ErrorKind.INVALID_INPUT,
+          "unknown isolation level " + (level == null ? "None" : Py.repr(level)) + "; use one of " + String.join(", ", LEVELS));
+    }
+    return level;
+  }
+
+  static String branchFor(TableState state, String level) {
+    return Keys.REPEATABLE_READ.equals(level) ? Keys.MAIN_BRANCH : state.newestBranch();
+  }
+
+  /** Why {@code state} has no watermark, naming the root or job that holds it back and what to do. */
+  static String whyNoWatermark(TableState state, Map<String, TableState> known) {
+    if (state.isRoot()) {
+      return state.identifier + " is an empty root table with no " + Keys.WATERMARK + ", so it blocks every consistent "
+          + "cut that includes it; ingest into it, or advance its watermark (consistent-catalog advance-watermark "
+          + state.identifier + " BARRIER)";
+    }
+    for (String source : state.sources()) {
+      TableState upstream = known.get(source);
+      if (upstream != null && upstream.watermark() == null) {
+        return state.identifier + " has no published epoch yet because its source " + source + " has none: "
+            + whyNoWatermark(upstream, known);
+      }
+    }
+    String job = state.job() != null ? state.job() : state.lastWriter();
+    return state.identifier + " has no published epoch yet, so it blocks every consistent cut that includes it; its "
+        + "job " + (job == null ? "(none registered)" : job) + " has not published an epoch — start it (restart a "
+        + "crashed instance with takeover=True); `consistent-catalog status " + state.identifier + "` shows its "
+        + "sources' progress";
+  }
+
+  /** {@code T* = min over Q of W(X)} on the branch the level reads; NoWatermarkError for a blocking table. */
+  public static long cutBarrier(List<TableState> states, String level, Map<String, TableState> known) {
+    Long barrier = null;
+    for (TableState state : states) {
+      Long w = state.watermark(branchFor(state, level));
+      if (w == null) {
+        throw new ConsistentException(ErrorKind.NO_WATERMARK, state.identifier, whyNoWatermark(state, known));
+      }
+      barrier = barrier == null ? w : Math.min(barrier, w);
+    }
+    if (barrier == null) {
+      throw new ConsistentException(ErrorKind.INVALID_INPUT, "a cut needs at least one table");
+    }
+    return barrier;
+  }
+
+  /** Barriers below this (1973-03-03 in milliseconds) are seconds far more often than they are real. */
+  private static final long PROBABLY_SECONDS = 100_000_000_000L;
+
+  /** {@code check_as_of}: refuse an as-of before the first barrier of every table of the cut (it holds nothing). */
+  static void checkAsOf(List<TableState> states, long asOf) {
+    List<Long> firsts = new ArrayList<>();
+    for (TableState state : states) {
+      if (state.head() != null && state.branch(Keys.MAIN_BRANCH).truncated) {
+        return;
+      }
+      Long first = state.firstBarrier();
+      if (first == null) {
+        return;
+      }
+      firsts.add(first);
+    }
+    if (!firsts.isEmpty()) {
+      long min = Collections.min(firsts);
+      if (asOf < min) {
+        String hint = asOf < PROBABLY_SECONDS
+            ? "; barriers are milliseconds — in seconds " + asOf + " would be " + (asOf * 1000)
+            : "";
+        throw new ConsistentException(
+            ErrorKind.INVALID_BARRIER,
+            "as-of " + asOf + " is before the first barrier of every table of the cut (the earliest is " + min
+                + "): the cut would hold no data" + hint);
+      }
+    }
+  }
+
+  /**
+   * {@code resolve(states, level, as_of, upstream=...)}: the newest barrier at or below min W (and
+   * as-of) at which every table is complete; at read-uncommitted each table's newest state.
+   */
+  public static Cut resolve(List<TableState> states, String level, Object asOf, Collection<TableState> upstream) {
+    String checked = checkLevel(level);
+    Long limit = asOf == null ? null : Barriers.toBarrier(asOf);
+    if (limit != null) {
+      checkAsOf(states, limit);
+    }
+    if (Keys.READ_UNCOMMITTED.equals(checked)) {
+      Map<String, TableCut> tables = new LinkedHashMap<>();
+      for (TableState state : states) {
+        String branch = state.newestBranch();
+        BranchBarriers history = state.branch(branch);
+        if (limit == null && history.untracked != null) { // dirty reads include the foreign write
+          tables.put(state.identifier, new TableCut(state.identifier, history.headId(), null, branch, state.revision()));
+          continue;
+        }
+        long[] point;
+        if (limit == null) {
+          Long head = history.headBarrier();
+          point = history.headId() == null || head == null ? null : new long[] {history.headId(), head};
+        } else {
+          point = history.snapAt(limit);
+        }
+        tables.put(state.identifier, tableCut(state, branch, point));
+      }
+      return new Cut(checked, null, tables);
+    }
+    for (TableState state : states) { // an untracked write: only cuts from before it resolve
+      String branch = branchFor(state, checked);
+      BranchBarriers history = state.branch(branch);
+      Long trackedUntil = history.headBarrier();
+      if (history.untracked != null && (limit == null || trackedUntil == null || limit > trackedUntil)) {
+        throw history.untrackedError(state.untrackedWriter(branch));
+      }
+    }
+    Map<String, TableState> known = new LinkedHashMap<>();
+    for (TableState s : upstream) {
+      known.put(s.identifier, s);
+    }
+    for (TableState s : states) {
+      known.put(s.identifier, s);
+    }
+    long upper = cutBarrier(states, checked, known);
+    if (limit != null) {
+      upper = Math.min(upper, limit);
+    }
+    final String lvl = checked;
+    Completeness completeness = new Completeness(known, state -> branchFor(state, lvl));
+    List<String> names = new ArrayList<>();
+    for (TableState s : states) {
+      names.add(s.identifier);
+    }
+    Long barrier = completeness.latest(names, upper);
+    if (barrier == null) {
+      throw new ConsistentException(
+          ErrorKind.RESOLUTION,
+          "no barrier at or below " + upper + " has every table of the cut complete (" + String.join(", ", names)
+              + "); run their jobs, or resolve with a later --as-of");
+    }
+    Map<String, TableCut> tables = new LinkedHashMap<>();
+    for (TableState state : states) {
+      String branch = branchFor(state, checked);
+      tables.put(state.identifier, tableCut(state, branch, state.branch(branch).snapAt(barrier)));
+    }
+    return new Cut(checked, barrier, tables);
+  }
+
+  private static TableCut tableCut(TableState state, String branch, long[] point) {
+    if (point == null) {
+      return new TableCut(state.identifier, null, null, branch, state.revision());
+    }
+    return new TableCut(state.identifier, point[0], point[1], branch, state.revision());
+  }
+
+  /**
+   * {@code TableStore.upstream_states}: the tables and every table they derive from, transitively, in
+   * the same (depth-first, last-pushed-first) order. {@code load} returns null for a missing table; a
+   * missing table of {@code tables} itself raises TableNotFoundError when {@code required}.
+   */
+  public static Map<String, TableState> upstreamStates(
+      List<String> tables, Function<String, TableState> load, boolean required) {
+    Map<String, TableState> found = new LinkedHashMap<>();
+    List<String> pending = new ArrayList<>(tables);
+    Set<String> first = required ? new HashSet<>(tables) : Collections.emptySet();
+    while (!pending.isEmpty()) {
+      String name = pending.remove(pending.size() - 1);
+      if (found.containsKey(name)) {
+        continue;
+      }
+      TableState state = load.apply(name);
+      if (state == null) {
+        if (first.contains(name)) {
+          throw new ConsistentException(
+              ErrorKind.TABLE_NOT_FOUND, name, "table " + name + " does not exist in the catalog; check the name");
+        }
+        continue;
+      }
+      found.put(name, state);
+      for (String source : state.sources()) {
+        if (!found.containsKey(source)) {
+          pending.add(source);
+        }
+      }
+    }
+    return found;
+  }
+
+  /** {@code ConsistentCatalog.resolve(tables, level, as_of)} over already-loaded states. */
+  public static Cut resolveTables(
+      List<String> tables, Function<String, TableState> load, String level, Object asOf) {
+    List<String> names = new ArrayList<>(new java.util.LinkedHashSet<>(tables));
+    Map<String, TableState> closure = upstreamStates(names, load, true);
+    List<TableState> states = new ArrayList<>();
+    for (String name : names) {
+      states.add(closure.get(name));
+    }
+    return resolve(states, level, asOf, closure.values());
+  }
+
+  // --- lineage components (what the Spark plugin resolves one cut over) ----------------------------
+
+  /**
+   * The weakly connected lineage component of {@code table} among {@code states} (edges from each
+   * derived table's {@code consistent.sources}; a table whose sources cannot be parsed has no edges),
+   * sorted by name. {@code LineageGraph.from_states(...).components([table])}.
+   */
+  public static List<String> component(String table, Map<String, TableState> states) {
+    Map<String, Set<String>> undirected = new TreeMap<>();
+    for (TableState state : states.values()) {
+      List<String> sources;
+      try {
+        sources = state.sources();
+      } catch (ConsistentException e) {
+        continue;
+      }
+      for (String source : sources) {
+        undirected.computeIfAbsent(state.identifier, k -> new HashSet<>()).add(source);
+        undirected.computeIfAbsent(source, k -> new HashSet<>()).add(state.identifier);
+      }
+    }
+    Set<String> found = new HashSet<>();
+    found.add(table);
+    List<String> stack = new ArrayList<>();
+    stack.add(table);
+    while (!stack.isEmpty()) {
+      String node = stack.remove(stack.size() - 1);
+      for (String next : undirected.getOrDefault(node, Collections.emptySet())) {
+        if (found.add(next)) {
+          stack.add(next);
+        }
+      }
+    }
+    List<String> sorted = new ArrayList<>(found);
+    Collections.sort(sorted);
+    return sorted;
+  }
+
+  /** A component's cut: the tables that take part in it, and why the others cannot. */
+  public static final class ScopedCut {
+    /** The cut over the members (null when no member can be resolved). */
+    public final Cut cut;
+    /** Table -> why it is left out (its own error, or the error of the upstream table that is left out). */
+    public final Map<String, ConsistentException> blocked;
+
+    ScopedCut(Cut cut, Map<String, ConsistentException> blocked) {
+      this.cut = cut;
+      this.blocked = blocked;
+    }
+  }
+
+  /** Errors that belong to a table (it is left out of the component's cut), not to the caller's input. */
+  static boolean tableError(ConsistentException e) {
+    return e.kind() != ErrorKind.INVALID_INPUT && e.kind() != ErrorKind.INVALID_BARRIER;
+  }
+
+  /**
+   * The cut the Spark plugin serves for a lineage component ({@code tests/conformance/corpus.component_cut}
+   * is the Python reference): {@code ConsistentCatalog.resolve(component, level, as_of)} when that
+   * resolves. Otherwise every table that cannot be resolved on its own (no watermark, untracked write,
+   * expired history, malformed metadata, no complete barrier) is left out together with every table
+   * derived from it, and the rest (the members) are resolved together; when that fails too, every member
+   * is left out with its error. A bad level or as-of is the caller's error and is thrown.
+   */
+  public static ScopedCut scopedCut(List<String> component, Map<String, TableState> states, String level, Object asOf) {
+    String checked = checkLevel(level);
+    if (asOf != null) {
+      Barriers.toBarrier(asOf);
+    }
+    List<String> present = new ArrayList<>();
+    for (String name : component) {
+      if (states.containsKey(name)) {
+        present.add(name);
+      }
+    }
+    Collections.sort(present);
+    Map<String, ConsistentException> blocked = new LinkedHashMap<>();
+    if (present.isEmpty()) {
+      return new ScopedCut(null, blocked);
+    }
+    try {
+      return new ScopedCut(resolveTables(present, states::get, checked, asOf), blocked);
+    } catch (ConsistentException e) {
+      if (!tableError(e)) {
+        throw e;
+      }
+    }
+    for (String name : present) {
+      try {
+        resolveTables(Collections.singletonList(name), states::get, checked, asOf);
+      } catch (ConsistentException e) {
+        if (tableError(e)) {
+          blocked.put(name, e);
+        }
+      }
+    }
+    boolean changed = true;
+    while (changed) { // a table derived from a left-out table cannot be in the cut either
+      changed = false;
+      for (String name : present) {
+        if (blocked.containsKey(name)) {
+          continue;
+        }
+        for (String source : states.get(name).sources()) {
+          if (blocked.containsKey(source)) {
+            blocked.put(name, blocked.get(source));
+            changed = true;
+            break;
+          }
+        }
+      }
+    }
+    List<String> members = new ArrayList<>();
+    for (String name : present) {
+      if (!blocked.containsKey(name)) {
+        members.add(name);
+      }
+    }
+    if (members.isEmpty()) {
+      return new ScopedCut(null, blocked);
+    }
+    try {
+      return new ScopedCut(resolveTables(members, states::get, checked, asOf), blocked);
+    } catch (ConsistentException e) {
+      for (String name : members) {
+        blocked.put(name, e);
+      }
+      return new ScopedCut(null, blocked);
+    }
+  }
+}

@@ -1,0 +1,365 @@
+package io.consistentcatalog.core;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.iceberg.HistoryEntry;
+import org.apache.iceberg.Snapshot;
+import org.apache.iceberg.SnapshotRef;
+import org.apache.iceberg.TableMetadata;
+import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.JsonNode;
+
+/**
+ * A table's consistent-catalog state as plain data, parsed from Iceberg metadata without I/O
+ * ({@code consistent_catalog.state.TableState}). Lazily parsed properties raise MalformedMetadataError
+ * when first used, and again on every later use, exactly as the Python cached properties do.
+ */
+public final class TableState {
+  public final String identifier;
+  public final Map<Long, SnapshotRecord> snapshots;
+  /** Branch name -> head snapshot id (tags excluded). */
+  public final Map<String, Long> branches;
+  public final Map<String, String> properties;
+  public final Map<String, Long> tags;
+  /** The snapshot log: {time main moved, snapshot id}, oldest first. */
+  public final List<long[]> mainLog;
+
+  private List<String> sources;
+  private boolean watermarkParsed;
+  private Long watermarkProperty;
+  private boolean floorParsed;
+  private Barriers.Floor floor;
+  private Map<Long, Long> overrides;
+  private Long revision;
+  private final Map<String, BranchBarriers> branchCache = new HashMap<>();
+
+  public TableState(
+      String identifier,
+      Map<Long, SnapshotRecord> snapshots,
+      Map<String, Long> branches,
+      Map<String, String> properties,
+      Map<String, Long> tags,
+      List<long[]> mainLog) {
+    this.identifier = identifier;
+    this.snapshots = snapshots;
+    this.branches = branches;
+    this.properties = properties == null ? Collections.emptyMap() : properties;
+    this.tags = tags == null ? Collections.emptyMap() : tags;
+    this.mainLog = mainLog == null ? Collections.emptyList() : mainLog;
+  }
+
+  /** {@code TableState.from_metadata}: snapshots, refs (branches and tags), properties and the snapshot log. */
+  public static TableState fromMetadata(String identifier, TableMetadata metadata) {
+    Map<Long, SnapshotRecord> snapshots = new LinkedHashMap<>();
+    for (Snapshot s : metadata.snapshots()) {
+      Map<String, String> summary = s.summary() == null ? Collections.emptyMap() : s.summary();
+      snapshots.put(
+          s.snapshotId(), new SnapshotRecord(s.snapshotId(), s.parentId(), s.timestampMillis(), s.operation(), summary));
+    }
+    Map<String, Long> branches = new LinkedHashMap<>();
+    Map<String, Long> tags = new LinkedHashMap<>();
+    for (Map.Entry<String, SnapshotRef> ref : metadata.refs().entrySet()) {
+      (ref.getValue().isBranch() ? branches : tags).put(ref.getKey(), ref.getValue().snapshotId());
+    }
+    if (!branches.containsKey(Keys.MAIN_BRANCH) && metadata.currentSnapshot() != null) {
+      branches.put(Keys.MAIN_BRANCH, metadata.currentSnapshot().snapshotId()); // as pyiceberg builds its refs
+    }
+    List<long[]> log = new ArrayList<>();
+    for (HistoryEntry entry : metadata.snapshotLog()) {
+      log.add(new long[] {entry.timestampMillis(), entry.snapshotId()});
+    }
+    return new TableState(identifier, snapshots, branches, new LinkedHashMap<>(metadata.properties()), tags, log);
+  }
+
+  // --- table properties ------------------------------------------------------------------------
+
+  private Long intProperty(String key) {
+    String value = properties.get(key);
+    if (value == null) {
+      return null;
+    }
+    return Barriers.parseBarrierValue(value, identifier + " table property " + key);
+  }
+
+  /** {@code consistent.sources}: the table's source tables (empty for a root). */
+  public List<String> sources() {
+    if (sources == null) {
+      String value = properties.get(Keys.SOURCES);
+      if (value == null || Py.strip(value).isEmpty()) {
+        sources = Collections.emptyList();
+      } else {
+        JsonNode parsed = Py.loads(value);
+        if (parsed == null) {
+          throw ConsistentException.malformed(identifier,
+              identifier + ": table property " + Keys.SOURCES + " is not valid JSON; re-register the table's job to rewrite it");
+        }
+        boolean ok = parsed.isArray();
+        List<String> found = new ArrayList<>();
+        if (ok) {
+          for (JsonNode item : parsed) {
+            if (!item.isTextual()) {
+              ok = false;
+              break;
+            }
+            found.add(item.textValue());
+          }
+        }
+        if (!ok) {
+          throw ConsistentException.malformed(identifier,
+              identifier + ": table property " + Keys.SOURCES + " must be a JSON array of table names, got "
+                  + Py.repr(value) + "; re-register the table's job to rewrite it");
+        }
+        sources = Collections.unmodifiableList(found);
+      }
+    }
+    return sources;
+  }
+
+  public boolean isRoot() {
+    return sources().isEmpty();
+  }
+
+  public String job() {
+    String job = properties.get(Keys.JOB);
+    return job == null || job.isEmpty() ? null : job;
+  }
+
+  public Long watermarkProperty() {
+    if (!watermarkParsed) {
+      watermarkProperty = intProperty(Keys.WATERMARK);
+      watermarkParsed = true;
+    }
+    return watermarkProperty;
+  }
+
+  /** (main head when the watermark was set, watermark): later snapshots must land above it. */
+  Barriers.Floor floor() {
+    if (!floorParsed) {
+      String marker = properties.get(Keys.WATERMARK_SNAPSHOT);
+      Long value = watermarkProperty();
+      Barriers.Floor result;
+      if (marker == null || value == null) {
+        result = null;
+      } else if (marker.equals(Keys.NO_SNAPSHOT)) {
+        result = new Barriers.Floor(null, value);
+      } else {
+        Long id = Py.pyInt(marker);
+        if (id == null) {
+          throw ConsistentException.malformed(identifier,
+              identifier + ": table property " + Keys.WATERMARK_SNAPSHOT + " is " + Py.repr(marker)
+                  + ", not a snapshot id; advance the watermark again to rewrite it");
+        }
+        result = new Barriers.Floor(id, value);
+      }
+      floor = result;
+      floorParsed = true;
+    }
+    return floor;
+  }
+
+  /** {@code consistent.barrier-overrides}: snapshot id -> barrier. */
+  Map<Long, Long> barrierOverrides() {
+    if (overrides == null) {
+      String value = properties.get(Keys.BARRIER_OVERRIDES);
+      if (value == null || value.isEmpty()) {
+        overrides = Collections.emptyMap();
+      } else {
+        JsonNode parsed = Py.loads(value);
+        String problem = identifier + ": table property " + Keys.BARRIER_OVERRIDES
+            + " must be a JSON object of snapshot id -> barrier, got " + Py.repr(value)
+            + "; remove it to fall back to the snapshots' own barriers";
+        if (parsed == null || !parsed.isObject()) {
+          throw ConsistentException.malformed(identifier, problem);
+        }
+        Map<Long, Long> found = new HashMap<>();
+        Iterator<Map.Entry<String, JsonNode>> fields = parsed.fields();
+        while (fields.hasNext()) {
+          Map.Entry<String, JsonNode> field = fields.next();
+          Long key = Py.pyInt(field.getKey());
+          if (key == null) {
+            throw ConsistentException.malformed(identifier, problem);
+          }
+          found.put(key, Barriers.parseBarrierValue(Py.str(field.getValue()), identifier + " " + Keys.BARRIER_OVERRIDES));
+        }
+        overrides = found;
+      }
+    }
+    return overrides;
+  }
+
+  /** {@code consistent.revision} (0 when unset). */
+  public long revision() {
+    if (revision == null) {
+      Long value = intProperty(Keys.REVISION);
+      revision = value == null ? 0L : value;
+    }
+    return revision;
+  }
+
+  // --- branches --------------------------------------------------------------------------------
+
+  public Long head(String branch) {
+    return branches.get(branch);
+  }
+
+  public Long head() {
+    return head(Keys.MAIN_BRANCH);
+  }
+
+  public BranchBarriers branch(String branch) {
+    BranchBarriers cached = branchCache.get(branch);
+    if (cached == null) {
+      boolean root = isRoot();
+      Barriers.Floor f = floor();
+      Map<Long, Long> o = barrierOverrides();
+      cached = Barriers.branchBarriers(identifier, branch, branches.get(branch), snapshots, root, f, o);
+      branchCache.put(branch, cached);
+    }
+    return cached;
+  }
+
+  /** Whether {@code ancestorId} is {@code snapshotId} or one of its ancestors (null is everyone's ancestor). */
+  public boolean isAncestor(Long ancestorId, Long snapshotId) {
+    if (ancestorId == null) {
+      return true;
+    }
+    Long current = snapshotId;
+    while (current != null) {
+      if (current.equals(ancestorId)) {
+        return true;
+      }
+      SnapshotRecord record = snapshots.get(current);
+      current = record == null ? null : record.parentId;
+    }
+    return false;
+  }
+
+  /** The epoch inputs ({@code consistent.sources} summary) that the content at {@code snapshotId} reflects. */
+  public Map<String, Long> recordedInputs(Long snapshotId) {
+    Long current = snapshotId;
+    while (current != null) {
+      SnapshotRecord record = snapshots.get(current);
+      if (record == null) {
+        return Collections.emptyMap();
+      }
+      String value = record.summary.get(Keys.SOURCES);
+      if (value != null) {
+        return parseSummarySources(value, identifier + " snapshot " + current);
+      }
+      if (record.changesData() && !"replace".equals(record.operation)) {
+        return Collections.emptyMap();
+      }
+      current = record.parentId;
+    }
+    return Collections.emptyMap();
+  }
+
+  /** {@code parse_summary_sources}: a snapshot's {"ns.src": snapshot_id} object (values may be null). */
+  static Map<String, Long> parseSummarySources(String value, String where) {
+    JsonNode parsed = Py.loads(value);
+    if (parsed == null) {
+      throw ConsistentException.malformed(where + ": " + Keys.SOURCES + " is not valid JSON: " + Py.repr(value));
+    }
+    String problem = where + ": " + Keys.SOURCES + " must be a JSON object of table -> snapshot id, got " + Py.repr(value);
+    if (!parsed.isObject()) {
+      throw ConsistentException.malformed(problem);
+    }
+    Map<String, Long> found = new LinkedHashMap<>();
+    Iterator<Map.Entry<String, JsonNode>> fields = parsed.fields();
+    while (fields.hasNext()) {
+      Map.Entry<String, JsonNode> field = fields.next();
+      JsonNode v = field.getValue();
+      if (v.isNull()) {
+        found.put(field.getKey(), null);
+      } else if (v.isIntegralNumber() && v.canConvertToLong()) {
+        found.put(field.getKey(), v.longValue());
+      } else {
+        throw ConsistentException.malformed(problem);
+      }
+    }
+    return found;
+  }
+
+  /** True when {@code consistent-staged} holds processed snapshots that {@code main} does not have yet. */
+  public boolean stagedAhead() {
+    Long staged = branches.get(Keys.STAGED_BRANCH);
+    Long main = branches.get(Keys.MAIN_BRANCH);
+    return staged != null && !staged.equals(main) && isAncestor(main, staged);
+  }
+
+  public String newestBranch() {
+    return stagedAhead() ? Keys.STAGED_BRANCH : Keys.MAIN_BRANCH;
+  }
+
+  /**
+   * {@code W(X)} on {@code branch}: max of its head barrier and the watermark property. After an
+   * untracked write the table is complete only up to its newest tracked snapshot: the watermark
+   * property counts only if it was set on top of that snapshot.
+   */
+  public Long watermark(String branch) {
+    BranchBarriers history = branch(branch);
+    if (history.untracked != null) {
+      Barriers.Floor f = floor();
+      if (f == null || !java.util.Objects.equals(f.snapshotId, history.trackedHead())) {
+        return history.headBarrier();
+      }
+    }
+    return Barriers.watermark(history.headBarrier(), watermarkProperty());
+  }
+
+  /** The oldest effective barrier of main's retained history (null: no barrier yet). */
+  public Long firstBarrier() {
+    if (head() == null) {
+      return null;
+    }
+    BranchBarriers history = branch(Keys.MAIN_BRANCH);
+    Long found = null;
+    for (int i = 0; i < history.size(); i++) {
+      Long b = history.barrierAt(i);
+      if (b != null && (found == null || b < found)) {
+        found = b;
+      }
+    }
+    return found;
+  }
+
+  /** {@code consistent.job} of main's head snapshot: who wrote the table last. */
+  public String lastWriter() {
+    Long head = head();
+    SnapshotRecord record = head == null ? null : snapshots.get(head);
+    return record == null ? null : record.job();
+  }
+
+  /** Who made the untracked write on {@code branch}, from its snapshot summary (engine, app id), if known. */
+  public String untrackedWriter(String branch) {
+    Long untracked = branch(branch).untracked;
+    if (untracked == null) {
+      return null;
+    }
+    Map<String, String> summary = snapshots.get(untracked).summary;
+    List<String> parts = new ArrayList<>();
+    String engine = (nonEmpty(summary.get("engine-name")) + " " + nonEmpty(summary.get("engine-version"))).trim();
+    if (!engine.isEmpty()) {
+      parts.add(engine);
+    }
+    if (!nonEmpty(summary.get("spark.app.id")).isEmpty()) {
+      parts.add("app " + summary.get("spark.app.id"));
+    }
+    if (!nonEmpty(summary.get("app-id")).isEmpty()) {
+      parts.add("app " + summary.get("app-id"));
+    }
+    return parts.isEmpty() ? null : String.join(", ", parts);
+  }
+
+  private static String nonEmpty(String value) {
+    return value == null ? "" : value;
+  }
+
+  public Long watermark() {
+    return watermark(Keys.MAIN_BRANCH);
+  }
+}

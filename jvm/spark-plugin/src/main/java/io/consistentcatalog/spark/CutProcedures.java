@@ -1,0 +1,128 @@
+package io.consistentcatalog.spark;
+
+import java.util.List;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.connector.iceberg.catalog.Procedure;
+import org.apache.spark.sql.connector.iceberg.catalog.ProcedureParameter;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.Metadata;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * The consistent catalog's procedures.
+ *
+ * <ul>
+ *   <li>{@code CALL lake_consistent.system.refresh_cut()}: the next table load resolves a new cut (never
+ *       older than the last one). With a table argument it resolves that table's cut at once and returns it.
+ *   <li>{@code CALL lake_consistent.system.current_cut('demo.words')}: the cut the session serves for the
+ *       table's lineage component now (with refresh=manual, the held cut), one row per table.
+ * </ul>
+ */
+final class CutProcedures {
+  private CutProcedures() {}
+
+  static final StructType OUTPUT =
+      new StructType(
+          new StructField[] {
+            new StructField("table", DataTypes.StringType, false, Metadata.empty()),
+            new StructField("snapshot_id", DataTypes.LongType, true, Metadata.empty()),
+            new StructField("barrier", DataTypes.LongType, true, Metadata.empty()),
+            new StructField("branch", DataTypes.StringType, true, Metadata.empty()),
+            new StructField("cut_barrier", DataTypes.LongType, true, Metadata.empty()),
+            new StructField("level", DataTypes.StringType, false, Metadata.empty()),
+            new StructField("status", DataTypes.StringType, false, Metadata.empty()),
+          });
+
+  private static final ProcedureParameter[] TABLE_OPTIONAL = {ProcedureParameter.optional("table", DataTypes.StringType)};
+  private static final ProcedureParameter[] TABLE_REQUIRED = {ProcedureParameter.required("table", DataTypes.StringType)};
+
+  private static UTF8String str(Object value) {
+    return value == null ? null : UTF8String.fromString(value.toString());
+  }
+
+  static InternalRow[] rows(List<Object[]> found) {
+    InternalRow[] rows = new InternalRow[found.size()];
+    for (int i = 0; i < rows.length; i++) {
+      Object[] r = found.get(i);
+      rows[i] = new GenericInternalRow(new Object[] {str(r[0]), r[1], r[2], str(r[3]), r[4], str(r[5]), str(r[6])});
+    }
+    return rows;
+  }
+
+  private static String table(InternalRow args) {
+    return args.numFields() == 0 || args.isNullAt(0) ? null : args.getUTF8String(0).toString();
+  }
+
+  private static InternalRow[] describe(ConsistentSparkCatalog catalog, String table, boolean fresh) {
+    try {
+      return rows(catalog.describe(table, fresh));
+    } catch (NoSuchTableException e) {
+      throw Errors.raise(Errors.analysis("CONSISTENT_CUT.TABLE_NOT_FOUND", "table " + table + " does not exist"));
+    }
+  }
+
+  static final class RefreshCut implements Procedure {
+    private final ConsistentSparkCatalog catalog;
+
+    RefreshCut(ConsistentSparkCatalog catalog) {
+      this.catalog = catalog;
+    }
+
+    @Override
+    public ProcedureParameter[] parameters() {
+      return TABLE_OPTIONAL;
+    }
+
+    @Override
+    public StructType outputType() {
+      return OUTPUT;
+    }
+
+    @Override
+    public InternalRow[] call(InternalRow args) {
+      String table = table(args);
+      if (table == null) {
+        catalog.refresh();
+        return new InternalRow[0];
+      }
+      return describe(catalog, table, true);
+    }
+
+    @Override
+    public String description() {
+      return "refresh_cut: the next table load takes a new consistent cut (never older than the last)";
+    }
+  }
+
+  static final class CurrentCut implements Procedure {
+    private final ConsistentSparkCatalog catalog;
+
+    CurrentCut(ConsistentSparkCatalog catalog) {
+      this.catalog = catalog;
+    }
+
+    @Override
+    public ProcedureParameter[] parameters() {
+      return TABLE_REQUIRED;
+    }
+
+    @Override
+    public StructType outputType() {
+      return OUTPUT;
+    }
+
+    @Override
+    public InternalRow[] call(InternalRow args) {
+      return describe(catalog, table(args), false);
+    }
+
+    @Override
+    public String description() {
+      return "current_cut(table): the consistent cut the session serves for the table's lineage component";
+    }
+  }
+}

@@ -1,0 +1,57 @@
+package io.consistentcatalog.spark;
+
+import org.apache.iceberg.Table;
+import org.apache.iceberg.spark.source.SparkTable;
+import org.apache.spark.sql.connector.expressions.filter.Predicate;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.RowLevelOperationBuilder;
+import org.apache.spark.sql.connector.write.RowLevelOperationInfo;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+
+/**
+ * A table served by the consistent catalog: Iceberg's SparkTable pinned to the cut's snapshot (or, for
+ * a name with a selector, whatever the selector chose), refusing every kind of write.
+ */
+final class PinnedTable extends SparkTable {
+  private final String catalog;
+  private final String plain;
+  private final String table;
+
+  PinnedTable(Table icebergTable, Long snapshotId, String catalog, String plain, String table) {
+    super(icebergTable, snapshotId, false);
+    this.catalog = catalog;
+    this.plain = plain;
+    this.table = table;
+  }
+
+  PinnedTable(Table icebergTable, String branch, String catalog, String plain, String table) {
+    super(icebergTable, branch, false);
+    this.catalog = catalog;
+    this.plain = plain;
+    this.table = table;
+  }
+
+  private RuntimeException refused(String what) {
+    return Errors.raise(Errors.readOnly(catalog, plain, what + " " + catalog + "." + table));
+  }
+
+  @Override
+  public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+    throw refused("writing to");
+  }
+
+  @Override
+  public RowLevelOperationBuilder newRowLevelOperationBuilder(RowLevelOperationInfo info) {
+    throw refused("a row-level change (DELETE/UPDATE/MERGE) of");
+  }
+
+  @Override
+  public boolean canDeleteWhere(Predicate[] predicates) {
+    throw refused("DELETE FROM");
+  }
+
+  @Override
+  public void deleteWhere(Predicate[] predicates) {
+    throw refused("DELETE FROM");
+  }
+}

@@ -1,0 +1,115 @@
+package io.consistentcatalog.spark;
+
+import io.consistentcatalog.core.Barriers;
+import io.consistentcatalog.core.ConsistentException;
+import io.consistentcatalog.core.Keys;
+import io.consistentcatalog.core.Resolver;
+import java.util.Locale;
+import java.util.Map;
+import org.apache.spark.sql.SparkSession;
+import scala.Option;
+
+/**
+ * The read settings of one load: session settings ({@code SET spark.sql.consistent.level=...}) over
+ * the catalog's own options ({@code spark.sql.catalog.lake_consistent.level=...}) over the defaults.
+ *
+ * <ul>
+ *   <li>{@code spark.sql.consistent.level}: repeatable-read (default), read-committed, read-uncommitted
+ *   <li>{@code spark.sql.consistent.asOf}: a historical cut, ms since the epoch or an ISO-8601 time
+ *       (empty or {@code latest}: the newest cut)
+ *   <li>{@code spark.sql.consistent.tag}: read every table at a reader pin or retained-cut tag
+ *   <li>{@code spark.sql.consistent.refresh}: {@code statement} (default: a fresh cut for every
+ *       statement) or {@code manual} (the cut is held until {@code CALL <catalog>.system.refresh_cut()})
+ * </ul>
+ */
+final class Settings {
+  static final String PREFIX = "spark.sql.consistent.";
+  static final String LEVEL = "level";
+  static final String AS_OF = "asOf";
+  /** Other spellings of asOf ({@code as-of} needs backquotes in SET: SET `spark.sql.consistent.as-of`=...). */
+  static final String[] AS_OF_ALIASES = {"as-of", "as_of"};
+  static final String TAG = "tag";
+  static final String REFRESH = "refresh";
+
+  final String level;
+  final Long asOf;
+  final String asOfText;
+  final String tag;
+  final boolean manual;
+
+  private Settings(String level, Long asOf, String asOfText, String tag, boolean manual) {
+    this.level = level;
+    this.asOf = asOf;
+    this.asOfText = asOfText;
+    this.tag = tag;
+    this.manual = manual;
+  }
+
+  /** A cut is "latest" (subject to the monotone rule) when it is neither historical nor a tag. */
+  boolean latest() {
+    return asOf == null && tag == null;
+  }
+
+  /** What makes two cuts different: settings changes start a new cut. */
+  String key() {
+    return level + "|" + asOf + "|" + tag;
+  }
+
+  private static String value(SparkSession session, Map<String, String> defaults, String name) {
+    String found = null;
+    if (session != null) {
+      Option<String> option = session.conf().getOption(PREFIX + name);
+      if (option.isDefined()) {
+        found = option.get();
+      }
+    }
+    if (found == null) {
+      found = defaults.get(name);
+    }
+    if (found == null) {
+      return null;
+    }
+    found = found.trim();
+    return found.isEmpty() ? null : found;
+  }
+
+  static Settings read(SparkSession session, Map<String, String> defaults) {
+    String level = value(session, defaults, LEVEL);
+    level = level == null ? Keys.DEFAULT_LEVEL : level.toLowerCase(Locale.ROOT);
+    if (!Resolver.LEVELS.contains(level)) {
+      throw Errors.raise(Errors.setting(PREFIX + LEVEL + "=" + level + " is not an isolation level; use one of "
+          + String.join(", ", Resolver.LEVELS)));
+    }
+    String asOfText = value(session, defaults, AS_OF);
+    for (String alias : AS_OF_ALIASES) {
+      if (asOfText == null) {
+        asOfText = value(session, defaults, alias);
+      }
+    }
+    if (asOfText != null && asOfText.equalsIgnoreCase("latest")) {
+      asOfText = null;
+    }
+    Long asOf = null;
+    if (asOfText != null) {
+      try {
+        asOf = Barriers.toBarrier(asOfText);
+      } catch (ConsistentException e) {
+        throw Errors.raise(Errors.setting(PREFIX + AS_OF + "=" + asOfText + ": " + e.getMessage()
+            + "; or RESET " + PREFIX + AS_OF + " for the newest cut"));
+      }
+    }
+    String tag = value(session, defaults, TAG);
+    if (tag != null && asOf != null) {
+      throw Errors.raise(Errors.setting(PREFIX + TAG + "=" + tag + " and " + PREFIX + AS_OF + "=" + asOfText
+          + " are both set; a tag names one cut already — RESET one of them"));
+    }
+    String refresh = value(session, defaults, REFRESH);
+    refresh = refresh == null ? "statement" : refresh.toLowerCase(Locale.ROOT);
+    if (!refresh.equals("statement") && !refresh.equals("manual")) {
+      throw Errors.raise(Errors.setting(PREFIX + REFRESH + "=" + refresh
+          + " is not a refresh rule; use statement (a fresh cut for every statement) or manual (hold the cut until "
+          + "CALL <catalog>.system.refresh_cut())"));
+    }
+    return new Settings(level, asOf, asOfText, tag, refresh.equals("manual"));
+  }
+}

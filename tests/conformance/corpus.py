@@ -1,0 +1,289 @@
+"""The conformance corpus: one table-history format, one answer format, both resolvers.
+
+A case (``cases/*.json``) is ``{"description", "tables": {name: <Iceberg table metadata JSON>},
+"queries": [{"tables": [...], "level", "as_of", "expected": <answer>}, ...]}``. The table metadata is
+the v2 metadata JSON as Iceberg writes it (pyiceberg's own files for the generated cases); the JVM
+parses it with Iceberg's ``TableMetadataParser``, Python with pyiceberg.
+
+A query is ``ConsistentCatalog.resolve(tables, level, as_of)`` over a catalog holding exactly the
+case's tables, or (``"kind": "component"``) the cut the Spark plugin serves for a table's lineage
+component. An answer is the cut ``{"level", "barrier", "tables": {name: {"snapshot_id", "barrier",
+"branch", "revision"}}}``, ``{"cut": <cut or null>, "blocked": {name: <error class>}}`` for a
+component, or ``{"error": <Python exception class name>}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table.metadata import TableMetadataUtil
+
+from consistent_catalog import properties as P
+from consistent_catalog.barrier import to_barrier
+from consistent_catalog.catalog import ConsistentCatalog
+from consistent_catalog.exceptions import ConsistentCatalogError, InvalidInputError
+from consistent_catalog.resolver import DEFAULT_LEVEL, Cut, check_level
+from consistent_catalog.state import TableState
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES = Path(__file__).resolve().parent / "cases"
+MODULE = "spark-plugin"
+MAIN_CLASS = "io.consistentcatalog.conformance.Main"
+
+
+# --- a catalog holding a case's tables ----------------------------------------------------------------
+class CorpusCatalog:
+    """The two things ``ConsistentCatalog.resolve`` asks of a pyiceberg catalog: ``name`` and ``load_table``."""
+
+    name = "corpus"
+
+    def __init__(self, tables: Mapping[str, Any]) -> None:
+        self.tables = tables
+
+    def load_table(self, identifier: str) -> Any:
+        name = identifier if isinstance(identifier, str) else ".".join(identifier)
+        if name not in self.tables:
+            raise NoSuchTableError(name)
+        return SimpleNamespace(metadata=TableMetadataUtil.parse_raw(json.dumps(self.tables[name])))
+
+
+def states_of(tables: Mapping[str, Any]) -> dict[str, TableState]:
+    catalog = CorpusCatalog(tables)
+    return {name: TableState.from_metadata(name, catalog.load_table(name).metadata) for name in tables}
+
+
+def cut_json(cut: Cut) -> dict[str, Any]:
+    return {
+        "level": cut.level,
+        "barrier": cut.barrier,
+        "tables": {
+            name: {"snapshot_id": t.snapshot_id, "barrier": t.barrier, "branch": t.branch, "revision": t.revision}
+            for name, t in cut.tables.items()
+        },
+    }
+
+
+def component(table: str, states: Mapping[str, TableState]) -> list[str]:
+    """The weakly connected lineage component of ``table`` (a table whose sources cannot be parsed has no edges)."""
+    undirected: dict[str, set[str]] = {}
+    for state in states.values():
+        try:
+            sources = state.sources
+        except ConsistentCatalogError:
+            continue
+        for source in sources:
+            undirected.setdefault(state.identifier, set()).add(source)
+            undirected.setdefault(source, set()).add(state.identifier)
+    found, stack = {table}, [table]
+    while stack:
+        for nxt in undirected.get(stack.pop(), ()):
+            if nxt not in found:
+                found.add(nxt)
+                stack.append(nxt)
+    return sorted(found)
+
+
+def component_cut(
+    tables: Mapping[str, Any], table: str, level: str = DEFAULT_LEVEL, as_of: Any = None
+) -> tuple[Cut | None, dict[str, ConsistentCatalogError]]:
+    """The cut the Spark plugin serves for ``table``'s lineage component (the reference for its JVM code).
+
+    ``ConsistentCatalog.resolve(component, level, as_of)`` when that resolves. Otherwise every table
+    that cannot be resolved on its own (no watermark, untracked write, expired history, malformed
+    metadata, no complete barrier) is left out together with every table derived from it, and the
+    rest (the members) are resolved together; when that fails too, every member is left out with its
+    error. A bad level or as-of is the caller's error and is raised.
+    """
+    checked = check_level(level)
+    if as_of is not None:
+        to_barrier(as_of)
+    states = states_of(tables)
+    cc = ConsistentCatalog(CorpusCatalog(tables))
+    present = [n for n in component(table, states) if n in states]
+    blocked: dict[str, ConsistentCatalogError] = {}
+    if not present:
+        return None, blocked
+    try:
+        return cc.resolve(present, checked, as_of), blocked
+    except InvalidInputError:
+        raise
+    except ConsistentCatalogError:
+        pass
+    for name in present:
+        try:
+            cc.resolve([name], checked, as_of)
+        except InvalidInputError:
+            pass
+        except ConsistentCatalogError as exc:
+            blocked[name] = exc
+    changed = True
+    while changed:  # a table derived from a left-out table cannot be in the cut either
+        changed = False
+        for name in present:
+            if name in blocked:
+                continue
+            bad = [s for s in states[name].sources if s in blocked]
+            if bad:
+                blocked[name] = blocked[bad[0]]
+                changed = True
+    members = [n for n in present if n not in blocked]
+    if not members:
+        return None, blocked
+    try:
+        return cc.resolve(members, checked, as_of), blocked
+    except ConsistentCatalogError as exc:
+        return None, {**blocked, **{m: exc for m in members}}
+
+
+def python_answer(tables: Mapping[str, Any], query: Mapping[str, Any]) -> dict[str, Any]:
+    """What the Python resolver answers to one query of a case."""
+    level = query.get("level", DEFAULT_LEVEL)
+    as_of = query.get("as_of")
+    try:
+        if query.get("kind") == "component":
+            cut, blocked = component_cut(tables, query["table"], level, as_of)
+            return {
+                "cut": None if cut is None else cut_json(cut),
+                "blocked": {name: type(exc).__name__ for name, exc in blocked.items()},
+            }
+        return cut_json(ConsistentCatalog(CorpusCatalog(tables)).resolve(query["tables"], level, as_of))
+    except ConsistentCatalogError as exc:
+        return {"error": type(exc).__name__}
+
+
+def comparable(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """An answer without the free-text error message (only the error class must agree)."""
+    return {k: v for k, v in answer.items() if k != "message"}
+
+
+# --- cases ---------------------------------------------------------------------------------------------
+def make_case(description: str, tables: Mapping[str, Any], queries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """A case with every query's expected answer computed by the Python resolver."""
+    out = []
+    for query in queries:
+        q = dict(query)
+        q["expected"] = python_answer(tables, q)
+        out.append(q)
+    return {"description": description, "tables": dict(tables), "queries": out}
+
+
+def load_cases(directory: Path = CASES) -> dict[str, dict[str, Any]]:
+    return {p.name: json.loads(p.read_text(encoding="utf-8")) for p in sorted(directory.glob("*.json"))}
+
+
+def dumps_case(case: Mapping[str, Any]) -> str:
+    """A case as JSON with one table's metadata, and one query, per line (small, and diffs stay readable)."""
+    compact = {"separators": (",", ":")}
+    tables = [f"  {json.dumps(name)}: {json.dumps(md, **compact)}" for name, md in case["tables"].items()]
+    queries = [f"  {json.dumps(query, **compact)}" for query in case["queries"]]
+    return (
+        "{\n"
+        f' "description": {json.dumps(case["description"])},\n'
+        ' "tables": {\n' + ",\n".join(tables) + "\n },\n"
+        ' "queries": [\n' + ",\n".join(queries) + "\n ]\n}\n"
+    )
+
+
+def write_case(directory: Path, name: str, case: Mapping[str, Any]) -> Path:
+    path = directory / f"{name}.json"
+    path.write_text(dumps_case(case), encoding="utf-8")
+    return path
+
+
+# --- Iceberg v2 table metadata for simulated states ------------------------------------------------
+SCHEMA = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "required": False, "type": "long"}]}
+
+
+def metadata_json(state: TableState, *, tags: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """The v2 table metadata JSON Iceberg would write for ``state`` (its snapshots, refs and properties).
+
+    Manifest lists are named but never read: resolution needs metadata only.
+    """
+    namespace, _, table = state.identifier.rpartition(".")
+    location = f"file:///warehouse/{namespace}.db/{table}"
+    ids = sorted(state.snapshots)
+    snapshots = []
+    for sequence, snapshot_id in enumerate(ids, start=1):
+        record = state.snapshots[snapshot_id]
+        entry: dict[str, Any] = {"snapshot-id": snapshot_id}
+        if record.parent_id is not None:
+            entry["parent-snapshot-id"] = record.parent_id
+        entry.update(
+            {
+                "sequence-number": sequence,
+                "timestamp-ms": record.timestamp_ms,
+                "manifest-list": f"{location}/metadata/snap-{snapshot_id}-0-{uuid.UUID(int=snapshot_id)}.avro",
+                "summary": {"operation": record.operation, **dict(record.summary)},
+                "schema-id": 0,
+            }
+        )
+        snapshots.append(entry)
+    refs = {name: {"snapshot-id": sid, "type": "branch"} for name, sid in state.branches.items()}
+    refs.update({name: {"snapshot-id": sid, "type": "tag"} for name, sid in (tags or state.tags).items()})
+    main = state.branches.get(P.MAIN_BRANCH)
+    last_updated = max((s.timestamp_ms for s in state.snapshots.values()), default=1_700_000_000_000)
+    metadata: dict[str, Any] = {
+        "location": location,
+        "table-uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, state.identifier)),
+        "last-updated-ms": last_updated,
+        "last-column-id": 1,
+        "schemas": [SCHEMA],
+        "current-schema-id": 0,
+        "partition-specs": [{"spec-id": 0, "fields": []}],
+        "default-spec-id": 0,
+        "last-partition-id": 999,
+        "properties": dict(state.properties),
+        "snapshots": snapshots,
+        "snapshot-log": [{"snapshot-id": main, "timestamp-ms": last_updated}] if main is not None else [],
+        "metadata-log": [],
+        "sort-orders": [{"order-id": 0, "fields": []}],
+        "default-sort-order-id": 0,
+        "refs": refs,
+        "format-version": 2,
+        "last-sequence-number": len(ids),
+    }
+    if main is not None:
+        metadata["current-snapshot-id"] = main
+    return metadata
+
+
+# --- the JVM side ---------------------------------------------------------------------------------------
+def build_jvm() -> Path:
+    """Compile jvm/spark-plugin with scripts/build_jvm.sh (idempotent); returns build/jvm/spark-plugin."""
+    subprocess.run(["bash", str(ROOT / "scripts" / "build_jvm.sh")], check=True, cwd=ROOT)
+    return ROOT / "build" / "jvm" / MODULE
+
+
+def java_command(module: Path) -> list[str]:
+    java_file = module / "java"
+    java = java_file.read_text().strip() if java_file.is_file() else "java"
+    classpath = f"{module / 'classes'}:{(module / 'classpath').read_text().strip()}"
+    return [java, "-Xss4m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath, MAIN_CLASS]
+
+
+def java_answers(paths: Iterable[Path], module: Path | None = None) -> dict[tuple[str, int], dict[str, Any]]:
+    """Run the JVM resolver over case files in one JVM: (case file name, query index) -> answer."""
+    module = module or build_jvm()
+    result = subprocess.run(
+        [*java_command(module), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "JAVA_TOOL_OPTIONS": ""},
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"the JVM resolver failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    answers = {}
+    for line in result.stdout.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            answers[(row["case"], row["index"])] = row["answer"]
+    return answers

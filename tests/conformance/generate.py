@@ -1,0 +1,737 @@
+"""Generate the conformance corpus (``tests/conformance/cases/*.json``) that both resolvers answer.
+
+Two kinds of case:
+
+- ``h*``: histories written out by hand (``tests/harness/builders``) and serialised as Iceberg v2
+  table metadata JSON (``corpus.metadata_json``): every rule of the protocol in isolation, with a few
+  expected answers worked out by hand and checked here (``HAND``) before the case is written.
+- ``p*``: real tables built with pyiceberg (and ``ConsistentCatalog``'s ingest and epoch jobs) on a
+  temporary SQLite catalog; the metadata is the JSON file pyiceberg wrote, with the temporary
+  directory replaced by ``/corpus``.
+
+Every query's expected answer comes from the Python resolver (``ConsistentCatalog.resolve``, or
+``corpus.component_cut`` for ``"kind": "component"``). Run it again after a deliberate change of the
+protocol and review the diff::
+
+    .venv/bin/python -m tests.conformance.generate            # rewrites tests/conformance/cases
+    .venv/bin/python -m tests.conformance.generate --check    # exits 1 if the checked-in corpus differs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from consistent_catalog import properties as P
+from consistent_catalog.barrier import SnapshotRecord
+from consistent_catalog.state import TableState, encode_summary_sources, encode_table_sources
+from tests.conformance.corpus import CASES, make_case, metadata_json, python_answer, write_case
+from tests.harness.builders import (
+    MAIN,
+    STAGED,
+    T0,
+    compaction,
+    derived_properties,
+    derived_state,
+    epoch,
+    genesis,
+    ingest,
+    root_state,
+    snapshot,
+    table_state,
+)
+
+LEVELS = ("repeatable-read", "read-committed", "read-uncommitted")
+Case = tuple[str, dict[str, Any], list[dict[str, Any]]]
+
+
+def q(tables: str | Iterable[str], level: str | None = None, as_of: Any = None) -> dict[str, Any]:
+    query: dict[str, Any] = {"tables": [tables] if isinstance(tables, str) else list(tables)}
+    if level is not None:
+        query["level"] = level
+    if as_of is not None:
+        query["as_of"] = as_of
+    return query
+
+
+def comp(table: str, level: str | None = None, as_of: Any = None) -> dict[str, Any]:
+    query: dict[str, Any] = {"kind": "component", "table": table}
+    if level is not None:
+        query["level"] = level
+    if as_of is not None:
+        query["as_of"] = as_of
+    return query
+
+
+def every_level(tables: Iterable[str], as_ofs: Iterable[Any] = (None,)) -> list[dict[str, Any]]:
+    tables = list(tables)
+    return [q(tables, level, as_of) for level in LEVELS for as_of in as_ofs]
+
+
+def subsets(names: list[str]) -> list[list[str]]:
+    """Every table alone, every pair, and all of them."""
+    found = [[n] for n in names]
+    found += [[a, b] for i, a in enumerate(names) for b in names[i + 1 :]]
+    if len(names) > 2:
+        found.append(list(names))
+    return found
+
+
+def meta(*states: TableState) -> dict[str, Any]:
+    return {s.identifier: metadata_json(s) for s in states}
+
+
+# --- hand-written histories ------------------------------------------------------------------------------
+def h01_late_snapshots() -> Case:
+    """Protocol §3: a late raw barrier gets b(p)+1; on a root a raw barrier equal to its parent's is late too."""
+    records = [
+        ingest(1, None, T0 + 100, total=1),
+        ingest(2, 1, T0 + 300, total=2),
+        ingest(3, 2, T0 + 200, total=3),  # late: 301
+        ingest(4, 3, T0 + 300, total=4),  # equal to an earlier barrier, below b(p)=301: 302
+        ingest(5, 4, T0 + 302, total=5),  # raw == b(p) on a root: late, 303
+    ]
+    root = table_state("db.events", records, head=5)
+    job = "job-agg"
+    agg = table_state(
+        "db.agg",
+        [
+            genesis(10, job=job, ts=T0),
+            epoch(11, 10, T0 + 301, job=job, sources={"db.events": 3}),
+            epoch(12, 11, T0 + 301, job=job, sources={"db.events": 3}, total=1),  # same barrier twice on a derived table
+            epoch(13, 12, T0 + 250, job=job, sources={"db.events": 3}, total=1),  # late on a derived table: 302
+        ],
+        head=13,
+        properties=derived_properties(job, "db.events"),
+    )
+    queries = [*every_level(["db.events"], [None, T0 + 250, T0 + 301, T0 + 302, T0 + 99])]
+    queries += [q(["db.events", "db.agg"], as_of=a) for a in (None, T0 + 301, T0 + 302, T0 + 303)]
+    queries += [comp("db.agg"), comp("db.events", "read-committed", T0 + 302)]
+    return "late snapshots: b(p)+1 on roots and derived tables", meta(root, agg), queries
+
+
+def h02_replace_and_overwrite() -> Case:
+    """A replace snapshot keeps its parent's barrier (also right after a genesis); overwrites change data."""
+    job = "job-sum"
+    root = table_state(
+        "db.src",
+        [ingest(1, None, T0 + 100), ingest(2, 1, T0 + 200, total=2), compaction(3, 2, T0 + 250, total=2),
+         ingest(4, 3, T0 + 300, total=3)],
+        head=4,
+    )
+    overwrite = {"added-data-files": "1", "deleted-data-files": "1", "added-records": "1", "deleted-records": "1",
+                 "total-records": "1"}
+    derived = table_state(
+        "db.sum",
+        [
+            genesis(10, job=job, ts=T0),
+            compaction(11, 10, T0 + 1),  # replace on top of the genesis: no barrier yet
+            snapshot(12, 11, T0 + 150, barrier=T0 + 100, op="overwrite", job=job, sources={"db.src": 1}, summary=overwrite),
+            compaction(13, 12, T0 + 160),
+            snapshot(14, 13, T0 + 350, barrier=T0 + 300, op="overwrite", job=job, sources={"db.src": 4}, summary=overwrite),
+            compaction(15, 14, T0 + 400),
+        ],
+        head=15,
+        properties=derived_properties(job, "db.src"),
+    )
+    queries = every_level(["db.src", "db.sum"], [None, T0 + 100, T0 + 250, T0 + 299, T0 + 50])
+    queries += [q("db.sum", as_of=T0 + 300), comp("db.src"), comp("db.sum", as_of=T0 + 200)]
+    return "replace (compaction) snapshots and overwrite epochs", meta(root, derived), queries
+
+
+def h03_staged_epochs() -> Case:
+    """A staged epoch (consistent-staged ahead of main) is read at read-committed only."""
+    job = "job-copy"
+    root = root_state("db.in", [T0 + 100, T0 + 200, T0 + 300])
+    records = [
+        genesis(10, job=job, ts=T0),
+        epoch(11, 10, T0 + 200, job=job, sources={"db.in": 2}),
+        epoch(12, 11, T0 + 300, job=job, sources={"db.in": 3}, total=2),  # staged, not published
+        epoch(13, 12, T0 + 300, job=job, sources={"db.in": 3}, total=3),  # second snapshot of the same attempt
+    ]
+    ahead = table_state("db.copy", records, {MAIN: 11, STAGED: 13}, derived_properties(job, "db.in"))
+    # another sink whose staged branch was left pointing at an older snapshot (not ahead of main)
+    behind = table_state(
+        "db.copy2",
+        [genesis(20, job="job-copy2", ts=T0), epoch(21, 20, T0 + 100, job="job-copy2", sources={"db.in": 1}),
+         epoch(22, 21, T0 + 300, job="job-copy2", sources={"db.in": 3}, total=2)],
+        {MAIN: 22, STAGED: 21},
+        derived_properties("job-copy2", "db.in"),
+    )
+    # a staged branch that diverged from main (a discarded attempt): not ahead
+    diverged = table_state(
+        "db.copy3",
+        [genesis(30, job="job-copy3", ts=T0), epoch(31, 30, T0 + 200, job="job-copy3", sources={"db.in": 2}),
+         epoch(32, 30, T0 + 300, job="job-copy3", sources={"db.in": 3})],
+        {MAIN: 31, STAGED: 32},
+        derived_properties("job-copy3", "db.in"),
+    )
+    names = ["db.in", "db.copy", "db.copy2", "db.copy3"]
+    queries = [q(s, level) for s in subsets(names) for level in LEVELS]
+    queries += [q(["db.in", "db.copy"], "read-committed", T0 + 250), comp("db.copy"), comp("db.copy", "read-committed")]
+    return "staged epochs: read-committed reads consistent-staged when it is ahead of main", meta(
+        root, ahead, behind, diverged
+    ), queries
+
+
+def h04_watermark_floor() -> Case:
+    """Watermarks, their marker (watermark-snapshot) and barrier overrides: a later snapshot lands above W."""
+    lifted = table_state(
+        "db.lifted",
+        [ingest(1, None, T0 + 100), ingest(2, 1, T0 + 200, total=2), ingest(3, 2, T0 + 400, total=3),
+         ingest(4, 3, T0 + 450, total=4)],
+        head=4,
+        properties={P.WATERMARK: str(T0 + 500), P.WATERMARK_SNAPSHOT: "2"},  # 3 and 4 came after W=500: 501, 502
+    )
+    empty_marker = table_state(
+        "db.fresh",
+        [ingest(1, None, T0 + 100), ingest(2, 1, T0 + 700, total=2)],
+        head=2,
+        properties={P.WATERMARK: str(T0 + 600), P.WATERMARK_SNAPSHOT: "-1"},  # every snapshot above 600
+    )
+    overridden = table_state(
+        "db.overridden",
+        [ingest(1, None, T0 + 100), ingest(2, 1, T0 + 150, total=2), ingest(3, 2, T0 + 800, total=3)],
+        head=3,
+        properties={P.WATERMARK: str(T0 + 900), P.WATERMARK_SNAPSHOT: "3",
+                    P.BARRIER_OVERRIDES: json.dumps({"2": T0 + 650, "99": T0 + 1})},
+    )
+    job = "job-w"
+    idle = table_state(  # a derived table whose last epoch changed nothing: only its watermark moved (protocol §5.3)
+        "db.idle",
+        [genesis(10, job=job, ts=T0), epoch(11, 10, T0 + 200, job=job, sources={"db.lifted": 2})],
+        head=11,
+        properties={**derived_properties(job, "db.lifted"), P.WATERMARK: str(T0 + 500), P.WATERMARK_SNAPSHOT: "11"},
+    )
+    names = ["db.lifted", "db.fresh", "db.overridden", "db.idle"]
+    queries = [q(n, level, a) for n in names for level in LEVELS[:2] for a in (None, T0 + 500, T0 + 650)]
+    queries += [q(["db.lifted", "db.idle"], as_of=a) for a in (None, T0 + 500, T0 + 501)]
+    queries += [q(names), comp("db.idle"), comp("db.fresh")]
+    return "watermark floors (watermark-snapshot, -1 marker, barrier-overrides) and watermark-only epochs", meta(
+        lifted, empty_marker, overridden, idle
+    ), queries
+
+
+def h05_genesis() -> Case:
+    """A derived table with only its genesis snapshot has no barrier: it blocks every cut (NoWatermark)."""
+    root = root_state("db.r", [T0 + 100, T0 + 200])
+    only_genesis = table_state("db.new", [genesis(10, job="job-new", ts=T0)], head=10,
+                               properties=derived_properties("job-new", "db.r"))
+    marked = table_state(  # genesis plus an empty epoch that only set the watermark
+        "db.marked", [genesis(20, job="job-m", ts=T0)], head=20,
+        properties={**derived_properties("job-m", "db.r"), P.WATERMARK: str(T0 + 200), P.WATERMARK_SNAPSHOT: "20"},
+    )
+    queries = [q(s, level) for s in subsets(["db.r", "db.new", "db.marked"]) for level in LEVELS]
+    queries += [q(["db.r", "db.marked"], as_of=T0 + 150), comp("db.r"), comp("db.new", "read-uncommitted")]
+    return "genesis snapshots (empty, untagged) and watermark-only epochs on them", meta(root, only_genesis, marked), queries
+
+
+def h06_foreign_writes() -> Case:
+    """Data written without a barrier: on a derived table it is untracked from there on; a root uses its timestamp."""
+    root = table_state(
+        "db.raw",
+        [snapshot(1, None, T0 + 100, summary={"added-records": "2", "total-records": "2"}),  # untagged: b = timestamp
+         ingest(2, 1, T0 + 50, total=3),  # tagged below the timestamp barrier: late
+         snapshot(3, 2, T0 + 400, summary={"added-records": "1", "total-records": "4"})],
+        head=3,
+    )
+    job = "job-x"
+    foreign = table_state(
+        "db.written",
+        [genesis(10, job=job, ts=T0), epoch(11, 10, T0 + 100, job=job, sources={"db.raw": 1}),
+         snapshot(12, 11, T0 + 200, summary={"added-records": "5", "total-records": "6"}),  # a foreign append
+         epoch(13, 12, T0 + 400, job=job, sources={"db.raw": 3}, total=7)],
+        head=13,
+        properties=derived_properties(job, "db.raw"),
+    )
+    harmless = table_state(  # an untagged commit that changes no rows (e.g. a property-only snapshot)
+        "db.harmless",
+        [genesis(20, job="job-h", ts=T0), epoch(21, 20, T0 + 100, job="job-h", sources={"db.raw": 1}),
+         snapshot(22, 21, T0 + 150, summary={"added-records": "0", "total-records": "1"})],
+        head=22,
+        properties=derived_properties("job-h", "db.raw"),
+    )
+    downstream = table_state(
+        "db.below",
+        [genesis(30, job="job-b", ts=T0), epoch(31, 30, T0 + 100, job="job-b", sources={"db.written": 11})],
+        head=31,
+        properties=derived_properties("job-b", "db.written"),
+    )
+    names = ["db.raw", "db.written", "db.harmless", "db.below"]
+    queries = [q(s, level) for s in subsets(names) for level in LEVELS[::2]]
+    queries += [q("db.raw", as_of=T0 + 101), comp("db.raw"), comp("db.harmless", "read-committed")]
+    return "foreign writes: untracked derived tables, untagged roots, untagged empty commits", meta(
+        root, foreign, harmless, downstream
+    ), queries
+
+
+def h07_siblings_and_diamond() -> Case:
+    """Sibling jobs at different speeds skip different barriers; a diamond must not mix two states of the root."""
+    r = root_state("db.r", [T0 + 100, T0 + 150, T0 + 200])
+    a = derived_state("db.a", ["db.r"], [(T0 + 100, {"db.r": 1}), (T0 + 200, {"db.r": 3})], 10, job="job-a")
+    b = derived_state("db.b", ["db.r"], [(T0 + 150, {"db.r": 2})], 20, job="job-b")
+    c = derived_state("db.c", ["db.a", "db.b"], [(T0 + 100, {"db.a": 11, "db.b": 20})], 30, job="job-c")
+    names = ["db.r", "db.a", "db.b", "db.c"]
+    queries = [q(s) for s in subsets(names)]
+    queries += [q(["db.a", "db.b"], as_of=a) for a in (T0 + 99, T0 + 100, T0 + 149, T0 + 150, T0 + 200)]
+    queries += [q(names, "read-committed"), q(names, "read-uncommitted", T0 + 150), comp("db.c"), comp("db.r", as_of=T0 + 120)]
+    return "siblings at different speeds (skipped barriers) and a diamond", meta(r, a, b, c), queries
+
+
+def h08_expired_history() -> Case:
+    """Expired history: a barrier before the oldest retained snapshot is HistoryExpired; empty is never 'same'."""
+    root = table_state(  # snapshots 1 and 2 were expired: 3's parent is gone
+        "db.kept", [ingest(3, 2, T0 + 300, total=3), ingest(4, 3, T0 + 400, total=4)], head=4
+    )
+    job = "job-k"
+    derived = table_state(
+        "db.kept_sum",
+        [epoch(12, 11, T0 + 300, job=job, sources={"db.kept": 3}), epoch(13, 12, T0 + 400, job=job, sources={"db.kept": 4})],
+        head=13,
+        properties=derived_properties(job, "db.kept"),
+    )
+    stale = table_state(  # its recorded input was expired from the source: it cannot be compared any more
+        "db.stale_sum",
+        [epoch(21, 20, T0 + 300, job="job-s", sources={"db.kept": 2})],
+        head=21,
+        properties=derived_properties("job-s", "db.kept"),
+    )
+    queries = [q(n, as_of=a) for n in ("db.kept", "db.kept_sum") for a in (None, T0 + 350, T0 + 300, T0 + 299, T0 + 5)]
+    queries += [q(["db.kept", "db.kept_sum"], as_of=a) for a in (None, T0 + 300, T0 + 250)]
+    queries += [q(["db.kept", "db.stale_sum"]), q("db.stale_sum"), q("db.kept", "read-uncommitted", T0 + 100)]
+    queries += [comp("db.kept"), comp("db.kept", as_of=T0 + 200)]
+    return "expired history (truncated ancestry)", meta(root, derived, stale), queries
+
+
+def h09_empty_tables() -> Case:
+    """Empty tables: without a watermark they block every cut; with one they take part, read as empty."""
+    empty = table_state("db.empty", [], {})
+    declared = table_state("db.declared", [], {}, {P.WATERMARK: str(T0 + 500)})
+    root = root_state("db.full", [T0 + 100, T0 + 600])
+    names = ["db.empty", "db.declared", "db.full"]
+    queries = [q(s, level) for s in subsets(names) for level in LEVELS]
+    queries += [q(["db.declared", "db.full"], as_of=T0 + 50), comp("db.empty"), q([])]
+    queries += [q([], "read-uncommitted")]
+    return "empty tables with and without a watermark", meta(empty, declared, root), queries
+
+
+def h10_malformed() -> Case:
+    """Malformed consistent.* values: MalformedMetadataError, raised where Python raises it."""
+    def root(name: str, props: Mapping[str, str] | None = None, records: list[SnapshotRecord] | None = None) -> TableState:
+        return table_state(name, records or [ingest(1, None, T0 + 100)], head=1, properties=dict(props or {}))
+
+    bad_barrier = root("db.bad_barrier", records=[snapshot(1, None, T0, barrier="soon", summary={"total-records": "1"})])
+    spaced = root("db.spaced", records=[snapshot(1, None, T0, barrier=f" {T0 + 7} ", summary={"total-records": "1"})])
+    tables = [
+        bad_barrier,
+        spaced,
+        root("db.bad_sources", {P.SOURCES: "[db.x"}),
+        root("db.sources_not_list", {P.SOURCES: '{"db.x": 1}'}),
+        root("db.blank_sources", {P.SOURCES: "  "}),
+        root("db.bad_watermark", {P.WATERMARK: "-5"}),
+        root("db.bad_marker", {P.WATERMARK: str(T0), P.WATERMARK_SNAPSHOT: "head"}),
+        root("db.odd_marker", {P.WATERMARK: str(T0 + 200), P.WATERMARK_SNAPSHOT: " +1 "}),
+        root("db.bad_overrides", {P.BARRIER_OVERRIDES: "[1, 2]"}),
+        root("db.bad_override_key", {P.BARRIER_OVERRIDES: '{"one": 5}'}),
+        root("db.bad_override_value", {P.BARRIER_OVERRIDES: '{"1": 5.5}'}),
+        root("db.text_override", {P.BARRIER_OVERRIDES: json.dumps({"1": f" {T0 + 9}"})}),
+        root("db.bad_revision", {P.REVISION: "two"}),
+        root("db.trailing_json", {P.SOURCES: '["db.x"] junk'}),
+    ]
+    job = "job-m"
+    bad_inputs = table_state(
+        "db.bad_inputs",
+        [genesis(10, job=job, ts=T0),
+         snapshot(11, 10, T0, barrier=T0 + 100, job=job, summary={"added-records": "1", "total-records": "1",
+                                                                    P.SOURCES: '{"db.spaced": true}'})],
+        head=11,
+        properties=derived_properties(job, "db.spaced"),
+    )
+    tables.append(bad_inputs)
+    queries = [q(t.identifier) for t in tables]
+    queries += [q(t.identifier, "read-uncommitted") for t in tables[:4]]
+    queries += [q(["db.spaced", "db.bad_revision"]), q(["db.bad_revision", "db.spaced"]), comp("db.spaced")]
+    return "malformed consistent.* values", meta(*tables), queries
+
+
+def h11_invalid_input() -> Case:
+    """Caller errors: unknown level, bad as-of values, unknown tables, no tables; and as-of spellings."""
+    root = root_state("db.r", [T0 + 100, T0 + 200, T0 + 300])
+    queries = [
+        q("db.r", "serializable"),
+        q("db.r", as_of=-5),
+        q("db.r", as_of="-5"),
+        q("db.r", as_of="yesterday"),
+        q("db.r", as_of=True),
+        q("db.r", as_of=1.5),
+        q("db.r", as_of="1700000000150"),
+        q("db.r", as_of=" 1700000000250 "),
+        q("db.r", as_of="2023-11-14T22:13:20.150Z"),
+        q("db.r", as_of="2023-11-14T22:13:20.2+00:00"),
+        q("db.r", as_of="2023-11-14 23:13:20.250+01:00"),
+        q("db.r", as_of="2023-11-14T22:13:20,3"),
+        q("db.r", as_of="20231114T221320.2"),
+        q("db.r", as_of="2023-11-14T2213"),
+        q("db.r", as_of="2023-11-14"),
+        q("db.r", as_of="1969-12-31T23:59:59Z"),
+        q("db.r", as_of="2023-13-01"),
+        q(["db.r", "db.missing"]),
+        q("db.missing", "serializable"),
+        q([]),
+        comp("db.r", "serializable"),
+        comp("db.r", as_of="soon"),
+    ]
+    return "invalid input (levels, as-of values, unknown tables) and as-of spellings", meta(root), queries
+
+
+def h12_no_complete_barrier() -> Case:
+    """A derived table whose recorded inputs are not on its source's branch (the source was rolled back), from
+    barrier 0 on: no barrier has it complete (ResolutionError); from barrier 100 on, the cut falls below it."""
+    root = table_state(
+        "db.r",
+        [ingest(1, None, 0, ts=T0), ingest(2, 1, 100, ts=T0 + 1, total=2), ingest(3, 1, 100, ts=T0 + 2, total=2)],
+        head=3,  # 2 was rolled back, 3 replaced it
+    )
+    job = "job-d"
+    derived = table_state(
+        "db.d",
+        [epoch(11, None, 0, job=job, sources={"db.r": 2}), epoch(12, 11, 100, job=job, sources={"db.r": 2})],
+        head=12,
+        properties=derived_properties(job, "db.r"),
+    )
+    later = derived_state("db.e", ["db.r"], [(100, {"db.r": 2})], 20, job="job-e")
+    queries = [q(["db.r", "db.d"]), q("db.d"), q("db.d", as_of=50), q(["db.r", "db.d"], "read-uncommitted"),
+               q(["db.r", "db.e"]), q("db.e", "read-committed"), comp("db.r"), comp("db.e")]
+    return "no barrier at which every table is complete (ResolutionError)", meta(root, derived, later), queries
+
+
+def h13_revisions_tags_branches() -> Case:
+    """consistent.revision is reported per table; tags and foreign branches do not change the cut."""
+    r = root_state("db.r", [T0 + 100, T0 + 200])
+    r.properties[P.REVISION] = "2"
+    d = derived_state("db.d", ["db.r"], [(T0 + 100, {"db.r": 1}), (T0 + 200, {"db.r": 2})], 10, job="job-d")
+    d.properties[P.REVISION] = "1"
+    d.branches["audit"] = 11
+    tags = {"consistent-pin-0001": 11, "consistent-daily-20231114": 12}
+    tables = {"db.r": metadata_json(r, tags={"consistent-pin-0001": 1}), "db.d": metadata_json(d, tags=tags)}
+    queries = [q(["db.r", "db.d"], level) for level in LEVELS] + [q(["db.d", "db.r"], as_of=T0 + 150), comp("db.d")]
+    return "revisions, tags and foreign branches", tables, queries
+
+
+HAND: dict[str, dict[int, Callable[[dict[str, Any]], bool]]] = {
+    # worked out by hand from the protocol §3 rules (not from the resolver)
+    "h01_late_snapshots": {
+        1: lambda a: a["tables"]["db.events"]["snapshot_id"] == 1 and a["barrier"] == T0 + 250,  # snap(250) = s1 (b=100)
+        2: lambda a: a["tables"]["db.events"] == {"snapshot_id": 3, "barrier": T0 + 301, "branch": "main", "revision": 0},
+        3: lambda a: a["tables"]["db.events"]["snapshot_id"] == 4 and a["tables"]["db.events"]["barrier"] == T0 + 302,
+        4: lambda a: a == {"error": "InvalidBarrierError"},  # as-of before the first barrier: the cut holds nothing
+        0: lambda a: a["barrier"] == T0 + 303,  # s5: raw 302 == b(p) on a root -> 303
+    },
+    "h03_staged_epochs": {
+        # db.copy alone: repeatable-read at main (200, snapshot 11), read-committed at the staged head (300, 13)
+        3: lambda a: (a["barrier"], a["tables"]["db.copy"]["snapshot_id"]) == (T0 + 200, 11),
+        4: lambda a: (a["barrier"], a["tables"]["db.copy"]["snapshot_id"], a["tables"]["db.copy"]["branch"])
+        == (T0 + 300, 13, "consistent-staged"),
+    },
+    "h04_watermark_floor": {
+        # db.lifted: snapshots 3 and 4 came after the watermark 500 was set on 2: 501, 502; W = 502
+        0: lambda a: (a["barrier"], a["tables"]["db.lifted"]["snapshot_id"]) == (T0 + 502, 4),
+        1: lambda a: (a["barrier"], a["tables"]["db.lifted"]["snapshot_id"]) == (T0 + 500, 2),
+    },
+    "h07_siblings_and_diamond": {
+        # {db.a, db.b}: db.a skipped 150, db.b skipped 100 and 200 -> no common complete barrier above 99
+        7: lambda a: a["barrier"] == T0 + 99 and a["tables"]["db.b"]["snapshot_id"] is None,
+    },
+    "h08_expired_history": {3: lambda a: a == {"error": "HistoryExpiredError"}},
+    "h09_empty_tables": {0: lambda a: a == {"error": "NoWatermarkError"}},
+    "h11_invalid_input": {
+        0: lambda a: a == {"error": "InvalidInputError"},
+        1: lambda a: a == {"error": "InvalidBarrierError"},
+        8: lambda a: (a["barrier"], a["tables"]["db.r"]["snapshot_id"]) == (T0 + 150, 1),
+    },
+    "h12_no_complete_barrier": {0: lambda a: a == {"error": "ResolutionError"}},
+}
+
+
+# --- real tables, written by pyiceberg -------------------------------------------------------------------
+WORD = pa.schema([pa.field("word", pa.string())])
+
+
+class Lake:
+    """A temporary SQLite catalog and pyiceberg writes that carry the protocol's summary keys."""
+
+    def __init__(self, directory: Path) -> None:
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        self.directory = directory
+        (directory / "warehouse").mkdir(parents=True, exist_ok=True)
+        self.catalog = SqlCatalog("lake", uri=f"sqlite:///{directory}/catalog.db", warehouse=f"file://{directory}/warehouse")
+        self.catalog.create_namespace("db")
+
+    def create(self, name: str, properties: Mapping[str, str] | None = None) -> None:
+        self.catalog.create_table(name, schema=WORD, properties=dict(properties or {}))
+
+    def table(self, name: str) -> Any:
+        return self.catalog.load_table(name)
+
+    def append(self, name: str, words: list[str], props: Mapping[str, str] | None = None, *, branch: str = MAIN,
+               overwrite: bool = False) -> int:
+        table = self.table(name)
+        data = pa.table({"word": words}, schema=WORD)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Delete operation did not match any records")
+            (table.overwrite if overwrite else table.append)(data, snapshot_properties=dict(props or {}), branch=branch)
+        return self.table(name).metadata.snapshot_by_name(branch).snapshot_id
+
+    def set_properties(self, name: str, **props: str) -> None:
+        with self.table(name).transaction() as tx:
+            tx.set_properties(props)
+
+    def set_branch(self, name: str, branch: str, snapshot_id: int) -> None:
+        from pyiceberg.table.refs import SnapshotRefType
+        from pyiceberg.table.update import SetSnapshotRefUpdate
+
+        table = self.table(name)
+        self.catalog.commit_table(
+            table, (), (SetSnapshotRefUpdate(ref_name=branch, type=SnapshotRefType.BRANCH, snapshot_id=snapshot_id),)
+        )
+
+    def tag(self, name: str, tag: str, snapshot_id: int) -> None:
+        self.table(name).manage_snapshots().create_tag(snapshot_id, tag).commit()
+
+    def metadata(self, *names: str) -> dict[str, Any]:
+        """Each table's current metadata file, as pyiceberg wrote it (temporary paths replaced by /corpus)."""
+        found = {}
+        for name in names:
+            location = self.table(name).metadata_location.removeprefix("file://")
+            text = Path(location).read_text(encoding="utf-8").replace(str(self.directory), "/corpus")
+            found[name] = json.loads(text)
+        return found
+
+
+def epoch_props(job: str, barrier: int, inputs: Mapping[str, int | None]) -> dict[str, str]:
+    return {P.BARRIER: str(barrier), P.JOB: job, P.SOURCES: encode_summary_sources(inputs), P.ATTEMPT: f"a{barrier}"}
+
+
+def p01_flip_pipeline(directory: Path) -> Case:
+    """FLIP-276's three tables with ConsistentCatalog's ingest and pyiceberg epoch jobs, the histogram lagging,
+    then an epoch of word-count staged on consistent-staged and never published (a killed job)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from consistent_catalog.catalog import ConsistentCatalog
+    from consistent_catalog.demo import COUNTS, HISTOGRAM, SCHEMAS, WORDS, count_words, epoch_words, histogram
+
+    (directory / "warehouse").mkdir(parents=True, exist_ok=True)
+    catalog = SqlCatalog("lake", uri=f"sqlite:///{directory}/catalog.db", warehouse=f"file://{directory}/warehouse")
+    catalog.create_namespace("demo")
+    for name, schema in SCHEMAS.items():
+        catalog.create_table(name, schema=schema)
+    cc = ConsistentCatalog(catalog)
+    counter = cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite")
+    hist = cc.job("count-histogram", sources=[COUNTS], sinks=[HISTOGRAM], transform=histogram, mode="overwrite")
+    barriers = [T0 + 1000 * (i + 1) for i in range(5)]
+    with counter, hist:
+        for i, barrier in enumerate(barriers[:4]):
+            cc.ingest(WORDS, epoch_words(i, 12), barrier=barrier)
+            counter.run_epoch()
+            if i % 2 == 1:
+                hist.run_epoch()
+        cc.ingest(WORDS, epoch_words(4, 12), barrier=barriers[4])
+    cc.advance_watermark(WORDS, barriers[4] + 500)
+    # word-count's next epoch, staged by hand the way EpochJob stages it, and never published
+    words = catalog.load_table(WORDS).metadata
+    counts = catalog.load_table(COUNTS)
+    main_head = counts.metadata.snapshot_by_name(MAIN).snapshot_id
+    if counts.metadata.refs.get(STAGED) is None or counts.metadata.refs[STAGED].snapshot_id != main_head:
+        SimpleLake(catalog).set_branch(COUNTS, STAGED, main_head)
+    inputs = {WORDS: words.snapshot_by_name(MAIN).snapshot_id}
+    data = pa.table({"word": ["w000"], "cnt": [1]}, schema=SCHEMAS[COUNTS])
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Delete operation did not match any records")
+        catalog.load_table(COUNTS).overwrite(data, snapshot_properties=epoch_props("word-count", barriers[4] + 500, inputs),
+                                             branch=STAGED)
+    tables = {}
+    for name in (WORDS, COUNTS, HISTOGRAM):
+        location = catalog.load_table(name).metadata_location.removeprefix("file://")
+        tables[name] = json.loads(Path(location).read_text(encoding="utf-8").replace(str(directory), "/corpus"))
+    names = [WORDS, COUNTS, HISTOGRAM]
+    as_ofs = [None, barriers[0] - 1, barriers[0], barriers[1] + 1, barriers[2], barriers[4] + 500]
+    queries = [q(s, level) for s in subsets(names) for level in LEVELS]
+    queries += [q(names, level, a) for level in LEVELS[:2] for a in as_ofs[1:]]
+    queries += [comp(WORDS), comp(HISTOGRAM, "read-committed"), comp(COUNTS, as_of=barriers[1])]
+    return "FLIP-276 pipeline written by ConsistentCatalog (pyiceberg jobs), histogram lagging, a staged epoch", tables, queries
+
+
+class SimpleLake(Lake):
+    """A Lake over an existing catalog (for its helpers)."""
+
+    def __init__(self, catalog: Any) -> None:  # noqa: D107 - no namespace creation
+        self.catalog = catalog
+
+
+def p02_foreign_late_overwrite(directory: Path) -> Case:
+    """pyiceberg writes: event-time ingests (late ones), an untagged root append, overwrite epochs of a derived
+    table, a foreign append on a derived table, a tagged pin."""
+    lake = Lake(directory)
+    lake.create("db.events")
+    lake.create("db.daily", derived_properties("job-daily", "db.events"))
+    lake.create("db.mirror", derived_properties("job-mirror", "db.events"))
+    e1 = lake.append("db.events", ["a", "b"], {P.BARRIER: str(T0 + 100)})
+    e2 = lake.append("db.events", ["c"], {P.BARRIER: str(T0 + 300)})
+    e3 = lake.append("db.events", ["d"], {P.BARRIER: str(T0 + 200)})  # late: 301
+    g = lake.append("db.daily", [], {P.JOB: "job-daily"})
+    lake.set_branch("db.daily", STAGED, g)
+    d1 = lake.append("db.daily", ["a", "b"], epoch_props("job-daily", T0 + 100, {"db.events": e1}), branch=STAGED, overwrite=True)
+    lake.set_branch("db.daily", MAIN, d1)
+    d2 = lake.append("db.daily", ["a", "b", "c", "d"], epoch_props("job-daily", T0 + 301, {"db.events": e3}),
+                     branch=STAGED, overwrite=True)
+    lake.set_branch("db.daily", MAIN, d2)
+    lake.tag("db.daily", "consistent-pin-00000001", d1)
+    lake.tag("db.events", "consistent-pin-00000001", e1)
+    lake.append("db.events", ["e"])  # untagged root append: its barrier is its commit time
+    gm = lake.append("db.mirror", [], {P.JOB: "job-mirror"})
+    m1 = lake.append("db.mirror", ["a", "b", "c"], epoch_props("job-mirror", T0 + 300, {"db.events": e2}))
+    lake.append("db.mirror", ["zz"])  # a foreign writer: untracked from here on
+    del gm, m1
+    names = ["db.events", "db.daily", "db.mirror"]
+    queries = [q(s, level) for s in subsets(names) for level in LEVELS]
+    queries += [q(["db.events", "db.daily"], as_of=a) for a in (T0 + 99, T0 + 100, T0 + 250, T0 + 301)]
+    queries += [comp("db.events"), comp("db.daily", as_of=T0 + 301)]
+    return "pyiceberg writes: late event-time barriers, untagged root append, overwrites, a foreign append", lake.metadata(
+        *names
+    ), queries
+
+
+def expire_keeping_parents(metadata: dict[str, Any], snapshot_ids: Iterable[int]) -> dict[str, Any]:
+    """What Iceberg's (Java) expiry writes: the snapshots are gone, their children keep ``parent-snapshot-id``."""
+    gone = set(snapshot_ids)
+    out = dict(metadata)
+    out["snapshots"] = [s for s in metadata["snapshots"] if s["snapshot-id"] not in gone]
+    out["snapshot-log"] = [e for e in metadata.get("snapshot-log", []) if e["snapshot-id"] not in gone]
+    return out
+
+
+def p03_expired(directory: Path) -> Case:
+    """Expired history: db.log and db.log_copy lost their oldest snapshots the way Iceberg's expiry removes
+    them (children keep their parent id: the history is truncated); db.log_py was expired with pyiceberg
+    0.12's expire_snapshots, which also drops the parent id of the oldest retained snapshot, so its history
+    looks complete (and empty before it)."""
+    lake = Lake(directory)
+    lake.create("db.log")
+    lake.create("db.log_copy", derived_properties("job-copy", "db.log"))
+    lake.create("db.log_py")
+    ids = [lake.append("db.log", [f"r{i}"], {P.BARRIER: str(T0 + 100 * (i + 1))}) for i in range(4)]
+    g = lake.append("db.log_copy", [], {P.JOB: "job-copy"})
+    lake.append("db.log_copy", ["r0", "r1"], epoch_props("job-copy", T0 + 200, {"db.log": ids[1]}))
+    lake.append("db.log_copy", ["r2", "r3"], epoch_props("job-copy", T0 + 400, {"db.log": ids[3]}))
+    py_ids = [lake.append("db.log_py", [f"r{i}"], {P.BARRIER: str(T0 + 100 * (i + 1))}) for i in range(4)]
+    lake.table("db.log_py").maintenance.expire_snapshots().by_ids(py_ids[:2]).commit()
+    tables = lake.metadata("db.log", "db.log_copy", "db.log_py")
+    tables["db.log"] = expire_keeping_parents(tables["db.log"], ids[:2])
+    tables["db.log_copy"] = expire_keeping_parents(tables["db.log_copy"], [g])
+    names = ["db.log", "db.log_copy"]
+    queries = [q(names, as_of=a) for a in (None, T0 + 400, T0 + 350, T0 + 300, T0 + 250, T0 + 100)]
+    queries += [q("db.log", as_of=a) for a in (T0 + 299, T0 + 300)] + [q("db.log_copy", as_of=T0 + 300)]
+    queries += [q("db.log_py", as_of=a) for a in (None, T0 + 250, T0 + 300)]
+    queries += [comp("db.log"), comp("db.log_copy", as_of=T0 + 250)]
+    return "expired history: truncated as Iceberg expires, and as pyiceberg 0.12 expires", tables, queries
+
+
+def p04_diamond(directory: Path) -> Case:
+    """Real tables: two sibling jobs at different speeds and a diamond job over them, with watermarks."""
+    lake = Lake(directory)
+    lake.create("db.r")
+    lake.create("db.a", derived_properties("job-a", "db.r"))
+    lake.create("db.b", derived_properties("job-b", "db.r"))
+    lake.create("db.c", derived_properties("job-c", "db.a", "db.b"))
+    r = [lake.append("db.r", [f"x{i}"], {P.BARRIER: str(T0 + 100 * (i + 1))}) for i in range(4)]
+    lake.append("db.a", [], {P.JOB: "job-a"})
+    a1 = lake.append("db.a", ["x0", "x1"], epoch_props("job-a", T0 + 200, {"db.r": r[1]}))
+    a2 = lake.append("db.a", ["x2", "x3"], epoch_props("job-a", T0 + 400, {"db.r": r[3]}))
+    lake.append("db.b", [], {P.JOB: "job-b"})
+    b1 = lake.append("db.b", ["x0", "x1", "x2"], epoch_props("job-b", T0 + 300, {"db.r": r[2]}))
+    lake.append("db.c", [], {P.JOB: "job-c"})
+    lake.append("db.c", ["x0", "x1"], epoch_props("job-c", T0 + 200, {"db.a": a1, "db.b": None}))
+    lake.set_properties("db.r", **{P.WATERMARK: str(T0 + 450)})
+    lake.set_properties("db.b", **{P.WATERMARK: str(T0 + 400), P.WATERMARK_SNAPSHOT: str(b1)})  # an empty epoch at 400
+    del a2
+    names = ["db.r", "db.a", "db.b", "db.c"]
+    queries = [q(s) for s in subsets(names)]
+    queries += [q(names, "read-committed", a) for a in (None, T0 + 300, T0 + 200)]
+    queries += [comp("db.a"), comp("db.c", as_of=T0 + 350)]
+    return "siblings and a diamond written by pyiceberg, with watermark-only epochs", lake.metadata(*names), queries
+
+
+GENERATED: tuple[Callable[[Path], Case], ...] = (p01_flip_pipeline, p02_foreign_late_overwrite, p03_expired, p04_diamond)
+HANDWRITTEN: tuple[Callable[[], Case], ...] = (
+    h01_late_snapshots,
+    h02_replace_and_overwrite,
+    h03_staged_epochs,
+    h04_watermark_floor,
+    h05_genesis,
+    h06_foreign_writes,
+    h07_siblings_and_diamond,
+    h08_expired_history,
+    h09_empty_tables,
+    h10_malformed,
+    h11_invalid_input,
+    h12_no_complete_barrier,
+    h13_revisions_tags_branches,
+)
+
+
+def build_cases() -> dict[str, dict[str, Any]]:
+    cases: dict[str, dict[str, Any]] = {}
+    for make in HANDWRITTEN:
+        description, tables, queries = make()
+        case = make_case(description, tables, queries)
+        for index, check in HAND.get(make.__name__, {}).items():
+            answer = case["queries"][index]["expected"]
+            if not check(answer):
+                raise AssertionError(f"{make.__name__} query {index}: hand-checked value differs: {answer}")
+        cases[make.__name__] = case
+    for make in GENERATED:
+        with tempfile.TemporaryDirectory(prefix="corpus-") as tmp:
+            description, tables, queries = make(Path(tmp))
+            cases[make.__name__] = make_case(description, tables, queries)
+    return cases
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=CASES, help="directory of the case files (default: %(default)s)")
+    parser.add_argument("--check", action="store_true", help="only check that the hand-written cases are unchanged")
+    args = parser.parse_args(argv)
+    cases = build_cases()
+    if args.check:
+        stale = []
+        for name, case in cases.items():
+            path = args.out / f"{name}.json"
+            if not name.startswith("h"):
+                continue  # generated from real writes: timestamps and ids differ on every run
+            if not path.is_file() or json.loads(path.read_text()) != json.loads(json.dumps(case)):
+                stale.append(name)
+        print("stale: " + ", ".join(stale) if stale else "corpus up to date")
+        return 1 if stale else 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, case in cases.items():
+        write_case(args.out, name, case)
+    total = sum(len(c["queries"]) for c in cases.values())
+    size = sum((args.out / f"{n}.json").stat().st_size for n in cases)
+    print(f"wrote {len(cases)} cases, {total} queries, {size // 1024} KiB to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+_ = (python_answer, encode_table_sources)  # re-exported for interactive use

@@ -1,0 +1,429 @@
+"""Spark SQL reads consistent cuts by catalog configuration alone (issue #12): the ``lake_consistent`` plugin.
+
+One lake, one PySpark session and one ``spark-sql`` run for the whole module (a 2-core machine). The
+FLIP demo pipeline (``consistent-catalog demo``, pyiceberg jobs) runs as a separate process while
+(a) and (b) sample; afterwards the lake stands still for (c) and (d).
+
+(a) ``spark-sql --properties-file <conf> -e "SELECT ..."``: every sampled statement returns the rows
+    of words, word_counts and count_histogram, recounted here in Python: sum(cnt) = count(words), every
+    word's count matches, the histogram is the histogram of the counts; later statements never see
+    fewer words (a later cut is never older). The write at the end is refused with a one-line error.
+(b) the same from PySpark (``spark.sql``, and ``spark.table`` per table under refresh=manual, whose
+    snapshot ids, from ``CALL ... current_cut``, are read again with pyiceberg: an independent reader).
+(c) the plugin serves exactly ``ConsistentCatalog.resolve`` at repeatable-read, read-committed (a
+    staged epoch), as-of (ms and ISO), a reader pin and a retained-cut tag; VERSION AS OF and selector
+    names pass through; errors are one-line AnalysisExceptions naming the table and the way out.
+(d) every kind of write through the consistent catalog is refused and changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+
+from consistent_catalog import ConsistentCatalog
+from consistent_catalog import properties as P
+from consistent_catalog.demo import COUNTS, HISTOGRAM, SCHEMAS, TABLES, WORDS
+from consistent_catalog.state import TableState, encode_summary_sources
+from tests.harness.spark_plugin import CONSISTENT, plugin_conf, write_properties
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+EPOCHS = 300  # more than the sampling needs: the demo is stopped after (b)
+ROWS_PER_EPOCH = 25
+
+UNION = """
+SELECT '{tag}' AS q, 'W' AS k, word AS v, CAST(NULL AS BIGINT) AS n FROM lake_consistent.demo.words
+UNION ALL SELECT '{tag}', 'C', word, cnt FROM lake_consistent.demo.word_counts
+UNION ALL SELECT '{tag}', 'H', CAST(cnt AS STRING), words FROM lake_consistent.demo.count_histogram
+""".strip()
+
+
+# --- the independent recount ----------------------------------------------------------------------------
+def recount(rows: Iterable[tuple[Any, ...]]) -> tuple[int, list[str]]:
+    """(words, problems) of one statement's rows (kind, value, n): the FLIP-276 invariants, counted here."""
+    words: Counter[str] = Counter()
+    counts: dict[str, int] = {}
+    histogram: dict[int, int] = {}
+    for kind, value, n in rows:
+        if kind == "W":
+            words[value] += 1
+        elif kind == "C":
+            counts[value] = int(n)
+        elif kind == "H":
+            histogram[int(value)] = int(n)
+    problems = []
+    if sum(counts.values()) != sum(words.values()):
+        problems.append(f"sum(word_counts.cnt)={sum(counts.values())} != count(words)={sum(words.values())}")
+    if counts != dict(words):
+        wrong = sorted(w for w in set(counts) | set(words) if counts.get(w) != words.get(w))[:5]
+        problems.append(f"word_counts differs from a recount of words for {wrong}")
+    if dict(Counter(counts.values())) != histogram:
+        problems.append("count_histogram is not the histogram of word_counts")
+    return sum(words.values()), problems
+
+
+# --- the lake, the pipeline process and the Spark session --------------------------------------------------
+@dataclass
+class Lake:
+    root: Path
+    uri: str
+    warehouse: Path
+    properties: Path
+    conf: dict[str, str]
+    cc: ConsistentCatalog
+    demo: subprocess.Popen[bytes]
+    spark: Any
+
+    def words_snapshots(self) -> int:
+        return len(self.cc.load_table(WORDS).metadata.snapshots)
+
+    def sql(self, text: str) -> list[Any]:
+        return self.spark.sql(text).collect()
+
+    def stop_demo(self) -> None:
+        if self.demo.poll() is None:
+            os.killpg(self.demo.pid, signal.SIGTERM)
+            try:
+                self.demo.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.demo.pid, signal.SIGKILL)
+                self.demo.wait(timeout=30)
+
+
+def _wait_for_pipeline(cc: ConsistentCatalog, demo: subprocess.Popen[bytes], log: Path, timeout: float = 180) -> None:
+    """Until count_histogram has published an epoch (before that every cut of the three tables is blocked)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert demo.poll() is None, f"the demo pipeline stopped early:\n{log.read_text()[-3000:]}"
+        try:
+            if TableState.from_metadata(HISTOGRAM, cc.load_table(HISTOGRAM).metadata).watermark() is not None:
+                return
+        except Exception:  # noqa: BLE001 - the tables are still being created
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"count_histogram published nothing within {timeout}s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterable[Lake]:
+    from consistent_catalog.spark.session import build_session
+
+    root = tmp_path_factory.mktemp("plugin-lake")
+    uri = f"sqlite:///{root}/catalog.db"
+    warehouse = root / "warehouse"
+    conf = plugin_conf(uri, warehouse)  # builds jvm/spark-plugin and its jar
+    properties = write_properties(root / "spark-defaults.conf", conf)
+    log = root / "demo.log"
+    with log.open("wb") as out:
+        demo = subprocess.Popen(
+            [str(BIN / "consistent-catalog"), "demo", "--dir", str(root), "--epochs", str(EPOCHS), "--interval", "1",
+             "--rows-per-epoch", str(ROWS_PER_EPOCH), "--engine", "pyiceberg"],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=root,
+        )
+    cc = ConsistentCatalog(SqlCatalog("lake", uri=uri, warehouse=f"file://{warehouse}"))
+    spark = None
+    try:
+        _wait_for_pipeline(cc, demo, log)
+        spark = build_session(uri, warehouse, app_name="consistent-catalog-plugin", extra_conf=conf)
+        yield Lake(root, uri, warehouse, properties, conf, cc, demo, spark)
+    finally:
+        if demo.poll() is None:
+            os.killpg(demo.pid, signal.SIGKILL)
+            demo.wait(timeout=30)
+        if spark is not None:
+            spark.stop()
+
+
+def _statement_rows(stdout: str) -> dict[str, list[tuple[str, str, str | None]]]:
+    found: dict[str, list[tuple[str, str, str | None]]] = {}
+    for line in stdout.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 4 and parts[1] in ("W", "C", "H"):
+            found.setdefault(parts[0], []).append((parts[1], parts[2], None if parts[3] == "NULL" else parts[3]))
+    return found
+
+
+# --- (a) spark-sql while the pipeline runs -------------------------------------------------------------------
+def test_spark_sql_reads_consistent_cuts_while_the_pipeline_runs(lake: Lake) -> None:
+    statements = [UNION.format(tag=f"s{i}") for i in range(4)]
+    script = ";\n".join(statements) + ";\nINSERT INTO lake_consistent.demo.words VALUES ('refused');\n"
+    before = lake.words_snapshots()
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "PYSPARK_PYTHON": sys.executable}
+    result = subprocess.run(
+        [str(BIN / "spark-sql"), "--properties-file", str(lake.properties), "-S", "-e", script],
+        capture_output=True, text=True, timeout=600, env=env, cwd=lake.root,
+    )
+    after = lake.words_snapshots()
+    rows = _statement_rows(result.stdout)
+    assert sorted(rows) == [f"s{i}" for i in range(4)], (
+        f"spark-sql returned rows for {sorted(rows)}:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+    )
+    sizes = []
+    for tag in sorted(rows):
+        count, problems = recount(r for r in rows[tag])
+        assert not problems, f"statement {tag}: {problems}"
+        sizes.append(count)
+    assert sizes == sorted(sizes), f"a later statement read an older cut: count(words) per statement {sizes}"
+    assert after > before, "the pipeline did not commit while spark-sql was reading (the demo stopped too early)"
+    # the refused write: a one-line Spark SQL error naming the plain catalog, and no exit status 0
+    assert result.returncode != 0
+    error = next((line for line in result.stderr.splitlines() if "CONSISTENT_CUT.READ_ONLY" in line), None)
+    assert error is not None, result.stderr[-3000:]
+    assert "lake_consistent" in error and "plain catalog lake" in error and "epoch job" in error
+
+
+# --- (b) PySpark while the pipeline runs --------------------------------------------------------------------
+def _snapshot_rows(cc: ConsistentCatalog, table: str, snapshot_id: int | None) -> pa.Table:
+    loaded = cc.load_table(table)
+    if snapshot_id is None:
+        return loaded.schema().as_arrow().empty_table()
+    return loaded.scan(snapshot_id=snapshot_id).to_arrow()
+
+
+def _cut(lake: Lake, table: str = WORDS) -> dict[str, Any]:
+    return {row["table"]: row.asDict() for row in lake.sql(f"CALL lake_consistent.system.current_cut('{table}')")}
+
+
+def test_pyspark_reads_consistent_cuts_while_the_pipeline_runs(lake: Lake) -> None:
+    before = lake.words_snapshots()
+    sizes = []
+    for i in range(3):  # one statement per sample: its own cut
+        rows = [(r["k"], r["v"], r["n"]) for r in lake.sql(UNION.format(tag=f"p{i}"))]
+        count, problems = recount(rows)
+        assert not problems, f"spark.sql sample {i}: {problems}"
+        sizes.append(count)
+    for _ in range(2):  # spark.table(...) per table: separate statements, each its own (never older) cut
+        sizes.append(lake.spark.table(f"{CONSISTENT}.{WORDS}").count())
+    assert sizes == sorted(sizes), f"a later statement read an older cut: {sizes}"
+
+    # refresh=manual: one cut held across separate DataFrames and actions, while the pipeline commits
+    lake.spark.conf.set("spark.sql.consistent.refresh", "manual")
+    try:
+        lake.sql("CALL lake_consistent.system.refresh_cut()")
+        frames = {}
+        for table in TABLES:
+            frames[table] = lake.spark.table(f"{CONSISTENT}.{table}")
+            time.sleep(1.2)  # the pipeline publishes meanwhile
+        cut = _cut(lake)
+        words = [(r["word"],) for r in frames[WORDS].collect()]
+        counts = [(r["word"], r["cnt"]) for r in frames[COUNTS].collect()]
+        hist = [(r["cnt"], r["words"]) for r in frames[HISTOGRAM].collect()]
+        rows = [("W", w, None) for (w,) in words] + [("C", w, c) for w, c in counts] + [("H", str(c), n) for c, n in hist]
+        _, problems = recount(rows)
+        assert not problems, f"the held cut {cut}: {problems}"
+        # an independent reader (pyiceberg) at the snapshot ids the catalog reports for the held cut
+        assert len({row["cut_barrier"] for row in cut.values()}) == 1
+        assert all(row["status"] == "ok" for row in cut.values()), cut
+        assert _snapshot_rows(lake.cc, WORDS, cut[WORDS]["snapshot_id"]).num_rows == len(words)
+        expected_counts = _snapshot_rows(lake.cc, COUNTS, cut[COUNTS]["snapshot_id"])
+        assert sorted(zip(expected_counts["word"].to_pylist(), expected_counts["cnt"].to_pylist())) == sorted(counts)
+        # SET spark.sql.consistent.cut=latest: the next load takes a new cut, never older
+        time.sleep(1.2)
+        lake.sql("SET spark.sql.consistent.cut=latest")
+        newer = lake.spark.table(f"{CONSISTENT}.{WORDS}").count()
+        refreshed = _cut(lake)
+        assert refreshed[WORDS]["cut_barrier"] >= cut[WORDS]["cut_barrier"]
+        assert newer >= len(words)
+    finally:
+        lake.spark.conf.unset("spark.sql.consistent.refresh")
+    assert lake.words_snapshots() > before, "the pipeline did not commit while PySpark was reading"
+    lake.stop_demo()
+
+
+# --- (c) the same answers as the Python resolver ----------------------------------------------------------------
+def _stage_epoch(lake: Lake) -> int:
+    """New words, and an epoch of both jobs staged on consistent-staged and not published (a killed job)."""
+    cc = lake.cc
+    barrier = cc.ingest(WORDS, pa.table({"word": ["zz-staged", "w000"]}, schema=SCHEMAS[WORDS])).barrier
+    words = cc.load_table(WORDS).metadata.snapshot_by_name("main").snapshot_id
+    all_words = Counter(_snapshot_rows(cc, WORDS, words)["word"].to_pylist())
+    staged = {}
+    for sink, source, source_id, data in (
+        (COUNTS, WORDS, words, pa.table({"word": list(all_words), "cnt": list(all_words.values())}, schema=SCHEMAS[COUNTS])),
+        (HISTOGRAM, COUNTS, None, None),
+    ):
+        if sink == HISTOGRAM:
+            hist = Counter(all_words.values())
+            data = pa.table({"cnt": list(hist), "words": list(hist.values())}, schema=SCHEMAS[HISTOGRAM])
+            source_id = staged[COUNTS]
+        table = cc.load_table(sink)
+        head = table.metadata.snapshot_by_name("main").snapshot_id
+        from pyiceberg.table.refs import SnapshotRefType
+        from pyiceberg.table.update import SetSnapshotRefUpdate
+
+        cc.catalog.commit_table(
+            table, (), (SetSnapshotRefUpdate(ref_name=P.STAGED_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=head),)
+        )
+        props = {P.BARRIER: str(barrier), P.JOB: table.metadata.properties[P.JOB],
+                 P.SOURCES: encode_summary_sources({source: source_id}), P.ATTEMPT: "staged-by-test"}
+        cc.load_table(sink).overwrite(data, snapshot_properties=props, branch=P.STAGED_BRANCH)
+        staged[sink] = cc.load_table(sink).metadata.snapshot_by_name(P.STAGED_BRANCH).snapshot_id
+    return barrier
+
+
+def _count(lake: Lake, table: str) -> int:
+    return lake.sql(f"SELECT count(*) AS n FROM {CONSISTENT}.{table}")[0]["n"]
+
+
+def _expect(lake: Lake, cut: Any) -> None:
+    """The plugin serves ``cut`` (a ConsistentCatalog.resolve answer): the same ids, and the same rows."""
+    served = _cut(lake)
+    assert {t: served[t]["snapshot_id"] for t in TABLES} == {t: cut[t].snapshot_id for t in TABLES}, (served, cut)
+    assert {served[t]["cut_barrier"] for t in TABLES} == {cut.barrier}
+    for table in TABLES:
+        assert _count(lake, table) == _snapshot_rows(lake.cc, table, cut[table].snapshot_id).num_rows, table
+
+
+def test_levels_and_as_of_serve_what_the_python_resolver_resolves(lake: Lake) -> None:
+    lake.stop_demo()
+    _expect(lake, lake.cc.resolve(TABLES))
+    staged_barrier = _stage_epoch(lake)
+    latest = lake.cc.resolve(TABLES)
+    committed = lake.cc.resolve(TABLES, "read-committed")
+    assert committed.barrier == staged_barrier and committed[COUNTS].branch == P.STAGED_BRANCH
+    assert latest.barrier < staged_barrier
+    _expect(lake, latest)
+    lake.sql("SET spark.sql.consistent.level=read-committed")
+    try:
+        _expect(lake, committed)
+        assert lake.sql("SELECT count(*) AS n FROM lake_consistent.demo.word_counts WHERE word = 'zz-staged'")[0]["n"] == 1
+    finally:
+        lake.sql("RESET spark.sql.consistent.level")
+    assert lake.sql("SELECT count(*) AS n FROM lake_consistent.demo.word_counts WHERE word = 'zz-staged'")[0]["n"] == 0
+
+    history = [e.barrier for e in lake.cc.epochs(HISTOGRAM) if e.barrier is not None]
+    for barrier in sorted(history)[:: max(1, len(history) // 3)][:3]:
+        for as_of in (barrier, datetime.fromtimestamp(barrier / 1000, tz=timezone.utc).isoformat()):
+            lake.sql(f"SET spark.sql.consistent.asOf={as_of}")
+            try:
+                _expect(lake, lake.cc.resolve(TABLES, as_of=barrier))
+            finally:
+                lake.sql("RESET spark.sql.consistent.asOf")
+    _expect(lake, latest)  # back to the newest cut after a historical one
+
+
+def test_pins_and_retained_tags_are_read_as_tagged(lake: Lake) -> None:
+    pins = lake.cc.pins
+    pinned = pins.pin(TABLES, ttl="1h")
+    try:
+        lake.cc.ingest(WORDS, pa.table({"word": ["after-the-pin"]}, schema=SCHEMAS[WORDS]))
+        lake.sql(f"SET spark.sql.consistent.tag={pinned.tag}")
+        try:
+            served = _cut(lake)
+            assert {t: served[t]["snapshot_id"] for t in pinned.tables} == dict(pinned.tables)
+            for table in pinned.tables:
+                assert _count(lake, table) == _snapshot_rows(lake.cc, table, pinned.tables[table]).num_rows
+        finally:
+            lake.sql("RESET spark.sql.consistent.tag")
+    finally:
+        pinned.release()
+    from consistent_catalog.retention import RetentionPolicy
+
+    retained = [r for r in lake.cc.retention.retain(TABLES, RetentionPolicy(hourly=2)) if r.tables]
+    assert retained, "retain tagged nothing"
+    lake.sql(f"SET spark.sql.consistent.tag={retained[0].tag}")
+    try:
+        served = _cut(lake)
+        assert {t: served[t]["snapshot_id"] for t in retained[0].tables} == dict(retained[0].tables)
+    finally:
+        lake.sql("RESET spark.sql.consistent.tag")
+    lake.sql("SET spark.sql.consistent.tag=consistent-pin-nosuchpin")
+    try:
+        with pytest.raises(Exception, match=r"CONSISTENT_CUT\.INVALID_SETTING.*carries no tag consistent-pin-nosuchpin"):
+            _count(lake, WORDS)
+    finally:
+        lake.sql("RESET spark.sql.consistent.tag")
+
+
+def test_version_as_of_and_selectors_pass_through(lake: Lake) -> None:
+    snapshots = lake.cc.load_table(WORDS).metadata.snapshots
+    first = snapshots[0].snapshot_id
+    expected = _snapshot_rows(lake.cc, WORDS, first).num_rows
+    assert lake.sql(f"SELECT count(*) AS n FROM lake_consistent.demo.words VERSION AS OF {first}")[0]["n"] == expected
+    assert lake.sql(f"SELECT count(*) AS n FROM lake_consistent.demo.words.snapshot_id_{first}")[0]["n"] == expected
+    staged = lake.cc.load_table(COUNTS).metadata.snapshot_by_name(P.STAGED_BRANCH).snapshot_id
+    n = _snapshot_rows(lake.cc, COUNTS, staged).num_rows
+    assert lake.sql("SELECT count(*) AS n FROM lake_consistent.demo.word_counts VERSION AS OF 'consistent-staged'")[0]["n"] == n
+    assert lake.sql("SELECT count(*) AS n FROM lake_consistent.demo.word_counts.`branch_consistent-staged`")[0]["n"] == n
+    assert lake.sql("SELECT count(*) AS n FROM lake_consistent.demo.words.snapshots")[0]["n"] == len(snapshots)
+
+
+def _error(lake: Lake, sql: str) -> str:
+    with pytest.raises(Exception) as caught:  # pyspark.errors.AnalysisException
+        lake.sql(sql)
+    message = str(caught.value).strip().splitlines()[0]
+    assert type(caught.value).__name__ == "AnalysisException", f"{type(caught.value).__name__}: {message}"
+    return message
+
+
+def test_errors_are_one_line_and_name_the_table_and_the_way_out(lake: Lake) -> None:
+    lake.cc.catalog.create_namespace("other")
+    lake.cc.catalog.create_table("other.empty_root", schema=SCHEMAS[WORDS])
+    message = _error(lake, "SELECT * FROM lake_consistent.other.empty_root")
+    assert message.startswith("[CONSISTENT_CUT.NO_WATERMARK] lake_consistent.other.empty_root has no consistent cut")
+    assert "advance-watermark other.empty_root" in message and "use lake.other.empty_root" in message
+
+    lake.sql("SET spark.sql.consistent.asOf=1999-01-01T00:00:00Z")
+    try:
+        message = _error(lake, "SELECT * FROM lake_consistent.demo.words")
+        assert message.startswith("[CONSISTENT_CUT.INVALID_SETTING]") and "before the first barrier" in message
+    finally:
+        lake.sql("RESET spark.sql.consistent.asOf")
+    lake.sql("SET spark.sql.consistent.level=serializable")
+    try:
+        message = _error(lake, "SELECT * FROM lake_consistent.demo.words")
+        assert "spark.sql.consistent.level=serializable" in message and "repeatable-read" in message
+    finally:
+        lake.sql("RESET spark.sql.consistent.level")
+
+    # a foreign write to a derived table: it (and what derives from it) has no cut; its sources still do
+    lake.cc.load_table(COUNTS).append(pa.table({"word": ["foreign"], "cnt": [1]}, schema=SCHEMAS[COUNTS]))
+    message = _error(lake, "SELECT * FROM lake_consistent.demo.word_counts")
+    assert message.startswith("[CONSISTENT_CUT.UNTRACKED_WRITE] lake_consistent.demo.word_counts has no consistent cut")
+    assert "revise demo.word_counts" in message and "use lake.demo.word_counts" in message
+    message = _error(lake, "SELECT * FROM lake_consistent.demo.count_histogram")
+    assert "UNTRACKED_WRITE" in message and "because of demo.word_counts" in message
+    assert _count(lake, WORDS) == _snapshot_rows(lake.cc, WORDS, lake.cc.resolve([WORDS])[WORDS].snapshot_id).num_rows
+
+
+# --- (d) writes refused ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "INSERT INTO lake_consistent.demo.words VALUES ('x')",
+        "INSERT OVERWRITE lake_consistent.demo.words SELECT 'x'",
+        "DELETE FROM lake_consistent.demo.words WHERE word = 'w000'",
+        "UPDATE lake_consistent.demo.words SET word = 'x' WHERE word = 'w000'",
+        "MERGE INTO lake_consistent.demo.words t USING (SELECT 'x' AS word) s ON t.word = s.word "
+        "WHEN NOT MATCHED THEN INSERT *",
+        "ALTER TABLE lake_consistent.demo.words SET TBLPROPERTIES ('a' = 'b')",
+        "DROP TABLE lake_consistent.demo.words",
+        "CREATE TABLE lake_consistent.demo.new_table (a INT)",
+        "CALL lake_consistent.system.expire_snapshots(table => 'demo.words')",
+        "INSERT INTO lake_consistent.demo.words.branch_main VALUES ('x')",
+        "CREATE NAMESPACE lake_consistent.more",
+    ],
+)
+def test_writes_are_refused(lake: Lake, sql: str) -> None:
+    before = {t: lake.cc.load_table(t).metadata.metadata_log for t in (WORDS,)}
+    message = _error(lake, sql)
+    assert message.startswith("[CONSISTENT_CUT.READ_ONLY] lake_consistent is read-only"), message
+    assert "plain catalog lake" in message
+    assert {t: lake.cc.load_table(t).metadata.metadata_log for t in (WORDS,)} == before
+    assert ("more",) not in lake.cc.catalog.list_namespaces()
