@@ -107,7 +107,10 @@ def latest_cut(component: Iterable[str], states: Mapping[str, TableState]) -> tu
     for name in present:
         state = states[name]
         try:
-            if state.watermark() is None:
+            untracked = state.branch().untracked if state.head() is not None else None
+            if untracked is not None:  # its latest cut cannot be resolved (protocol §3.3)
+                blocked[name] = f"untracked since snapshot {untracked} (written outside its job)"
+            elif state.watermark() is None:
                 blocked[name] = "empty without a watermark: no cut includes it yet"
         except ConsistentCatalogError as exc:
             blocked[name] = f"cannot be resolved: {exc}"
