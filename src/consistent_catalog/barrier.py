@@ -178,9 +178,10 @@ class BranchBarriers:
         """The newest snapshot before an untracked write (the head when there is none)."""
         return self.snapshot_ids[self.tracked - 1] if self.tracked else None
 
-    def untracked_error(self, writer: str | None = None) -> UntrackedWriteError:
+    def untracked_error(self, writer: str | None = None, complete_until: int | None = None) -> UntrackedWriteError:
+        """The error for a cut past the untracked write; ``complete_until`` is the table's W (default: b(tracked head))."""
         by = f" by {writer}" if writer else ""
-        last = self.barriers[self.tracked - 1] if self.tracked else None
+        last = complete_until if complete_until is not None else (self.barriers[self.tracked - 1] if self.tracked else None)
         before = (
             f"cuts up to barrier {fmt_barrier(last)} still resolve (--as-of {last}); "
             f"consistent-catalog revise {self.table} --to-barrier {last} removes the foreign write"

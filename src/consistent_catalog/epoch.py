@@ -46,6 +46,8 @@ class SinkPlan:
     staged_head: int | None
     previous_inputs: Mapping[str, int | None]
     """``consistent.sources`` of the sink's published head: where the last epoch's inputs ended."""
+    revision: str | None = None
+    """``consistent.revision`` as planned: a revision meanwhile makes every later step of the epoch refused."""
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ def plan_epoch(
         raise InvalidInputError(f"job {job!r} has no sources")
     for state in sinks.values():
         if state.branch().untracked is not None:  # never publish on top of a foreign write
-            raise state.branch().untracked_error(state.untracked_writer())
+            raise state.branch().untracked_error(state.untracked_writer(), state.watermark())
     marks = [state.watermark() for state in sources.values()]
     barrier: int | None = None
     if all(m is not None for m in marks):
@@ -112,7 +114,8 @@ def plan_epoch(
         barrier = Completeness(known).latest(sources, min(m for m in marks if m is not None))
     if barrier is None:
         plans = {
-            name: SinkPlan(name, "done", state.head(), state.head(P.STAGED_BRANCH), {}) for name, state in sinks.items()
+            name: SinkPlan(name, "done", state.head(), state.head(P.STAGED_BRANCH), {}, state.properties.get(P.REVISION))
+            for name, state in sinks.items()
         }
         return EpochPlan(job, None, {}, plans)
     inputs: dict[str, int | None] = {}
@@ -135,7 +138,7 @@ def plan_epoch(
             action = "watermark"
         else:
             action = "stage"
-        plans[name] = SinkPlan(name, action, main_head, state.head(P.STAGED_BRANCH), previous)
+        plans[name] = SinkPlan(name, action, main_head, state.head(P.STAGED_BRANCH), previous, state.properties.get(P.REVISION))
     return EpochPlan(job, barrier, inputs, plans)
 
 
@@ -435,10 +438,24 @@ class EpochJob:
         return results
 
     def run_transform(self, plan: EpochPlan) -> dict[str, Any]:
-        """Run the transform once for ``plan``'s epoch and return its output per sink (nothing is written)."""
+        """Run the transform for ``plan``'s epoch and return its output per sink (nothing is written).
+
+        The sinks to stage usually share their previous inputs (where their last epoch ended); when
+        they do not (one sink was revised, or joined the job later), the transform runs once per
+        group, so each sink's incremental read starts where its own last epoch ended.
+        """
         assert plan.barrier is not None
-        previous = next(iter(plan.sinks.values())).previous_inputs if plan.sinks else {}
-        output = self._call_transform(plan, previous)
+        groups: dict[tuple[tuple[str, int | None], ...], list[str]] = {}
+        for sink, sink_plan in plan.sinks.items():
+            if sink_plan.action == "stage":
+                groups.setdefault(tuple(sorted(sink_plan.previous_inputs.items())), []).append(sink)
+        outputs: dict[str, Any] = {}
+        for previous, sinks in groups.items():
+            produced = self._outputs_per_sink(self._call_transform(plan, dict(previous)))
+            outputs.update({sink: produced[sink] for sink in sinks if sink in produced})
+        return outputs
+
+    def _outputs_per_sink(self, output: Any) -> dict[str, Any]:
         if output is None:
             return {}
         if isinstance(output, Mapping):
@@ -465,14 +482,30 @@ class EpochJob:
             P.ATTEMPT: uuid.uuid4().hex[:12],
         }
 
-    def prepare_staged_branch(self, sink: str) -> Table:
+    def _owner(self, sink: str, plan: EpochPlan | None) -> dict[str, str | None]:
+        """The table properties every commit of this instance's epoch requires: owner, instance, revision as planned."""
+        lease = self._require_lease()
+        owner: dict[str, str | None] = {P.JOB: self.job, P.LEASE_HOLDER: lease.instance}
+        if plan is not None and sink in plan.sinks:
+            owner[P.REVISION] = plan.sinks[sink].revision
+        return owner
+
+    def prepare_staged_branch(self, sink: str, plan: EpochPlan | None = None) -> Table:
         """Point ``consistent-staged`` at main's head (discarding any stale staged epoch) and return the table.
 
-        An empty sink first gets an empty, untagged "genesis" snapshot: Iceberg branches need a snapshot.
+        With ``plan``, main must still be at the head (and the table at the revision) the epoch was
+        planned on: otherwise FencedError, and the epoch is re-planned (a revision or a foreign write
+        came in between). An empty sink first gets an empty, untagged "genesis" snapshot: Iceberg
+        branches need a snapshot.
         """
-        lease = self._require_lease()
-        owner = {P.JOB: self.job, P.LEASE_HOLDER: lease.instance}
+        owner = self._owner(sink, plan)
         table, state = self.cc.store.load(sink)
+        planned = plan.sinks.get(sink) if plan is not None else None
+        if planned is not None and (state.head() != planned.main_head or state.properties.get(P.REVISION) != planned.revision):
+            raise FencedError(
+                f"{sink}: main is at {state.head()} (revision {state.revision}), not at {planned.main_head} where barrier "
+                f"{fmt_barrier(plan.barrier if plan else None)} was planned; the epoch is re-planned"
+            )
         if state.head() is None:
             genesis = table.schema().as_arrow().empty_table()
             self.cc.store.write(
@@ -499,17 +532,37 @@ class EpochJob:
         An epoch whose output is empty is still staged, as an empty snapshot: it records the epoch's
         barrier and inputs, which is what tells readers the table is complete at that barrier.
         """
-        table = self.prepare_staged_branch(sink)
+        table = self.prepare_staged_branch(sink, plan)
         base = table.metadata.snapshot_by_name(P.MAIN_BRANCH)
         assert base is not None
         data = _conform(table.schema().as_arrow().empty_table() if data is None else data, table)
         properties = self.summary_properties(plan)
-        self._write_staged(table, base.snapshot_id, properties, data, self.mode, plan)
-        head = self.cc.store.state(sink).head(P.STAGED_BRANCH)
-        if head == base.snapshot_id:  # overwriting nothing with nothing wrote no snapshot: record the epoch
-            self.record_empty_epoch(sink, base.snapshot_id, properties, plan)
-            head = self.cc.store.state(sink).head(P.STAGED_BRANCH)
-        return Staged(base.snapshot_id, head, data.num_rows)
+        if not self._write_staged(table, base.snapshot_id, properties, data, self.mode, plan):
+            self.record_empty_epoch(sink, base.snapshot_id, properties, plan)  # overwriting nothing with nothing
+        return self.verify_staged(sink, plan, base.snapshot_id, properties[P.ATTEMPT])
+
+    def verify_staged(self, sink: str, plan: EpochPlan, base_id: int, attempt: str) -> Staged:
+        """The staged epoch as committed: every snapshot from main's head up must carry this attempt's id.
+
+        Anything else on ``consistent-staged`` (a writer that cannot carry our fence, such as a Spark
+        zombie) means another writer interfered: FencedError, and the epoch is re-planned.
+        """
+        state = self.cc.store.state(sink)
+        head = state.head(P.STAGED_BRANCH)
+        rows = 0
+        current = head
+        while current is not None and current != base_id:
+            record = state.snapshots.get(current)
+            if record is None or record.summary.get(P.ATTEMPT) != attempt:
+                raise FencedError(
+                    f"{sink}: snapshot {current} on {P.STAGED_BRANCH} was not written by this attempt at barrier "
+                    f"{fmt_barrier(plan.barrier)}: another writer interfered; the epoch will be re-planned"
+                )
+            rows += int(record.summary.get("added-records", "0") or 0)
+            current = record.parent_id
+        if current != base_id or head == base_id:
+            raise FencedError(f"{sink}: {P.STAGED_BRANCH} no longer descends from main's head {base_id}; re-plan")
+        return Staged(base_id, head, rows)
 
     def record_empty_epoch(self, sink: str, base_id: int, properties: Mapping[str, str], plan: EpochPlan) -> None:
         """Stage an empty snapshot tagged with this epoch's summary keys on top of ``base_id``."""
@@ -518,8 +571,9 @@ class EpochJob:
 
     def _write_staged(
         self, table: Table, base_id: int, properties: Mapping[str, str], data: pa.Table, mode: str, plan: EpochPlan
-    ) -> None:
-        lease = self._require_lease()
+    ) -> bool:
+        """One fenced write onto ``consistent-staged`` at ``base_id``; False when it had nothing to commit."""
+        owner = self._owner(".".join(table.name()), plan)
 
         def write(tx: Transaction) -> None:
             with warnings.catch_warnings():
@@ -529,9 +583,9 @@ class EpochJob:
                     data, snapshot_properties=dict(properties), branch=P.STAGED_BRANCH
                 )
 
-        self.cc.store.write(
+        return self.cc.store.write(
             table,
-            fence({P.JOB: self.job, P.LEASE_HOLDER: lease.instance}, {P.STAGED_BRANCH: base_id}),
+            fence(owner, {P.STAGED_BRANCH: base_id, P.MAIN_BRANCH: base_id}),
             write,
             what=f"staging barrier {fmt_barrier(plan.barrier)}",
         )
@@ -540,7 +594,7 @@ class EpochJob:
         """One fenced catalog commit: main -> staged head (or watermark = T for an empty epoch), lease renewed."""
         lease = self._require_lease()
         table, state = self.cc.store.load(sink)
-        expected = {P.JOB: self.job, P.LEASE_HOLDER: lease.instance, P.WATERMARK: state.properties.get(P.WATERMARK)}
+        expected = {**self._owner(sink, plan), P.WATERMARK: state.properties.get(P.WATERMARK)}
         renewed = now_ms() + self.lease_ms
         updates: list[Any] = []
         branches: dict[str, int | None] = {P.MAIN_BRANCH: main_head}

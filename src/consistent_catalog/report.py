@@ -116,7 +116,7 @@ def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int)
         if name not in errors and state.head() is not None:
             untracked = state.branch().untracked
             if untracked is not None:
-                errors[name] = str(state.branch().untracked_error(state.untracked_writer()))
+                errors[name] = str(state.branch().untracked_error(state.untracked_writer(), state.watermark()))
         rows.append(
             TableStatus(
                 table=name,

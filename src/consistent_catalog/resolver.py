@@ -143,9 +143,9 @@ def resolve(
     for state in states:  # an untracked write: only cuts from before it resolve
         branch = _branch_for(state, checked)
         history = state.branch(branch)
-        tracked_until = history.head_barrier
+        tracked_until = state.watermark(branch)  # W: the tracked head, or a watermark set on top of it
         if history.untracked is not None and (limit is None or tracked_until is None or limit > tracked_until):
-            raise history.untracked_error(state.untracked_writer(branch))
+            raise history.untracked_error(state.untracked_writer(branch), tracked_until)
 
     known = {s.identifier: s for s in upstream}
     known.update((s.identifier, s) for s in states)
@@ -157,7 +157,8 @@ def resolve(
     if barrier is None:
         raise ResolutionError(
             f"no barrier at or below {fmt_barrier(upper)} has every table of the cut complete "
-            f"({', '.join(s.identifier for s in states)}); run their jobs, or resolve with a later --as-of"
+            f"({', '.join(s.identifier for s in states)}); run their jobs"
+            + (", or resolve with a later --as-of" if limit is not None else "")
         )
     tables = {}
     for state in states:
@@ -181,9 +182,8 @@ def check_as_of(states: Iterable[TableState], as_of: int) -> None:
         if state.head() is not None and state.branch().truncated:
             return
         first = state.first_barrier()
-        if first is None:
-            return  # a table with no barrier yet: nothing to compare with
-        firsts.append(first)
+        if first is not None:  # a table with no barrier yet (empty, maybe with a watermark) says nothing
+            firsts.append(first)
     if firsts and as_of < min(firsts):
         hint = ""
         if as_of < _PROBABLY_SECONDS:

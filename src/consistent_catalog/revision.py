@@ -60,13 +60,13 @@ def plan_step(state: TableState, barrier: int, mode: str) -> RevisionStep:
     watermark_now = state.watermark()
     unchanged = RevisionStep(state.identifier, "unchanged", current, current, watermark_now, state.revision)
     if mode == "full" and not state.is_root:
-        if current is None and watermark_now is None:
+        if current is None and watermark_now is None and not state.staged_ahead:
             return unchanged
         return RevisionStep(state.identifier, "truncated", current, None, None, state.revision + 1)
     point = state.branch().snap_at(barrier)
     target = None if point is None else point[0]
-    if target == current and (watermark_now is None or barrier >= watermark_now):
-        return unchanged  # the table holds nothing after the barrier
+    if target == current and (watermark_now is None or barrier >= watermark_now) and not state.staged_ahead:
+        return unchanged  # the table holds nothing after the barrier (and no staged epoch to discard)
     # never claim completeness beyond what the table held: a lagging table keeps its lower watermark
     watermark = None if watermark_now is None else min(barrier, watermark_now)
     return RevisionStep(state.identifier, "rolled-back", current, target, watermark, state.revision + 1)

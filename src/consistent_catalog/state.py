@@ -155,14 +155,14 @@ class TableState:
                 f"barrier, got {value[:80]!r}; remove it to fall back to the snapshots' own barriers"
             ) from None
 
-    def watermark_properties(self, value: int) -> dict[str, str]:
-        """The table properties that set the watermark to ``value`` on the current main head.
+    def watermark_properties(self, value: int, head: int | None | str = "main") -> dict[str, str]:
+        """The table properties that set the watermark to ``value`` on ``head`` (default: main's current head).
 
         The floor of the watermark being replaced may have raised the barriers of snapshots committed
         since it was set (a late foreign writer); those barriers are kept as overrides so that a barrier
-        once complete never changes content.
+        once complete never changes content. A revision passes the snapshot main returns to.
         """
-        head = self.head()
+        head = self.head() if head == "main" else head
         properties = {P.WATERMARK: str(value), P.WATERMARK_SNAPSHOT: P.NO_SNAPSHOT if head is None else str(head)}
         overrides = {k: v for k, v in self.barrier_overrides.items() if k in self.snapshots}
         if self.floor is not None:

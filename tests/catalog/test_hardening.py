@@ -167,8 +167,8 @@ def test_a_frozen_overwrite_zombie_gets_fenced_error(cc, catalog, flip_tables) -
                        takeover=True)
     prepare = zombie.prepare_staged_branch
 
-    def frozen(sink: str):
-        table = prepare(sink)  # the zombie passed its ownership check and is about to write...
+    def frozen(sink: str, plan=None):
+        table = prepare(sink, plan)  # the zombie passed its ownership check and is about to write...
         cc.ingest(WORDS, words("c"), barrier=2_000)
         successor.register()  # ...when a successor takes over and publishes
         successor.run_until_caught_up()
@@ -225,3 +225,108 @@ def test_an_idle_root_keeps_the_dag_moving(cc, catalog, flip_tables) -> None:
     assert started - 60_000 - 5_000 <= watermark <= now_ms() - 60_000
     assert cc.resolve([COUNTS]).barrier == watermark
     refused(catalog, InvalidInputError, "only root tables", lambda: cc.set_idle(COUNTS, "1m"))
+
+
+# --- found in review: epochs that raced a revision, multi-sink jobs, interfering writers ---------
+XS = pa.schema([pa.field("x", pa.int64())])
+
+
+def xs(*values: int) -> pa.Table:
+    return pa.table({"x": list(values)}, schema=XS)
+
+
+def values(catalog, name: str) -> list[int]:
+    return sorted(r["x"] for r in rows(catalog, name))
+
+
+@pytest.fixture
+def xtables(catalog):
+    def make(*names: str) -> None:
+        for name in names:
+            catalog.create_table(name, schema=XS)
+    return make
+
+
+def test_a_revision_during_the_transform_makes_the_epoch_replan(cc, catalog, xtables) -> None:
+    xtables("demo.r", "demo.d")
+    now = now_ms()
+    pending: list[int] = []
+
+    def copy(ctx):
+        if pending:  # an operator revises demo.d while the transform runs
+            cc.revise("demo.d", pending.pop())
+        return ctx.read_increment("demo.r")
+
+    with cc.job("j", sources=["demo.r"], sinks=["demo.d"], transform=copy, mode="append") as job:
+        for value, age in ((1, 30_000), (2, 20_000)):
+            cc.ingest("demo.r", xs(value), barrier=now - age)
+            job.run_until_caught_up()
+        cc.ingest("demo.r", xs(3), barrier=now - 10_000)
+        pending.append(now - 30_000)
+        actions = [a for r in job.run_until_caught_up() for a in r.actions.values()]
+    assert actions[0] == "conflict"  # never staged on the rolled-back head
+    assert values(catalog, "demo.d") == [1, 2, 3] == values(catalog, "demo.r")
+
+
+def test_sinks_with_different_previous_inputs_each_read_their_own_increment(cc, catalog, xtables) -> None:
+    xtables("demo.r", "demo.a", "demo.b")
+    now = now_ms()
+
+    def copy(ctx):
+        increment = ctx.read_increment("demo.r")
+        return {"demo.a": increment, "demo.b": increment}
+
+    with cc.job("j", sources=["demo.r"], sinks=["demo.a", "demo.b"], transform=copy, mode="append") as job:
+        for value, age in ((1, 30_000), (2, 20_000)):
+            cc.ingest("demo.r", xs(value), barrier=now - age)
+            job.run_until_caught_up()
+        cc.revise("demo.b", now - 30_000)  # only demo.b goes back: its next increment starts earlier
+        cc.ingest("demo.r", xs(3), barrier=now - 10_000)
+        job.run_until_caught_up()
+    assert values(catalog, "demo.a") == values(catalog, "demo.b") == values(catalog, "demo.r") == [1, 2, 3]
+
+
+def test_a_write_onto_the_staged_branch_by_another_writer_is_never_published(cc, catalog, xtables, monkeypatch) -> None:
+    from consistent_catalog.epoch import EpochJob
+
+    xtables("demo.r", "demo.d")
+    job = cc.job("j", sources=["demo.r"], sinks=["demo.d"], transform=lambda ctx: ctx.read("demo.r"), mode="overwrite")
+    original = EpochJob._write_staged
+
+    def then_a_zombie(self, table, base_id, properties, data, mode, plan):  # an unfenced (Spark) zombie's write
+        written = original(self, table, base_id, properties, data, mode, plan)
+        catalog.load_table("demo.d").append(xs(666), branch=P.STAGED_BRANCH, snapshot_properties={
+            **properties, P.ATTEMPT: "zombie000000"})
+        return written
+
+    with job:
+        cc.ingest("demo.r", xs(1, 2), barrier=now_ms() - 10_000)
+        monkeypatch.setattr(EpochJob, "_write_staged", then_a_zombie)
+        assert job.run_epoch().actions == {"demo.d": "conflict"}
+        monkeypatch.undo()
+        job.run_until_caught_up()
+    assert values(catalog, "demo.d") == [1, 2]
+
+
+def test_a_revision_discards_a_staged_epoch_even_when_main_stays(cc, catalog, xtables) -> None:
+    xtables("demo.r", "demo.d")
+    now = now_ms()
+    job = cc.job("j", sources=["demo.r"], sinks=["demo.d"], transform=lambda ctx: ctx.read("demo.r"), mode="overwrite")
+    with job:
+        cc.ingest("demo.r", xs(1), barrier=now - 30_000)
+        job.run_until_caught_up()
+        cc.ingest("demo.r", xs(2), barrier=now - 20_000)
+        plan = job.plan()
+        job.stage("demo.d", plan, job.run_transform(plan)["demo.d"])  # staged, not published (a crash)
+        steps = {s.table: s.action for s in cc.revise("demo.r", now - 30_000).steps}
+    table = catalog.load_table("demo.d")
+    assert steps["demo.d"] == "rolled-back"
+    assert table.metadata.refs[P.STAGED_BRANCH].snapshot_id == table.metadata.refs["main"].snapshot_id
+
+
+def test_the_as_of_guard_ignores_tables_without_a_barrier(cc, catalog, xtables) -> None:
+    xtables("demo.r", "demo.idle")
+    cc.ingest("demo.r", xs(1))
+    cc.advance_watermark("demo.idle", now_ms())  # complete, empty, no barrier of its own
+    refused(catalog, InvalidBarrierError, "milliseconds",
+            lambda: cc.resolve(["demo.r", "demo.idle"], as_of=now_ms() // 1000))

@@ -216,7 +216,10 @@ def unpin(ctx: Context, tag: str, tables: tuple[str, ...], output: str | None) -
     """
     removed = ctx.catalog.pins.unpin(tag, tables or None)
     if not removed and not tables:
-        raise InvalidInputError(f"no table carries tag {tag}; `consistent-catalog pins` lists the live pins")
+        raise InvalidInputError(
+            f"no table carries tag {tag}; `consistent-catalog pins` lists the pins, `consistent-catalog retain --list` "
+            "the retained cuts"
+        )
     ctx.out(output).emit({"tag": tag, "removed_from": removed},
          lambda: click.echo(f"removed {tag} from {', '.join(removed) or 'no table'}"))
 

@@ -3,7 +3,7 @@
 Importing this package imports neither pyspark nor the session module; ``build_session`` imports pyspark
 lazily. Install the extra with ``pip install 'consistent-catalog[spark]'`` (pyspark 3.5.9 plus the
 Iceberg 1.10.2 Spark runtime jar). The names below live in ``consistent_catalog.spark.session``
-(loaded on first use, so ``python -m consistent_catalog.spark.session`` runs without a double import).
+and ``consistent_catalog.spark.job`` (loaded on first use).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from consistent_catalog.exceptions import FencedError, InvalidInputError
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut
 from consistent_catalog.sql import view_names
 from consistent_catalog.util.identifiers import normalize_identifier, qualified_name, quote_identifier
-from consistent_catalog.util.time import fmt_barrier, now_ms
+from consistent_catalog.util.time import now_ms
 
 WAP_ENABLED = "write.wap.enabled"
 
@@ -159,13 +159,13 @@ class SparkEpochJob(EpochJob):
         main's head and the staged head must carry this attempt's id; anything else means another
         writer interfered, and the epoch is refused (re-planning discards it).
         """
-        table = self.prepare_staged_branch(sink)
+        table = self.prepare_staged_branch(sink, plan)
         base = table.metadata.snapshot_by_name(P.MAIN_BRANCH)
         assert base is not None
         properties = self.summary_properties(plan)
         if data is None:  # nothing to write: the empty snapshot still records barrier and inputs
             self.record_empty_epoch(sink, base.snapshot_id, properties, plan)
-            return self._verify_staged(sink, plan, base.snapshot_id, properties[P.ATTEMPT])
+            return self.verify_staged(sink, plan, base.snapshot_id, properties[P.ATTEMPT])
         target = branch_identifier(self.spark_catalog, sink, P.STAGED_BRANCH)
         columns = [f.name for f in table.schema().fields]
         missing = [c for c in columns if c not in data.columns]
@@ -184,7 +184,7 @@ class SparkEpochJob(EpochJob):
                 writer.overwrite(lit(True))
         if self.cc.store.state(sink).head(P.STAGED_BRANCH) == base.snapshot_id:
             self.record_empty_epoch(sink, base.snapshot_id, properties, plan)  # Spark committed nothing
-        return self._verify_staged(sink, plan, base.snapshot_id, properties[P.ATTEMPT])
+        return self.verify_staged(sink, plan, base.snapshot_id, properties[P.ATTEMPT])
 
     def _merge(self, frame: DataFrame, target: str, properties: Mapping[str, str]) -> None:
         """``MERGE INTO`` the staged branch by ``keys`` (update matched rows, insert the rest).
@@ -203,24 +203,6 @@ class SparkEpochJob(EpochJob):
             with_commit_properties(self.spark, properties, lambda: self.spark.sql(statement))
         finally:
             self.spark.catalog.dropTempView(view)
-
-    def _verify_staged(self, sink: str, plan: EpochPlan, base_id: int, attempt: str) -> Staged:
-        state = self.cc.store.state(sink)
-        head = state.head(P.STAGED_BRANCH)
-        rows = 0
-        current = head
-        while current is not None and current != base_id:
-            record = state.snapshots.get(current)
-            if record is None or record.summary.get(P.ATTEMPT) != attempt:
-                raise FencedError(
-                    f"{sink}: snapshot {current} on {P.STAGED_BRANCH} was not written by this attempt at barrier "
-                    f"{fmt_barrier(plan.barrier)}: another writer interfered; the epoch will be re-planned"
-                )
-            rows += int(record.summary.get("added-records", "0") or 0)
-            current = record.parent_id
-        if current != base_id or head == base_id:
-            raise FencedError(f"{sink}: {P.STAGED_BRANCH} no longer descends from main's head {base_id}; re-plan")
-        return Staged(base_id, head, rows)
 
 
 class _JavaCallable:

@@ -17,7 +17,7 @@ Traps this module handles (each verified on Spark 3.5 / Iceberg 1.10; spark-conf
 
 Also a command that renders ``spark-conf/spark-defaults.conf`` for stock ``spark-sql``::
 
-    python -m consistent_catalog.spark.session --write-conf spark-conf/spark-defaults.conf
+    consistent-catalog spark-conf --write spark-conf/spark-defaults.conf
     spark-sql --properties-file spark-conf/spark-defaults.conf -e 'SHOW NAMESPACES IN lake'
 """
 

@@ -102,8 +102,13 @@ public final class BranchBarriers {
 
   /** The error a cut that needs the untracked part of this branch raises. */
   public ConsistentException untrackedError(String writer) {
+    return untrackedError(writer, null);
+  }
+
+  /** The error for a cut past the untracked write; {@code completeUntil} is the table's W (null: b(tracked head)). */
+  public ConsistentException untrackedError(String writer, Long completeUntil) {
     int tracked = tracked();
-    Long last = tracked == 0 ? null : barrierAt(tracked - 1);
+    Long last = completeUntil != null ? completeUntil : (tracked == 0 ? null : barrierAt(tracked - 1));
     String by = writer == null ? "" : " by " + writer;
     String before =
         last != null

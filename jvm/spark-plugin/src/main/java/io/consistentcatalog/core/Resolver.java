@@ -84,10 +84,9 @@ public final class Resolver {
         return;
       }
       Long first = state.firstBarrier();
-      if (first == null) {
-        return;
+      if (first != null) { // a table with no barrier yet (empty, maybe with a watermark) says nothing
+        firsts.add(first);
       }
-      firsts.add(first);
     }
     if (!firsts.isEmpty()) {
       long min = Collections.min(firsts);
@@ -136,9 +135,9 @@ public final class Resolver {
     for (TableState state : states) { // an untracked write: only cuts from before it resolve
       String branch = branchFor(state, checked);
       BranchBarriers history = state.branch(branch);
-      Long trackedUntil = history.headBarrier();
+      Long trackedUntil = state.watermark(branch); // W: the tracked head, or a watermark set on top of it
       if (history.untracked != null && (limit == null || trackedUntil == null || limit > trackedUntil)) {
-        throw history.untrackedError(state.untrackedWriter(branch));
+        throw history.untrackedError(state.untrackedWriter(branch), trackedUntil);
       }
     }
     Map<String, TableState> known = new LinkedHashMap<>();
