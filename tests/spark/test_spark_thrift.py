@@ -1,0 +1,349 @@
+"""A JDBC client reads consistent cuts through the Spark Thrift server (issue #12): ``beeline`` over ``lake_consistent``.
+
+One FLIP demo lake (``consistent-catalog demo --engine pyiceberg``), its ``spark-defaults.conf`` rendered by
+``consistent-catalog spark-conf``, and one Spark Thrift server (``HiveThriftServer2`` from pyspark's own jars,
+bound to 127.0.0.1 on a free port, Hive metastore in memory as the rendered file keeps it) for the whole module;
+every query is a ``beeline -u jdbc:hive2://...`` process, as a JDBC user would run it.
+
+(a) One statement returns the raw rows of words, word_counts and count_histogram from ``lake_consistent``;
+    recounted here in Python they satisfy FLIP-276's invariants (sum(cnt) = count(words), every word's count,
+    the histogram of the counts) and equal an independent pyiceberg read at the snapshot ids of
+    ``ConsistentCatalog.resolve``, which ``CALL lake_consistent.system.current_cut`` also reports.
+(b) After more words are ingested with pyiceberg (``ConsistentCatalog.ingest``) and no job runs, the plain
+    catalog ``lake`` disagrees (count(words) > sum(cnt)) while ``lake_consistent`` still serves the agreeing
+    cut, in the very same statement; a write through ``lake_consistent`` is refused (non-zero exit, the
+    one-line ``CONSISTENT_CUT.READ_ONLY`` error naming the plain catalog) and commits nothing.
+
+What the Thrift server needs besides the rendered file (both found here, both plain Spark/Hive behaviour):
+- the conf's ``spark.jars`` also on the driver class path (``--driver-class-path``): the server opens each JDBC
+  session on a Thrift worker thread whose class loader does not see ``spark.jars``, so loading the default
+  catalog ``lake`` fails with "Cannot find catalog plugin class ... org.apache.iceberg.spark.SparkCatalog";
+- a database in the JDBC URL (``jdbc:hive2://host:port/demo``): without one the Hive JDBC driver asks for
+  ``USE default``, which runs in the default catalog ``lake``, which has no namespace ``default``
+  (SCHEMA_NOT_FOUND while opening the session).
+The Hive session's scratch, resources and operation-log directories are pointed into the test's directory
+(``--hiveconf``), and beeline's ``~/.beeline/history`` too (``-Duser.home``), so nothing is left outside it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+
+from consistent_catalog import ConsistentCatalog
+from consistent_catalog.demo import COUNTS, HISTOGRAM, SCHEMAS, TABLES, WORDS
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+EPOCHS, ROWS_PER_EPOCH = 4, 100
+SERVER_START_TIMEOUT = 240  # ~40 s on a busy 2-core machine
+BEELINE_TIMEOUT = 300
+
+UNION = """
+SELECT '{tag}' AS q, 'W' AS k, word AS v, CAST(NULL AS BIGINT) AS n FROM {catalog}.demo.words
+UNION ALL SELECT '{tag}', 'C', word, cnt FROM {catalog}.demo.word_counts
+UNION ALL SELECT '{tag}', 'H', CAST(cnt AS STRING), words FROM {catalog}.demo.count_histogram
+""".strip()
+CUT = "CALL lake_consistent.system.current_cut('demo.words')"
+REFUSED_WRITE = "INSERT INTO lake_consistent.demo.words VALUES ('x')"
+
+
+# --- the independent recount ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Contents:
+    """The three tables' rows as multisets: words, word -> cnt, cnt -> number of words with that count."""
+
+    words: Counter[str]
+    counts: dict[str, int]
+    histogram: dict[int, int]
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[tuple[str, str, str]]) -> Contents:
+        """From a UNION statement's (kind, value, n) rows."""
+        words: Counter[str] = Counter()
+        counts: dict[str, int] = {}
+        histogram: dict[int, int] = {}
+        for kind, value, n in rows:
+            if kind == "W":
+                words[value] += 1
+            elif kind == "C":
+                assert value not in counts, f"word_counts holds {value} twice"
+                counts[value] = int(n)
+            elif kind == "H":
+                assert int(value) not in histogram, f"count_histogram holds {value} twice"
+                histogram[int(value)] = int(n)
+            else:
+                raise AssertionError(f"unexpected row kind {kind!r}")
+        return cls(words, counts, histogram)
+
+    @classmethod
+    def from_pyiceberg(cls, cc: ConsistentCatalog, snapshot_ids: dict[str, int | None]) -> Contents:
+        """An independent reader: pyiceberg scans of each table at the given snapshot ids."""
+        data = {}
+        for table in TABLES:
+            snapshot_id = snapshot_ids[table]
+            loaded = cc.load_table(table)
+            data[table] = (loaded.schema().as_arrow().empty_table() if snapshot_id is None
+                           else loaded.scan(snapshot_id=snapshot_id).to_arrow())
+        counts = dict(zip(data[COUNTS]["word"].to_pylist(), data[COUNTS]["cnt"].to_pylist()))
+        histogram = dict(zip(data[HISTOGRAM]["cnt"].to_pylist(), data[HISTOGRAM]["words"].to_pylist()))
+        assert len(counts) == data[COUNTS].num_rows and len(histogram) == data[HISTOGRAM].num_rows
+        return cls(Counter(data[WORDS]["word"].to_pylist()), counts, histogram)
+
+    @property
+    def count(self) -> int:
+        return sum(self.words.values())
+
+    def problems(self) -> list[str]:
+        """FLIP-276's invariants (protocol §7), counted here."""
+        found = []
+        if sum(self.counts.values()) != self.count:
+            found.append(f"sum(word_counts.cnt)={sum(self.counts.values())} != count(words)={self.count}")
+        if self.counts != dict(self.words):
+            wrong = sorted(w for w in set(self.counts) | set(self.words) if self.counts.get(w) != self.words.get(w))
+            found.append(f"word_counts differs from a recount of words for {wrong[:5]}")
+        if dict(Counter(self.counts.values())) != self.histogram:
+            found.append("count_histogram is not the histogram of word_counts")
+        return found
+
+
+# --- the lake and the Thrift server -------------------------------------------------------------------------
+@dataclass
+class Beeline:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def rows(self) -> list[list[str]]:
+        return [row for row in csv.reader(io.StringIO(self.stdout)) if row]
+
+    def tagged(self, tag: str) -> list[tuple[str, str, str]]:
+        """The (kind, value, n) rows of the UNION statement tagged ``tag``."""
+        return [(r[1], r[2], r[3]) for r in self.rows() if len(r) == 4 and r[0] == tag]
+
+    def describe(self) -> str:
+        return f"beeline exit {self.returncode}\nstdout:\n{self.stdout[-2000:]}\nstderr:\n{self.stderr[-4000:]}"
+
+
+@dataclass
+class Thrift:
+    root: Path
+    url: str
+    cc: ConsistentCatalog
+    env: dict[str, str]
+    log: Path
+
+    def beeline(self, *statements: str) -> Beeline:
+        """One beeline process running ``statements`` (it stops at the first failing one)."""
+        script = ";\n".join(statements) + ";"
+        env = {**self.env, "JAVA_TOOL_OPTIONS": f"-Duser.home={self.root / 'beeline-home'}"}
+        process = subprocess.Popen(
+            [str(BIN / "beeline"), "-u", self.url, "-n", "test", "--silent=true", "--outputformat=csv2",
+             "-e", script],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=self.root,
+            start_new_session=True, stdin=subprocess.DEVNULL,
+        )
+        try:
+            stdout, stderr = process.communicate(timeout=BEELINE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            _stop(process, grace=0)
+            raise AssertionError(f"beeline took over {BEELINE_TIMEOUT}s; server log:\n{self.server_log()}") from None
+        return Beeline(process.returncode, stdout, stderr)
+
+    def server_log(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")[-4000:]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _stop(process: subprocess.Popen[Any], grace: float = 60) -> None:
+    """SIGTERM to the process's own group (Spark's shutdown hooks clean up), SIGKILL if it outlives ``grace`` s."""
+    if process.poll() is not None:
+        return
+    if grace > 0:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=grace)
+            return
+        except ProcessLookupError:  # the group is gone already: reap the process
+            process.wait(timeout=60)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=60)
+
+
+def _needs() -> str | None:
+    try:
+        import pyspark
+    except ImportError:
+        return "pyspark is not installed"
+    jars = Path(pyspark.__file__).parent / "jars"
+    if not list(jars.glob("spark-hive-thriftserver_*.jar")) or not list(jars.glob("hive-jdbc-*.jar")):
+        return f"this pyspark has no Thrift server or Hive JDBC jars in {jars}"
+    if not (BIN / "beeline").exists():
+        return f"no beeline next to {sys.executable}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def thrift(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Thrift]:
+    reason = _needs()
+    if reason is not None:
+        pytest.skip(reason)
+    import pyspark
+
+    from consistent_catalog.spark.session import parse_spark_defaults
+
+    root = tmp_path_factory.mktemp("thrift-lake")
+    lake = root / "lake"
+    lake.mkdir()
+    (root / "beeline-home").mkdir()
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+           "SPARK_HOME": str(Path(pyspark.__file__).parent), "PYSPARK_PYTHON": sys.executable}
+    subprocess.run(
+        [str(BIN / "consistent-catalog"), "demo", "--dir", str(lake), "--engine", "pyiceberg",
+         "--epochs", str(EPOCHS), "--rows-per-epoch", str(ROWS_PER_EPOCH)],
+        check=True, capture_output=True, timeout=300, env=env, cwd=root,
+    )
+    subprocess.run(["bash", str(ROOT / "scripts" / "build_jvm.sh"), "spark-plugin"], check=True, cwd=ROOT, timeout=600)
+    properties = root / "spark-defaults.conf"
+    subprocess.run(
+        [str(BIN / "consistent-catalog"), "spark-conf", "--catalog-uri", f"sqlite:///{lake}/catalog.db",
+         "--warehouse", str(lake / "warehouse"), "--write", str(properties)],
+        check=True, capture_output=True, timeout=120, env=env, cwd=root,
+    )
+    conf = parse_spark_defaults(properties.read_text(encoding="utf-8"))
+    assert conf.get("spark.sql.catalog.lake_consistent") == "io.consistentcatalog.spark.ConsistentSparkCatalog", conf
+    assert conf.get("spark.hadoop.javax.jdo.option.ConnectionURL", "").startswith("jdbc:derby:memory:"), conf
+    assert "spark.jars.packages" not in conf, "the rendered conf needs Maven; this test runs offline"
+
+    port = _free_port()
+    hive = root / "hive"
+    hiveconf = {
+        "hive.server2.thrift.port": str(port),
+        "hive.server2.thrift.bind.host": "127.0.0.1",
+        "hive.exec.local.scratchdir": str(hive / "scratch"),
+        "hive.exec.scratchdir": str(hive / "scratch-dfs"),
+        "hive.downloaded.resources.dir": str(hive / "resources"),
+        "hive.server2.logging.operation.log.location": str(hive / "operation_logs"),
+    }
+    command = [
+        str(BIN / "spark-submit"), "--class", "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2",
+        "--name", "consistent-catalog-thrift-test", "--properties-file", str(properties),
+        "--driver-class-path", os.pathsep.join(conf["spark.jars"].split(",")),
+    ]
+    for key, value in hiveconf.items():
+        command += ["--hiveconf", f"{key}={value}"]
+    command.append("spark-internal")
+    log = root / "thrift-server.log"
+    server_dir = root / "server-cwd"
+    server_dir.mkdir()
+    with log.open("wb") as out:  # SPARK_LOCAL_IP: the driver's own ports on the loopback too
+        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  env={**env, "SPARK_LOCAL_IP": "127.0.0.1"}, cwd=server_dir, start_new_session=True)
+    cc = ConsistentCatalog(SqlCatalog("lake", uri=f"sqlite:///{lake}/catalog.db", warehouse=f"file://{lake}/warehouse"))
+    try:
+        started = time.monotonic()
+        while not _listening(port):
+            tail = log.read_text(encoding="utf-8", errors="replace")[-4000:]
+            assert server.poll() is None, f"the Thrift server exited with {server.returncode}:\n{tail}"
+            assert time.monotonic() - started < SERVER_START_TIMEOUT, f"no Thrift server on {port}:\n{tail}"
+            time.sleep(1)
+        # the session's database: without one the driver sends USE default, which the catalog lake lacks
+        yield Thrift(root, f"jdbc:hive2://127.0.0.1:{port}/demo", cc, env, log)
+    finally:
+        _stop(server)
+    assert server.poll() is not None
+    leftovers = sorted(p.name for p in server_dir.iterdir())
+    assert leftovers == [], f"the Thrift server left {leftovers} in its working directory"
+
+
+# --- (a) the consistent cut, recounted and read again with pyiceberg ----------------------------------------------
+def test_beeline_reads_the_consistent_cut_that_pyiceberg_reads(thrift: Thrift) -> None:
+    cut = thrift.cc.resolve(TABLES)
+    result = thrift.beeline(UNION.format(tag="a", catalog="lake_consistent"), CUT)
+    assert result.returncode == 0, result.describe()
+
+    served = Contents.from_rows(result.tagged("a"))
+    assert not served.problems(), served.problems()
+    assert served.count == EPOCHS * ROWS_PER_EPOCH  # the demo's jobs caught up: every word is counted
+    assert served == Contents.from_pyiceberg(thrift.cc, cut.snapshot_ids)
+
+    reported = {row[0]: row for row in result.rows() if len(row) == 7 and row[0] in TABLES}
+    assert {t: int(reported[t][1]) for t in TABLES} == cut.snapshot_ids, (reported, cut)
+    assert {int(reported[t][4]) for t in TABLES} == {cut.barrier}
+    assert {reported[t][6] for t in TABLES} == {"ok"}, reported
+
+
+# --- (b) new words, no job run: the plain catalog disagrees, the consistent one does not ------------------------
+def test_after_an_ingest_only_the_plain_catalog_disagrees_and_writes_are_refused(thrift: Thrift) -> None:
+    cc = thrift.cc
+    before = cc.resolve(TABLES)
+    new_words = ["thrift-new"] * 3 + ["w000", "w001", "w199"] + [f"jdbc-{i}" for i in range(31)]
+    cc.ingest(WORDS, pa.table({"word": new_words}, schema=SCHEMAS[WORDS]))  # no epoch job runs after it
+    cut = cc.resolve(TABLES)
+    assert cut.snapshot_ids == before.snapshot_ids  # the ingest is beyond the pipeline's consistent cut
+    main = cc.load_table(WORDS).metadata.snapshot_by_name("main")
+    assert main is not None and main.snapshot_id != cut[WORDS].snapshot_id
+    expected = Contents.from_pyiceberg(cc, cut.snapshot_ids)
+    snapshots = len(cc.load_table(WORDS).metadata.snapshots)
+
+    both = """
+SELECT 'b' AS q,
+       (SELECT count(*) FROM lake.demo.words) AS plain_words,
+       (SELECT sum(cnt) FROM lake.demo.word_counts) AS plain_counted,
+       (SELECT count(*) FROM lake_consistent.demo.words) AS words,
+       (SELECT sum(cnt) FROM lake_consistent.demo.word_counts) AS counted""".strip()
+    result = thrift.beeline(both, UNION.format(tag="c", catalog="lake_consistent"), REFUSED_WRITE)
+
+    aggregates = [row for row in result.rows() if len(row) == 5 and row[0] == "b"]
+    assert len(aggregates) == 1, result.describe()
+    plain_words, plain_counted, words, counted = map(int, aggregates[0][1:])
+    assert plain_counted == expected.count and plain_words == expected.count + len(new_words), aggregates
+    assert plain_words > plain_counted  # the plain catalog's tables disagree
+    assert words == counted == expected.count, aggregates
+
+    served = Contents.from_rows(result.tagged("c"))
+    assert served.count > 0, result.describe()
+    assert not served.problems(), served.problems()
+    assert served == expected
+
+    # the write: refused with a one-line error naming the plain catalog, a non-zero exit, nothing committed
+    assert result.returncode != 0, result.describe()
+    error = next((line for line in result.stderr.splitlines() if "CONSISTENT_CUT.READ_ONLY" in line), None)
+    assert error is not None, result.describe()
+    assert "lake_consistent is read-only" in error and "plain catalog lake" in error, error
+    assert len(cc.load_table(WORDS).metadata.snapshots) == snapshots
+    assert cc.resolve(TABLES).snapshot_ids == cut.snapshot_ids
