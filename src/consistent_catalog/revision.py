@@ -1,6 +1,6 @@
 """Revisions (protocol §8): roll a table and everything downstream back to barrier T.
 
-``plan_revision`` is pure: it decides, per table, the snapshot ``main`` returns to and the watermark
+``plan_step`` is pure: it decides, per table, the snapshot ``main`` returns to and the watermark
 that stays true afterwards. ``ConsistentCatalog.revise`` applies it, one fenced commit per table, in
 topological order (a table before the tables derived from it), so that at no moment can a job
 replay from an upstream table that is not yet revised.
@@ -8,7 +8,6 @@ replay from an upstream table that is not yet revised.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -70,9 +69,3 @@ def plan_step(state: TableState, barrier: int, mode: str) -> RevisionStep:
     # never claim completeness beyond what the table held: a lagging table keeps its lower watermark
     watermark = None if watermark_now is None else min(barrier, watermark_now)
     return RevisionStep(state.identifier, "rolled-back", current, target, watermark, state.revision + 1)
-
-
-def plan_revision(
-    graph: LineageGraph, states: Mapping[str, TableState], table: str, barrier: int, mode: str
-) -> list[RevisionStep]:
-    return [plan_step(states[name], barrier, mode) for name in affected_tables(graph, table)]

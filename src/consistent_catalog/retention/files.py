@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 Location = tuple[str, str, str]
@@ -27,8 +26,7 @@ SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs"}
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 
-__all__ = ["SCHEME_ALIASES", "Location", "checksum_owner", "checksum_sidecar", "is_inside", "normalize_location",
-           "normalized_set"]
+__all__ = ["SCHEME_ALIASES", "Location", "checksum_owner", "checksum_sidecar", "is_inside", "normalize_location"]
 
 
 def normalize_location(uri: str) -> Location:
@@ -69,10 +67,6 @@ def is_inside(location: Location | str, directory: Location | str) -> bool:
     prefix = d_path if d_path.endswith("/") else d_path + "/"
     return path.startswith(prefix) and len(path) > len(prefix)
 
-
-def normalized_set(locations: Iterable[str]) -> set[Location]:
-    """The normalised locations of ``locations`` (membership by file, whatever its spelling)."""
-    return {normalize_location(location) for location in locations}
 
 
 def checksum_sidecar(uri: str) -> str:
