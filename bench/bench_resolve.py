@@ -1,16 +1,23 @@
-"""Benchmark: resolving a consistent cut vs. pyiceberg merely loading the same tables.
+"""Benchmark: resolving consistent cuts vs. pyiceberg merely loading the same tables (issue #11).
 
-Not a test. Builds, in a temporary directory, a SQLite-backed pyiceberg ``SqlCatalog`` with
-``--tables`` tables of ``N`` snapshots each (for every N of ``--snapshots``), then times, per N,
-the median over ``--repeat`` repetitions of
+Not a test. One run builds throw-away catalogs and reports every row side by side, each measured in
+one process with the variants interleaved (the order rotates every repetition):
 
-  (a) load   ``[catalog.load_table(t) for t in tables]``                      (bare pyiceberg)
-  (b) cc     ``ConsistentCatalog(catalog).resolve(tables)``                    (load + resolution)
-  (c) pure   ``resolve([TableState.from_metadata(t, tbl.metadata) ...])``      (resolution alone,
-             over tables already loaded)
+  (a) load     ``[catalog.load_table(t) for t in tables]``: pyiceberg's bare sequential load
+  (o) old      what ``cc.resolve`` did before issue #11: ``load_table`` + ``TableState.from_metadata``
+               per table, one after another, then the resolver
+  (b) cold     ``cc.resolve(tables)`` by a new ``ConsistentCatalog`` with an empty state cache (one
+               catalog query, concurrent reads through pyiceberg's FileIO, the lean decoder, the resolver)
+  (w) warm     ``cc.resolve(tables)`` again in the same process, nothing changed (the cache answers)
+  (1) one      the same after one of the tables changed (a table property set: a new metadata file)
 
-and prints (b)/(a) and (c)/(a) as a percentage overhead plus per-snapshot costs, which should stay
-flat as N grows if resolution is linear in the number of snapshots.
+Setups (rows):
+
+  sqlite       SqlCatalog on SQLite, warehouse on local disk: ``--tables`` x each of ``--snapshots``
+  wide         the same with ``--wide-tables`` tables x ``--wide-snapshots`` (linear growth in tables)
+  pg+s3        SqlCatalog on PostgreSQL, warehouse in S3 (moto, in a process of its own, every request
+               delayed by ``--latency-ms``: ``bench/latency_s3.py``, a WSGI middleware in front of moto, so
+               pyiceberg's load and ours pay the same latency per request): ``--tables`` x ``--s3-snapshots``
 
 History is generated cheaply: each table gets ONE catalog commit that adds N snapshots chained by
 parent id (increasing timestamps and sequence numbers, tagged with ``consistent.barrier`` and, on
@@ -18,10 +25,17 @@ derived tables, ``consistent.job`` / ``consistent.sources``) and points ``main``
 The snapshots carry no data files; their manifest lists do not exist (loading metadata never reads
 them). Tables 0..9 are roots (no job keys; even-numbered roots tag event-time barriers, odd ones
 rely on system time ``timestamp-ms``); every other table is derived from two lower-numbered tables
-and carries the ``consistent.job`` / ``consistent.sources`` table properties.
+and carries the ``consistent.job`` / ``consistent.sources`` table properties. Before timing, the cut
+is checked against the barrier and snapshot ids the generator expects.
+
+It also times the JSON decoders on one metadata file (pyiceberg's pydantic parse, ``json``,
+``orjson`` if installed, msgspec typed as ``consistent_catalog.metadata`` uses it).
 
 Usage:
-    python -m bench.bench_resolve [--tables 100] [--snapshots 100,250,500,1000] [--repeat 5] [--markdown]
+    python -m bench.bench_resolve [--tables 100] [--snapshots 1000] [--wide-tables 1000] [--wide-snapshots 100]
+                                  [--s3-snapshots 1000] [--latency-ms 20] [--readers 16] [--repeat 5]
+                                  [--no-s3] [--markdown] [--profile] [--keep-gc]
+    python -m bench.bench_resolve --legacy [--snapshots 100,250,500,1000] ...   (the table of the first benchmark)
 """
 
 from __future__ import annotations
@@ -68,10 +82,25 @@ def table_name(i: int) -> str:
     return f"{NAMESPACE}.t{i:03d}"
 
 
+#: levels of derived tables: table i >= N_ROOTS is on level ((i // N_ROOTS) - 1) % MAX_LEVEL + 1, so the DAG
+#: stays 9 levels deep however many tables there are (with 100 tables: level i // N_ROOTS, as always)
+MAX_LEVEL = 9
+
+
+def level_of(i: int) -> int:
+    return 0 if i < N_ROOTS else ((i // N_ROOTS) - 1) % MAX_LEVEL + 1
+
+
 def sources_of(i: int) -> list[str]:
-    """Direct sources of table i (a DAG: always lower-numbered tables); empty for roots."""
-    if i < N_ROOTS:
+    """Direct sources of table i (a DAG: always lower-numbered tables); empty for roots.
+
+    The table N_ROOTS below (one level up) and the root i % N_ROOTS; on level 1 that is one root.
+    """
+    level = level_of(i)
+    if level == 0:
         return []
+    if level == 1:
+        return [table_name(i % N_ROOTS)]
     return sorted({table_name(i - N_ROOTS), table_name(i % N_ROOTS)})
 
 
@@ -82,7 +111,7 @@ def lag_ms(i: int) -> int:
     (each a little behind its sources) has; derived tables record as inputs their sources' snapshots
     at the epoch's barrier, so each table is complete at its epochs.
     """
-    return (i // N_ROOTS) * STEP_MS
+    return level_of(i) * STEP_MS
 
 
 def snapshot_id(i: int, k: int) -> int:
@@ -122,9 +151,11 @@ class Fixture:
     metadata_bytes: int
 
 
-def build(directory: str, n_tables: int, n_snapshots: int) -> Fixture:
+def build(directory: str, n_tables: int, n_snapshots: int, catalog: SqlCatalog | None = None) -> Fixture:
+    """``n_tables`` tables of ``n_snapshots`` snapshots in ``catalog`` (default: SQLite in ``directory``)."""
     started = time.perf_counter()
-    catalog = SqlCatalog("bench", uri=f"sqlite:///{directory}/catalog.db", warehouse=f"file://{directory}/wh")
+    if catalog is None:
+        catalog = SqlCatalog("bench", uri=f"sqlite:///{directory}/catalog.db", warehouse=f"file://{directory}/wh")
     catalog.create_namespace(NAMESPACE)
     names = [table_name(i) for i in range(n_tables)]
     last_barriers: dict[str, int] = {}
@@ -162,7 +193,7 @@ def build(directory: str, n_tables: int, n_snapshots: int) -> Fixture:
                         parent_snapshot_id=parent,
                         sequence_number=k + 1,
                         timestamp_ms=timestamp,
-                        manifest_list=f"file://{directory}/wh/bench/t{i:03d}/metadata/snap-{sid}-missing.avro",
+                        manifest_list=f"{table.location()}/metadata/snap-{sid}-missing.avro",
                         summary=Summary(Operation.APPEND, **props),
                         schema_id=0,
                     )
@@ -174,7 +205,7 @@ def build(directory: str, n_tables: int, n_snapshots: int) -> Fixture:
             SetSnapshotRefUpdate(ref_name=P.MAIN_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=parent)
         )
         response = catalog.commit_table(table, requirements=(), updates=tuple(updates))
-        metadata_bytes += os.path.getsize(response.metadata_location.removeprefix("file://"))
+        metadata_bytes += len(table.io.new_input(response.metadata_location))
         last_barriers[name] = barrier
         heads[name] = parent
     expected = min(last_barriers.values())
@@ -236,7 +267,10 @@ def measure(fixture: Fixture, repeat: int, keep_gc: bool = False) -> Result:
     def bare() -> object:
         return [catalog.load_table(t) for t in tables]
 
-    def full() -> object:
+    def full() -> object:  # cold: a state cache of its own, empty
+        from consistent_catalog.loading import StateCache
+
+        cc.store.loader.cache = StateCache()
         return cc.resolve(tables)
 
     def pure() -> object:
@@ -334,21 +368,309 @@ def report(results: list[Result], n_tables: int, repeat: int, command: str, mark
     return "\n".join(lines)
 
 
+# --- issue #11: cold, warm and one-changed resolution against the bare load ----------------------------
+@dataclass
+class Row:
+    setup: str
+    tables: int
+    snapshots: int
+    kib_per_table: float
+    runs: dict[str, list[float]]
+    load_averages: list[float]
+    requests: dict[str, int]
+    build_seconds: float
+
+
+VARIANTS = ("load", "old", "cold", "warm", "one")
+LABELS = {"load": "a", "old": "o", "cold": "b", "warm": "w", "one": "1"}
+
+
+def old_resolve(catalog: SqlCatalog, tables: list[str]) -> object:
+    """``cc.resolve`` before issue #11: a pyiceberg load and ``from_metadata`` per table, one after another."""
+    states = [TableState.from_metadata(name, catalog.load_table(name).metadata) for name in tables]
+    return resolve(states, upstream=states)
+
+
+def touch(catalog: SqlCatalog, name: str, value: int) -> None:
+    """Change one table: a property set is a commit, so a new metadata file (not timed)."""
+    table = catalog.load_table(name)
+    catalog.commit_table(table, requirements=(), updates=(SetPropertiesUpdate(updates={"bench.touched": str(value)}),))
+
+
+def measure_all(fixture: Fixture, setup: str, repeat: int, keep_gc: bool, readers: int, s3: object = None) -> Row:
+    from consistent_catalog.loading import StateCache
+
+    catalog, tables = fixture.catalog, fixture.tables
+
+    def fresh() -> ConsistentCatalog:
+        cc = ConsistentCatalog(catalog)
+        cc.store.loader.cache = StateCache()
+        cc.store.loader.readers = readers
+        return cc
+
+    warm_cc = fresh()
+    warm_cc.resolve(tables)  # fills its cache
+    expected = warm_cc.resolve(tables)
+    fns: dict[str, Callable[[], object]] = {
+        "load": lambda: [catalog.load_table(t) for t in tables],
+        "old": lambda: old_resolve(catalog, tables),
+        "cold": lambda: fresh().resolve(tables),
+        "warm": lambda: warm_cc.resolve(tables),
+        "one": lambda: warm_cc.resolve(tables),
+    }
+    runs: dict[str, list[float]] = {key: [] for key in VARIANTS}
+    loads: list[float] = []
+    for key in ("load", "cold"):
+        timed(fns[key], keep_gc)  # warm-up: imports, SQLAlchemy statement cache, OS page cache
+    for r in range(repeat):
+        loads.append(os.getloadavg()[0])
+        for key in VARIANTS[r % 5 :] + VARIANTS[: r % 5]:  # rotate the order so no variant always runs first
+            if key == "one":
+                touch(catalog, tables[(r * 37 + 11) % len(tables)], r)
+            runs[key].append(timed(fns[key], keep_gc))
+    loads.append(os.getloadavg()[0])
+    if fresh().resolve(tables).snapshot_ids != expected.snapshot_ids:
+        raise SystemExit("sanity check failed: the cut changed while timing")
+    requests: dict[str, int] = {}
+    if s3 is not None:  # requests to the object store per variant (one untimed run each)
+        for key in ("load", "old", "cold", "warm"):
+            s3.requests(reset=True)  # type: ignore[attr-defined]
+            fns[key]()
+            requests[key] = s3.requests()  # type: ignore[attr-defined]
+    return Row(setup, len(tables), fixture.n_snapshots, fixture.metadata_bytes / len(tables) / 1024, runs, loads, requests,
+               fixture.build_seconds)
+
+
+def decoders(fixture: Fixture, repeat: int) -> dict[str, float]:
+    """Median ms to decode one metadata file of the fixture into a state, per JSON library."""
+    import msgspec  # noqa: F401 - the one consistent_catalog.metadata uses
+
+    from consistent_catalog.barrier import SnapshotRecord
+    from consistent_catalog.metadata import decode_state
+    from consistent_catalog.state import TableState as State
+
+    name = fixture.tables[-1]
+    table = fixture.catalog.load_table(name)
+    with table.io.new_input(table.metadata_location).open() as stream:
+        data = stream.read()
+
+    def from_dict(document: dict) -> State:  # the same state from a generic JSON decoder's dicts
+        make = tuple.__new__
+        snapshots = {}
+        for s in document.get("snapshots", []):
+            summary = dict(s.get("summary") or {"operation": "append"})
+            operation = summary.pop("operation")
+            snapshots[s["snapshot-id"]] = make(
+                SnapshotRecord, (s["snapshot-id"], s.get("parent-snapshot-id"), s["timestamp-ms"], operation, summary)
+            )
+        refs = document.get("refs", {})
+        branches = {k: v["snapshot-id"] for k, v in refs.items() if v["type"] == "branch"}
+        tags = {k: v["snapshot-id"] for k, v in refs.items() if v["type"] == "tag"}
+        log = tuple((e["timestamp-ms"], e["snapshot-id"]) for e in document.get("snapshot-log", []))
+        return State(name, snapshots, branches, document.get("properties", {}), tags, log)
+
+    from pyiceberg.table.metadata import TableMetadataUtil
+
+    fns: dict[str, Callable[[], object]] = {
+        "pyiceberg (pydantic) + from_metadata": lambda: State.from_metadata(name, TableMetadataUtil.parse_raw(data)),
+        "json (stdlib)": lambda: from_dict(json.loads(data)),
+        "msgspec, typed (consistent_catalog.metadata)": lambda: decode_state(name, data),
+    }
+    try:
+        import orjson
+
+        fns["orjson"] = lambda: from_dict(orjson.loads(data))
+    except ImportError:
+        pass
+    reference = fns["pyiceberg (pydantic) + from_metadata"]()
+    for key, fn in fns.items():
+        if fn() != reference:
+            raise SystemExit(f"decoder {key} gives another state")
+    times: dict[str, list[float]] = {key: [] for key in fns}
+    for _ in range(max(repeat, 5)):
+        for key, fn in fns.items():  # ten decodes back to back per sample (GC off, as in every timing here)
+            times[key].append(timed(lambda fn=fn: [fn() for _ in range(10)]) / 10)
+    return {key: med(values) * 1000 for key, values in times.items()}
+
+
+def profile_cold(fixture: Fixture, repeat: int, readers: int) -> None:
+    import cProfile
+    import pstats
+
+    from consistent_catalog.loading import StateCache
+
+    profiler = cProfile.Profile()
+    gc.collect()
+    gc.disable()
+    profiler.enable()
+    for _ in range(repeat):
+        cc = ConsistentCatalog(fixture.catalog)
+        cc.store.loader.cache = StateCache()
+        cc.store.loader.readers = readers
+        cc.resolve(fixture.tables)
+    profiler.disable()
+    gc.enable()
+    stats = pstats.Stats(profiler, stream=sys.stdout)
+    print(f"cProfile of the cold resolution (b), {len(fixture.tables)} tables x {fixture.n_snapshots} snapshots, "
+          f"{repeat} runs (main thread only: reads run on pool threads)")
+    stats.sort_stats("tottime").print_stats(15)
+    stats.sort_stats("cumulative").print_stats(20)
+
+
+def fmt_s(values: list[float]) -> str:
+    return f"{med(values):.3f} s" if med(values) >= 0.1 else f"{med(values) * 1000:.1f} ms"
+
+
+def paired(row: Row, key: str, base: str = "load") -> float:
+    """Median of the per-repetition ratios key/base (measured back to back, under the same load)."""
+    return med([x / y for x, y in zip(row.runs[key], row.runs[base])])
+
+
+def report_all(rows: list[Row], decoded: dict[str, float], repeat: int, command: str, readers: int,
+               latency_ms: float, markdown: bool, keep_gc: bool) -> str:
+    lines: list[str] = []
+    header = ("| setup | tables × snapshots | metadata/table | (a) bare load | (o) old `cc.resolve` | (b) cold | (w) warm "
+              "| (1) one changed | (b)/(a) | (w)/(a) | (1)−(w) in tables' worth of (b) | (1)−(w) in tables' worth of (a) "
+              "| (o)/(a) | load avg |")
+    if markdown:
+        lines += [
+            f"Command: `{command}`",
+            "",
+            f"Environment: Python {platform.python_version()}, pyiceberg {pyiceberg.__version__}, {os.cpu_count()} cores "
+            f"(shared); median of {repeat} repetitions (variants interleaved, order rotated); cyclic GC "
+            f"{'on' if keep_gc else 'off'} while timing; {readers} reader threads; pg+s3: {latency_ms:g} ms per S3 request.",
+            "",
+            "Ratios are medians of the per-repetition ratios (each repetition runs every variant back to back). "
+            "'(1)−(w) in tables' worth of (b)' / '(a)': the extra cost of one changed table, in units of (b)/tables "
+            "(1.0 = exactly one table's share of a cold resolution) and of (a)/tables (one table's bare pyiceberg load).",
+            "",
+            header,
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+    else:
+        lines.append(header)
+    for row in rows:
+        extra = med(row.runs["one"]) - med(row.runs["warm"])
+        share = extra / (med(row.runs["cold"]) / row.tables)
+        share_of_load = extra / (med(row.runs["load"]) / row.tables)
+        cells = [
+            row.setup, f"{row.tables} × {row.snapshots}", f"{row.kib_per_table:.0f} KiB",
+            fmt_s(row.runs["load"]), fmt_s(row.runs["old"]), fmt_s(row.runs["cold"]), fmt_s(row.runs["warm"]),
+            fmt_s(row.runs["one"]), f"{paired(row, 'cold'):.3f}", f"{paired(row, 'warm'):.4f}", f"{share:.1f}", f"{share_of_load:.2f}",
+            f"{paired(row, 'old'):.2f}", f"{min(row.load_averages):.1f}–{max(row.load_averages):.1f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    wide = next((r for r in rows if r.setup == "wide"), None)
+    small = next((r for r in rows if wide is not None and r.setup == "sqlite" and r.snapshots == wide.snapshots), None)
+    if small is not None and wide is not None:
+        factor = wide.tables / small.tables
+        lines.append(
+            f"Linear growth: {wide.tables} × {wide.snapshots} vs {small.tables} × {small.snapshots} ({factor:g}× the tables): "
+            f"(b) cold {med(wide.runs['cold']) / med(small.runs['cold']):.1f}×, (w) warm "
+            f"{med(wide.runs['warm']) / med(small.runs['warm']):.1f}×, (a) bare load "
+            f"{med(wide.runs['load']) / med(small.runs['load']):.1f}×."
+        )
+    for row in rows:
+        if row.requests:
+            lines.append(
+                f"{row.setup} requests to S3 per run: " + ", ".join(f"({LABELS[k]}) {k} {v}" for k, v in row.requests.items())
+            )
+    lines.append("")
+    lines.append("Decoding one metadata file into a table state (" + ", ".join(f"{k}: {v:.1f} ms" for k, v in decoded.items()) + ").")
+    lines.append("")
+    lines.append("build (one-time, not timed above): " + ", ".join(f"{r.setup} {r.tables}×{r.snapshots}: {r.build_seconds:.0f} s" for r in rows))
+    return "\n".join(lines)
+
+
+def pg_s3_fixture(pg: object, s3: object, directory: str, n_tables: int, n_snapshots: int) -> Fixture:
+    import uuid
+
+    bucket = s3.create_bucket(f"bench-{uuid.uuid4().hex[:12]}")  # type: ignore[attr-defined]
+    catalog = SqlCatalog("bench", uri=pg.uri(pg.create_database()), warehouse=f"s3://{bucket}/wh",  # type: ignore[attr-defined]
+                         **s3.properties())  # type: ignore[attr-defined]
+    return build(directory, n_tables, n_snapshots, catalog)
+
+
+def run_suite(args: argparse.Namespace, command: str) -> int:
+    from consistent_catalog.loading import SHARED_CACHE
+
+    plan: list[tuple[str, int, int]] = [("sqlite", args.tables, n) for n in args.counts]
+    if args.wide_tables:
+        if args.wide_snapshots not in args.counts:
+            plan.append(("sqlite", args.tables, args.wide_snapshots))
+        plan.append(("wide", args.wide_tables, args.wide_snapshots))
+    if not args.no_s3:
+        plan.append(("pg+s3", args.tables, args.s3_snapshots))
+    rows: list[Row] = []
+    decoded: dict[str, float] = {}
+    pg = s3 = None
+    try:
+        for setup, n_tables, n in plan:
+            with tempfile.TemporaryDirectory(prefix=f"bench-resolve-{setup}-") as directory:
+                if setup == "pg+s3":
+                    from tests.harness.servers import PostgresServer, free_port
+
+                    from bench.latency_s3 import LatencyS3
+
+                    pg = PostgresServer.start()
+                    s3 = LatencyS3.start(free_port())
+                    fixture = pg_s3_fixture(pg, s3, directory, n_tables, n)
+                    s3.set_latency(args.latency_ms)
+                else:
+                    fixture = build(directory, n_tables, n)
+                check(fixture)
+                SHARED_CACHE.clear()
+                if args.profile:
+                    if setup == "sqlite" and n == max(args.counts):
+                        profile_cold(fixture, args.repeat, args.readers)
+                    fixture.catalog.engine.dispose()
+                    continue
+                print(f"{setup} {n_tables}x{n}: built in {fixture.build_seconds:.0f} s, cut verified; timing...",
+                      file=sys.stderr, flush=True)
+                if setup == "sqlite" and n == max(args.counts) and not decoded:
+                    decoded = decoders(fixture, args.repeat)
+                rows.append(measure_all(fixture, setup, args.repeat, args.keep_gc, args.readers, s3 if setup == "pg+s3" else None))
+                print(report_all(rows[-1:], {}, args.repeat, command, args.readers, args.latency_ms, False, args.keep_gc)
+                      .splitlines()[1], file=sys.stderr, flush=True)
+                fixture.catalog.engine.dispose()
+    finally:
+        if s3 is not None:
+            s3.stop()
+        if pg is not None:
+            pg.stop()
+    if not args.profile:
+        print(report_all(rows, decoded, args.repeat, command, args.readers, args.latency_ms, args.markdown, args.keep_gc))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tables", type=int, default=100)
-    parser.add_argument("--snapshots", default="100,250,500,1000", help="comma-separated snapshots per table")
+    parser.add_argument("--snapshots", default=None,
+                        help="comma-separated snapshots per table (default 1000; with --legacy 100,250,500,1000)")
+    parser.add_argument("--wide-tables", type=int, default=1000, help="the linear-growth row (0: none)")
+    parser.add_argument("--wide-snapshots", type=int, default=100)
+    parser.add_argument("--s3-snapshots", type=int, default=1000)
+    parser.add_argument("--latency-ms", type=float, default=20, help="delay of every S3 request in the pg+s3 row")
+    parser.add_argument("--readers", type=int, default=16, help="threads reading metadata files")
+    parser.add_argument("--no-s3", action="store_true", help="leave out the PostgreSQL + S3 row")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table for BENCHMARKS.md")
     parser.add_argument("--profile", action="store_true",
-                        help="instead of timing, cProfile the pure part (c) at the largest N; print the top functions")
+                        help="instead of timing, cProfile (b) (with --legacy: the pure part (c)) at the largest N")
     parser.add_argument("--keep-gc", action="store_true", help="leave the cyclic GC on while timing (noisier)")
+    parser.add_argument("--legacy", action="store_true",
+                        help="the first benchmark's table: (a) bare load, (b) cold cc.resolve, (c) the pure part")
     args = parser.parse_args(argv)
-    counts = [int(x) for x in args.snapshots.split(",") if x.strip()]
-    if args.tables <= N_ROOTS or min(counts) < 2 or args.repeat < 1:
+    args.counts = [int(x) for x in (args.snapshots or ("100,250,500,1000" if args.legacy else "1000")).split(",") if x.strip()]
+    if args.tables <= N_ROOTS or min(args.counts) < 2 or args.repeat < 1:
         parser.error(f"need --tables > {N_ROOTS}, at least 2 snapshots per table and --repeat >= 1")
-    command = "python -m bench.bench_resolve " + shlex.join(sys.argv[1:] if argv is None else argv)
+    command = ".venv/bin/python -m bench.bench_resolve " + shlex.join(sys.argv[1:] if argv is None else argv)
     warnings.simplefilter("ignore")
+    if not args.legacy:
+        return run_suite(args, command.strip())
+    counts = args.counts
     results = []
     for n in counts:
         with tempfile.TemporaryDirectory(prefix=f"bench-resolve-{n}-") as directory:

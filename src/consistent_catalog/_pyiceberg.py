@@ -18,6 +18,16 @@ test, by name, instead of corrupting a table. Nothing here runs at import time: 
 3. ``remove_snapshots_keeping_parents``: ``remove-snapshots`` applied the way Java Iceberg applies
    it (children keep their parent id); pyiceberg 0.12 nulls the parent id of a removed snapshot's
    children, which would make the oldest retained snapshot look like the table's first one.
+4. ``sql_metadata_locations``: the metadata locations of many tables of a ``SqlCatalog`` in one
+   query over its ``iceberg_tables`` table (``load_table`` asks once per table), with the same row
+   filter as ``SqlCatalog.load_table`` (its private ``_iceberg_type_filter``: tables, not views).
+   Catalogs of other kinds, or a ``SqlCatalog`` whose ``load_table`` was replaced, get None: the
+   caller loads them table by table.
+5. ``metadata_file_io`` / ``parse_metadata`` / ``open_table``: read a metadata file the way
+   ``SqlCatalog`` reads it (``load_file_io`` with the catalog's properties; pyiceberg's own parser and
+   gzip rule), and build the ``Table`` ``load_table`` builds from it (its FileIO comes from the
+   private ``Catalog._load_file_io`` with the table's properties) — so a reader can scan exactly the
+   metadata file a cut was resolved from.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import (
     AssertTableUUID,
@@ -37,14 +48,20 @@ from pyiceberg.table.update import (
 )
 
 if TYPE_CHECKING:
-    from pyiceberg.table import Transaction
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.io import FileIO
+    from pyiceberg.table import Table, Transaction
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Summary
 
 __all__ = [
     "ValidatableTableRequirement",
     "commit_transaction_once",
+    "metadata_file_io",
+    "open_table",
+    "parse_metadata",
     "remove_snapshots_keeping_parents",
+    "sql_metadata_locations",
     "summary_parts",
 ]
 
@@ -69,8 +86,9 @@ def transaction_requirements(tx: Transaction, extra: Sequence[TableRequirement] 
 def commit_transaction_once(tx: Transaction, extra: Sequence[TableRequirement] = ()) -> bool:
     """Commit ``tx`` with ``extra`` requirements in one catalog commit; False when it had nothing to commit.
 
-    Raises whatever the catalog raises (``CommitFailedException`` when a requirement fails); the
-    files written for the transaction are then deleted, as pyiceberg does after a failed commit.
+    Raises whatever the catalog raises (``CommitFailedException`` when a requirement fails). Only
+    after a commit that surely did not land are the transaction's manifests deleted, as pyiceberg
+    does; after an error of unknown outcome (a lost connection) nothing is deleted.
     """
     producers = list(tx._snapshot_producers)
     if not tx._updates:
@@ -80,7 +98,9 @@ def commit_transaction_once(tx: Transaction, extra: Sequence[TableRequirement] =
     table = tx._table
     try:
         table.catalog.commit_table(table, transaction_requirements(tx, extra), tx._updates)
-    except BaseException:
+    except (CommitFailedException, ValidationException):
+        # these guarantee the commit did not land; after any other error the outcome is unknown and the
+        # files may be referenced: they are left to the orphan-file sweep (as pyiceberg does)
         for producer in producers:
             producer._clean_all_uncommitted()
         raise
@@ -129,3 +149,79 @@ def _register_remove_snapshots_keeping_parents() -> None:
             }
         )
 
+
+
+# --- 4. many metadata locations in one query ----------------------------------------------------------
+#: tables per query (two IN lists of at most this many bound parameters: SQLite allows 32,766, PostgreSQL 65,535)
+SQL_BATCH = 500
+
+
+def sql_metadata_locations(catalog: Catalog, identifiers: Sequence[str]) -> dict[str, str | None] | None:
+    """``{"ns.table": metadata location}`` of a ``SqlCatalog``, one query per ``SQL_BATCH`` tables.
+
+    A table that does not exist (or is a view, or has no metadata location: ``load_table`` raises
+    NoSuchTableError for those) maps to None. None when ``catalog`` is not a plain ``SqlCatalog``.
+    """
+    from pyiceberg.catalog import Catalog as BaseCatalog
+    from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+    from sqlalchemy import select
+
+    if not isinstance(catalog, SqlCatalog) or "load_table" in vars(catalog):
+        return None
+    if type(catalog).load_table is not SqlCatalog.load_table:
+        return None  # a subclass that loads its own way
+    wanted: dict[tuple[str, str], str] = {}
+    for identifier in identifiers:
+        namespace = BaseCatalog.namespace_to_string(BaseCatalog.namespace_from(identifier))
+        wanted[(namespace, BaseCatalog.table_name_from(identifier))] = identifier
+    found: dict[str, str | None] = dict.fromkeys(identifiers)
+    keys = list(wanted)
+    type_filter = catalog._iceberg_type_filter()
+    with catalog.engine.connect() as connection:
+        for start in range(0, len(keys), SQL_BATCH):
+            batch = keys[start : start + SQL_BATCH]
+            stmt = select(IcebergTables.table_namespace, IcebergTables.table_name, IcebergTables.metadata_location).where(
+                IcebergTables.catalog_name == catalog.name,
+                IcebergTables.table_namespace.in_(sorted({ns for ns, _ in batch})),
+                IcebergTables.table_name.in_(sorted({name for _, name in batch})),
+            )
+            if type_filter is not None:
+                stmt = stmt.where(type_filter)
+            for namespace, name, location in connection.execute(stmt):
+                identifier = wanted.get((namespace, name))
+                if identifier is not None and location:
+                    found[identifier] = location
+    return found
+
+
+# --- 5. reading a metadata file as SqlCatalog.load_table reads it ---------------------------------------
+def metadata_file_io(catalog: Catalog, location: str) -> FileIO:
+    """The FileIO ``SqlCatalog`` reads a metadata file with (the catalog's properties, the location's scheme)."""
+    from pyiceberg.io import load_file_io
+
+    return load_file_io(properties=catalog.properties, location=location)
+
+
+def parse_metadata(data: bytes, location: str) -> TableMetadata:
+    """pyiceberg's own parse of a metadata file's bytes (its gzip rule: ``*.gz.metadata.json``)."""
+    import io
+
+    from pyiceberg.serializers import Compressor, FromByteStream
+
+    return FromByteStream.table_metadata(io.BytesIO(data), compression=Compressor.get_compressor(location=location))
+
+
+def open_table(catalog: Catalog, identifier: str, location: str) -> Table:
+    """The ``Table`` ``load_table`` returns while ``location`` is the table's current metadata file."""
+    from pyiceberg.catalog import Catalog as BaseCatalog
+    from pyiceberg.serializers import FromInputFile
+    from pyiceberg.table import Table
+
+    metadata = FromInputFile.table_metadata(metadata_file_io(catalog, location).new_input(location))
+    return Table(
+        identifier=BaseCatalog.identifier_to_tuple(identifier),
+        metadata=metadata,
+        metadata_location=location,
+        io=catalog._load_file_io(metadata.properties, location),
+        catalog=catalog,
+    )

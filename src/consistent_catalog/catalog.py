@@ -96,7 +96,7 @@ def check_not_future(state: TableState, barrier: int, *, allow_future: bool, wha
             f"{state.identifier}: {what} {fmt_barrier(barrier)} lies {fmt_duration(barrier - now_ms())} in the future "
             f"(allowed: {fmt_duration(state.clock_skew_ms)} of clock skew, table property {P.CLOCK_SKEW}); a barrier "
             "ahead of the clock holds every later ingest there — pass the current time, or insist with "
-            "allow_future=True (CLI: --allow-future)"
+            + ("allow_future=True (CLI: advance-watermark --allow-future)" if what == "watermark" else "allow_future=True")
         )
 
 
@@ -264,14 +264,17 @@ class ConsistentCatalog:
         return resolve([closure[n] for n in names], level, as_of, upstream=closure.values())
 
     def read(self, tables: Iterable[str], level: str = DEFAULT_LEVEL, as_of: BarrierLike | None = None) -> ConsistentRead:
-        """Resolve a cut and return a reader whose scans are pinned at it."""
-        found = {normalize_identifier(t): self.store.load(t) for t in tables}
-        loaded = {name: table for name, (table, _) in found.items()}
-        states = {name: state for name, (_, state) in found.items()}
-        upstream = dict(states)
-        pending = [src for st in states.values() for src in st.sources if src not in upstream]
-        upstream.update(self.store.upstream_states(pending, required=False))
-        return ConsistentRead(resolve(list(states.values()), level, as_of, upstream=upstream.values()), loaded)
+        """Resolve a cut and return a reader whose scans are pinned at it.
+
+        Resolving costs what ``resolve`` costs; a table's full pyiceberg metadata is loaded when it is
+        first scanned, from the very metadata file the cut was resolved from.
+        """
+        names = list(dict.fromkeys(normalize_identifier(t) for t in tables))
+        closure = self.store.loader.upstream(names)
+        cut = resolve([closure[n].state for n in names], level, as_of, upstream=[c.state for c in closure.values()])
+        loaded = {n: closure[n].table for n in names if closure[n].table is not None}
+        locations = {n: closure[n].location for n in names}
+        return ConsistentRead(cut, loaded, opener=lambda name: self.store.loader.open_table(name, locations.get(name)))
 
     def lineage(self, tables: Iterable[str] | None = None) -> LineageGraph:
         """The lineage graph of the whole catalog, or of the tables connected to ``tables``."""
@@ -535,7 +538,11 @@ class ConsistentCatalog:
             effective = wanted if current is None or wanted > current else current + 1
             properties = {P.BARRIER: str(effective)}
             if key is None:
-                loaded.append(data, snapshot_properties=properties)
+                loaded.append(data, snapshot_properties=properties)  # pyiceberg refreshes loaded.metadata
+                committed = TableState.from_metadata(state.identifier, loaded.metadata)
+                snapshot_id = committed.head()
+                assert snapshot_id is not None
+                return IngestResult(state.identifier, snapshot_id, committed.branch().barrier_of(snapshot_id))
             else:
                 properties[P.INGEST_KEY] = key
                 try:
@@ -547,9 +554,10 @@ class ConsistentCatalog:
                     )
                 except FencedError:
                     continue  # main moved: another ingest landed; check the key again
-            snapshot = self.load_table(table).metadata.snapshot_by_name(P.MAIN_BRANCH)
-            assert snapshot is not None
-            return IngestResult(state.identifier, snapshot.snapshot_id, effective, key)
+                committed = self.store.state(state.identifier)
+                snapshot_id = committed.ingested_with_key(key)  # ours, even if another ingest followed it
+                assert snapshot_id is not None
+                return IngestResult(state.identifier, snapshot_id, committed.branch().barrier_of(snapshot_id), key)
         raise FencedError(
             f"{normalize_identifier(table)}: ingest of key {key!r} kept losing the race to other ingests "
             f"({retries} attempts); run it again — the key makes it safe to repeat"
@@ -588,9 +596,8 @@ class ConsistentCatalog:
                 elif branch in state.branches:
                     updates.append(RemoveSnapshotRefUpdate(ref_name=branch))
             properties = {P.REVISION: str(step.revision)}
-            if step.watermark is not None:
-                properties[P.WATERMARK] = str(step.watermark)
-                properties[P.WATERMARK_SNAPSHOT] = P.NO_SNAPSHOT if step.to_snapshot is None else str(step.to_snapshot)
+            if step.watermark is not None:  # keeps barriers an earlier floor raised (protocol §3.6)
+                properties.update(state.watermark_properties(step.watermark, head=step.to_snapshot))
             else:
                 removals = [k for k in (P.WATERMARK, P.WATERMARK_SNAPSHOT) if k in state.properties]
                 if removals:
@@ -647,14 +654,24 @@ def empty_read(table: Table) -> pa.Table:
 
 
 class ConsistentRead:
-    """A resolved cut plus the loaded tables: scans and Arrow data pinned at the cut."""
+    """A resolved cut plus its tables: scans and Arrow data pinned at the cut.
 
-    def __init__(self, cut: Cut, tables: Mapping[str, Table]) -> None:
+    ``opener(name)`` loads a table of the cut not given in ``tables`` on first use (once).
+    """
+
+    def __init__(self, cut: Cut, tables: Mapping[str, Table], *, opener: Callable[[str], Table] | None = None) -> None:
         self.cut = cut
         self._tables = dict(tables)
+        self._opener = opener
 
     def table(self, name: str) -> Table:
-        return self._tables[normalize_identifier(name)]
+        key = normalize_identifier(name)
+        table = self._tables.get(key)
+        if table is None:
+            if self._opener is None or key not in self.cut.tables:
+                raise KeyError(key)
+            table = self._tables[key] = self._opener(key)
+        return table
 
     def scan(self, name: str, **options: Any) -> DataScan | None:
         """A pyiceberg scan at the cut's snapshot, or None when the table is empty at the cut."""

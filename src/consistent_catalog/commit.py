@@ -34,7 +34,8 @@ from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError, No
 from pyiceberg.table.update import AssertTableUUID
 
 from consistent_catalog._pyiceberg import ValidatableTableRequirement, commit_transaction_once
-from consistent_catalog.exceptions import FencedError, InvalidInputError, TableNotFoundError
+from consistent_catalog.exceptions import FencedError, InvalidInputError
+from consistent_catalog.loading import MetadataLoader, not_found
 from consistent_catalog.state import TableState
 from consistent_catalog.util.identifiers import normalize_identifier
 
@@ -146,6 +147,8 @@ class TableStore:
 
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
+        self.loader = MetadataLoader(catalog)
+        """States for reading: one catalog round-trip, concurrent lean reads, a cache by metadata file."""
 
     @property
     def name(self) -> str:
@@ -157,45 +160,31 @@ class TableStore:
         try:
             return self.catalog.load_table(name)
         except (NoSuchTableError, NoSuchNamespaceError):
-            raise TableNotFoundError(
-                f"table {name} does not exist in catalog {self.name!r}; check the name "
-                "(consistent-catalog status lists the tables)"
-            ) from None
+            raise not_found(name, self.name) from None
 
     def load(self, identifier: str | Sequence[str]) -> Loaded:
-        """The table and its state, from one metadata load."""
+        """The pyiceberg table (for writers) and its state, from one metadata load."""
         name = normalize_identifier(identifier)
         table = self.load_table(name)
-        return Loaded(table, TableState.from_metadata(name, table.metadata))
+        return Loaded(table, self.loader.state_of(name, table))
 
     def state(self, identifier: str | Sequence[str]) -> TableState:
-        return self.load(identifier).state
+        name = normalize_identifier(identifier)
+        return self.loader.load([name], required=[name])[name].state
 
     def states(self, identifiers: Iterable[str]) -> list[TableState]:
-        return [self.state(i) for i in dict.fromkeys(normalize_identifier(i) for i in identifiers)]
+        names = list(dict.fromkeys(normalize_identifier(i) for i in identifiers))
+        found = self.loader.load(names, required=names)
+        return [found[n].state for n in names]
 
     def upstream_states(self, tables: Iterable[str], *, required: bool = True) -> dict[str, TableState]:
-        """States of ``tables`` and of every table they are derived from, transitively (one load each).
+        """States of ``tables`` and of every table they are derived from, transitively (one load per lineage level).
 
         A source that no longer exists is left out (and so cannot be checked for completeness); a
         missing table of ``tables`` itself raises TableNotFoundError when ``required``.
         """
-        found: dict[str, TableState] = {}
-        pending = [normalize_identifier(t) for t in tables]
-        first = set(pending) if required else set()
-        while pending:
-            name = pending.pop()
-            if name in found:
-                continue
-            try:
-                state = self.state(name)
-            except TableNotFoundError:
-                if name in first:
-                    raise
-                continue
-            found[name] = state
-            pending.extend(s for s in state.sources if s not in found)
-        return found
+        located = self.loader.upstream(tables, required=required)
+        return {name: found.state for name, found in located.items()}
 
     def list_tables(self) -> list[str]:
         """Every table of the catalog, in every (nested) namespace."""

@@ -490,23 +490,19 @@ class EpochJob:
             owner[P.REVISION] = plan.sinks[sink].revision
         return owner
 
-    def prepare_staged_branch(self, sink: str, plan: EpochPlan | None = None) -> Table:
-        """Point ``consistent-staged`` at main's head (discarding any stale staged epoch) and return the table.
+    def prepare_staged_branch(self, sink: str, plan: EpochPlan | None = None) -> tuple[Table, int]:
+        """Point ``consistent-staged`` at main's head (discarding any stale staged epoch); returns (table, base).
 
-        With ``plan``, main must still be at the head (and the table at the revision) the epoch was
-        planned on: otherwise FencedError, and the epoch is re-planned (a revision or a foreign write
-        came in between). An empty sink first gets an empty, untagged "genesis" snapshot: Iceberg
-        branches need a snapshot.
+        ``base`` is the snapshot the epoch is staged on: main's head as planned (``plan``), which every
+        later commit of the epoch requires, so a revision or foreign write that moved main in between
+        is refused inside the catalog's compare-and-swap and the epoch is re-planned. An empty sink
+        first gets an empty, untagged "genesis" snapshot: Iceberg branches need a snapshot.
         """
         owner = self._owner(sink, plan)
-        table, state = self.cc.store.load(sink)
         planned = plan.sinks.get(sink) if plan is not None else None
-        if planned is not None and (state.head() != planned.main_head or state.properties.get(P.REVISION) != planned.revision):
-            raise FencedError(
-                f"{sink}: main is at {state.head()} (revision {state.revision}), not at {planned.main_head} where barrier "
-                f"{fmt_barrier(plan.barrier if plan else None)} was planned; the epoch is re-planned"
-            )
-        if state.head() is None:
+        table, state = self.cc.store.load(sink)
+        expected = state.head() if planned is None else planned.main_head
+        if expected is None:
             genesis = table.schema().as_arrow().empty_table()
             self.cc.store.write(
                 table,
@@ -515,16 +511,17 @@ class EpochJob:
                 what="creating the genesis snapshot",
             )
             table, state = self.cc.store.load(sink)
-        main, staged = state.head(), state.head(P.STAGED_BRANCH)
-        if staged != main:
-            assert main is not None
+            expected = state.head()
+            assert expected is not None
+        staged = state.head(P.STAGED_BRANCH)
+        if staged != expected:
             table = self.cc.store.commit(
                 table,
-                [fence(owner, {P.MAIN_BRANCH: main, P.STAGED_BRANCH: staged})],
-                [SetSnapshotRefUpdate(ref_name=P.STAGED_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=main)],
+                [fence(owner, {P.MAIN_BRANCH: expected, P.STAGED_BRANCH: staged})],
+                [SetSnapshotRefUpdate(ref_name=P.STAGED_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=expected)],
                 what="resetting the staged branch",
             )
-        return table
+        return table, expected
 
     def stage(self, sink: str, plan: EpochPlan, data: pa.Table | None) -> Staged:
         """Write one epoch's output to ``consistent-staged`` with pyiceberg (one fenced transaction).
@@ -532,14 +529,12 @@ class EpochJob:
         An epoch whose output is empty is still staged, as an empty snapshot: it records the epoch's
         barrier and inputs, which is what tells readers the table is complete at that barrier.
         """
-        table = self.prepare_staged_branch(sink, plan)
-        base = table.metadata.snapshot_by_name(P.MAIN_BRANCH)
-        assert base is not None
+        table, base = self.prepare_staged_branch(sink, plan)
         data = _conform(table.schema().as_arrow().empty_table() if data is None else data, table)
         properties = self.summary_properties(plan)
-        if not self._write_staged(table, base.snapshot_id, properties, data, self.mode, plan):
-            self.record_empty_epoch(sink, base.snapshot_id, properties, plan)  # overwriting nothing with nothing
-        return self.verify_staged(sink, plan, base.snapshot_id, properties[P.ATTEMPT])
+        if not self._write_staged(table, base, properties, data, self.mode, plan):
+            self.record_empty_epoch(sink, base, properties, plan)  # overwriting nothing with nothing
+        return self.verify_staged(sink, plan, base, properties[P.ATTEMPT])
 
     def verify_staged(self, sink: str, plan: EpochPlan, base_id: int, attempt: str) -> Staged:
         """The staged epoch as committed: every snapshot from main's head up must carry this attempt's id.

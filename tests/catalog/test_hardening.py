@@ -168,11 +168,11 @@ def test_a_frozen_overwrite_zombie_gets_fenced_error(cc, catalog, flip_tables) -
     prepare = zombie.prepare_staged_branch
 
     def frozen(sink: str, plan=None):
-        table = prepare(sink, plan)  # the zombie passed its ownership check and is about to write...
+        prepared = prepare(sink, plan)  # the zombie passed its ownership check and is about to write...
         cc.ingest(WORDS, words("c"), barrier=2_000)
         successor.register()  # ...when a successor takes over and publishes
         successor.run_until_caught_up()
-        return table
+        return prepared
 
     zombie.prepare_staged_branch = frozen  # type: ignore[method-assign]
     with pytest.raises(FencedError):

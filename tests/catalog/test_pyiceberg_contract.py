@@ -6,6 +6,7 @@ by name, instead of somewhere deep in an epoch.
 
 from __future__ import annotations
 
+import gzip
 import re
 import subprocess
 import sys
@@ -14,8 +15,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID, RemoveSnapshotsUpdate
+from sqlalchemy import text as sql_text
 
 from consistent_catalog import _pyiceberg
 from consistent_catalog.commit import fence
@@ -133,6 +135,70 @@ def test_remove_snapshots_keeping_parents_keeps_the_dangling_parent_id(table) ->
     assert table.metadata.snapshot_by_id(third).parent_snapshot_id is None
 
 
+def test_sql_metadata_locations_equal_what_load_table_loads(tmp_path: Path) -> None:
+    """One query gives every table's metadata location, as ``load_table`` would; missing tables and views get None."""
+    (tmp_path / "warehouse").mkdir()
+    uri, warehouse = f"sqlite:///{tmp_path}/catalog.db", f"file://{tmp_path}/warehouse"
+    catalog = SqlCatalog("lake", uri=uri, warehouse=warehouse)
+    other = SqlCatalog("other", uri=uri, warehouse=warehouse)  # same database, another catalog name
+    try:
+        catalog.create_namespace("demo")
+        catalog.create_namespace(("deep", "er"))
+        other.create_namespace("demo")
+        names = ["demo.words", "demo.counts", "deep.er.words"]
+        for name in names:
+            catalog.create_table(name, schema=SCHEMA).append(rows(["a"]))
+        other.create_table("demo.elsewhere", schema=SCHEMA)
+        with catalog.engine.begin() as connection:  # a view row, as Java's JdbcCatalog writes one
+            connection.execute(sql_text(
+                "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location, iceberg_type) "
+                "VALUES ('lake', 'demo', 'a_view', 'file:///nowhere.metadata.json', 'VIEW')"
+            ))
+        wanted = [*names, "demo.elsewhere", "demo.a_view", "demo.missing", "nowhere.words"]
+        found = _pyiceberg.sql_metadata_locations(catalog, wanted)
+        assert found == {
+            **{name: catalog.load_table(name).metadata_location for name in names},
+            "demo.elsewhere": None, "demo.a_view": None, "demo.missing": None, "nowhere.words": None,
+        }
+        for name in ("demo.elsewhere", "demo.a_view", "demo.missing"):
+            with pytest.raises(NoSuchTableError):
+                catalog.load_table(name)
+        assert catalog._iceberg_type_filter() is not None  # a v1 catalog schema: views are filtered out
+        assert _pyiceberg.sql_metadata_locations(catalog, []) == {}
+    finally:
+        catalog.engine.dispose()
+        other.engine.dispose()
+
+
+def test_sql_metadata_locations_leaves_other_catalogs_to_load_table(table, monkeypatch: pytest.MonkeyPatch) -> None:
+    catalog = table.catalog
+    assert _pyiceberg.sql_metadata_locations(catalog, ["demo.words"]) is not None
+    monkeypatch.setattr(catalog, "load_table", catalog.load_table)  # replaced (a test double, a wrapper)
+    assert _pyiceberg.sql_metadata_locations(catalog, ["demo.words"]) is None
+    assert _pyiceberg.sql_metadata_locations(object(), ["demo.words"]) is None  # type: ignore[arg-type]
+
+
+def test_a_metadata_file_is_read_and_opened_as_load_table_does(table, tmp_path: Path) -> None:
+    table.append(rows(["a", "b"]), snapshot_properties={"consistent.barrier": "100"})
+    catalog = table.catalog
+    loaded = catalog.load_table("demo.words")
+    location = loaded.metadata_location
+    io = _pyiceberg.metadata_file_io(catalog, location)
+    with io.new_input(location).open() as stream:
+        data = stream.read()
+    assert _pyiceberg.parse_metadata(data, location) == loaded.metadata
+    gz = tmp_path / "00009-copy.gz.metadata.json"  # pyiceberg's gzip rule is the file name
+    gz.write_bytes(gzip.compress(data))
+    assert _pyiceberg.parse_metadata(gz.read_bytes(), f"file://{gz}") == loaded.metadata
+    opened = _pyiceberg.open_table(catalog, "demo.words", location)
+    assert opened.name() == loaded.name() and opened.metadata == loaded.metadata
+    assert opened.metadata_location == location and opened.catalog is catalog
+    assert opened.io.properties == loaded.io.properties and type(opened.io) is type(loaded.io)
+    assert opened.scan().to_arrow().equals(loaded.scan().to_arrow())
+    table.append(rows(["c"]))  # a later commit: the opened table stays at its metadata file
+    assert _pyiceberg.open_table(catalog, "demo.words", location).scan().to_arrow().num_rows == 2
+
+
 def test_nothing_is_registered_at_import() -> None:
     code = (
         "import consistent_catalog, consistent_catalog.retention\n"
@@ -145,7 +211,10 @@ def test_nothing_is_registered_at_import() -> None:
 
 
 #: pyiceberg (and pydantic/Enum) internals: allowed in _pyiceberg.py only.
-INTERNALS = re.compile(r"__pydantic_private__|_apply_table_update|\._value_\b|\btx\._|\._snapshot_producers|\._stage\(|\._apply\(")
+INTERNALS = re.compile(
+    r"__pydantic_private__|_apply_table_update|\._value_\b|\btx\._|\._snapshot_producers|\._stage\(|\._apply\("
+    r"|_iceberg_type_filter|\._load_file_io\b|\bIcebergTables\b"
+)
 
 
 def test_no_other_module_touches_pyiceberg_internals() -> None:

@@ -159,13 +159,11 @@ class SparkEpochJob(EpochJob):
         main's head and the staged head must carry this attempt's id; anything else means another
         writer interfered, and the epoch is refused (re-planning discards it).
         """
-        table = self.prepare_staged_branch(sink, plan)
-        base = table.metadata.snapshot_by_name(P.MAIN_BRANCH)
-        assert base is not None
+        table, base_id = self.prepare_staged_branch(sink, plan)
         properties = self.summary_properties(plan)
         if data is None:  # nothing to write: the empty snapshot still records barrier and inputs
-            self.record_empty_epoch(sink, base.snapshot_id, properties, plan)
-            return self.verify_staged(sink, plan, base.snapshot_id, properties[P.ATTEMPT])
+            self.record_empty_epoch(sink, base_id, properties, plan)
+            return self.verify_staged(sink, plan, base_id, properties[P.ATTEMPT])
         target = branch_identifier(self.spark_catalog, sink, P.STAGED_BRANCH)
         columns = [f.name for f in table.schema().fields]
         missing = [c for c in columns if c not in data.columns]
@@ -182,9 +180,9 @@ class SparkEpochJob(EpochJob):
                 from pyspark.sql.functions import lit
 
                 writer.overwrite(lit(True))
-        if self.cc.store.state(sink).head(P.STAGED_BRANCH) == base.snapshot_id:
-            self.record_empty_epoch(sink, base.snapshot_id, properties, plan)  # Spark committed nothing
-        return self.verify_staged(sink, plan, base.snapshot_id, properties[P.ATTEMPT])
+        if self.cc.store.state(sink).head(P.STAGED_BRANCH) == base_id:
+            self.record_empty_epoch(sink, base_id, properties, plan)  # Spark committed nothing
+        return self.verify_staged(sink, plan, base_id, properties[P.ATTEMPT])
 
     def _merge(self, frame: DataFrame, target: str, properties: Mapping[str, str]) -> None:
         """``MERGE INTO`` the staged branch by ``keys`` (update matched rows, insert the rest).

@@ -58,7 +58,9 @@ PLUGIN_EXTENSIONS = "io.consistentcatalog.spark.ConsistentSqlExtensions"
 """Parses ``CALL <catalog>.system.refresh_cut()`` / ``current_cut(...)`` (Iceberg's parser takes only its own)."""
 PLUGIN_JAR_RELPATH = "build/jvm/spark-plugin.jar"
 #: Settings of the plain catalog the consistent catalog shares: the same catalog database and warehouse.
-_SHARED_KEYS = ("type", "uri", "warehouse", "jdbc.init-catalog-tables", "cache-enabled", "jdbc.user", "jdbc.password")
+_SHARED_KEYS = (
+    "type", "uri", "warehouse", "jdbc.init-catalog-tables", "cache-enabled", "jdbc.user", "jdbc.password", "io-impl",
+)
 
 # A laptop / CI runner with 2 cores: no UI, few shuffle partitions, a modest driver heap.
 SMALL_MACHINE_CONF: dict[str, str] = {

@@ -1,0 +1,117 @@
+"""A lean decoder of Iceberg table metadata JSON into ``TableState``: only the fields the resolver reads.
+
+pyiceberg builds pydantic models for everything in a metadata file (schemas, partition specs, sort
+orders, the metadata log, every snapshot's manifest list) and then ``TableState.from_metadata`` keeps
+a handful of fields of them. This module decodes those fields straight from the JSON bytes with
+msgspec — typed, so every field the resolver does not need is skipped without building an object —
+and builds the same ``TableState`` ``from_metadata`` builds from pyiceberg's model (equal field by
+field, in the same order: ``tests/unit/test_metadata.py``):
+
+- snapshots: id, parent id, timestamp, the summary's operation and its other properties;
+- refs split into branches and tags (``main`` from ``current-snapshot-id`` when the refs lack it, as
+  pyiceberg does; ``-1`` means none);
+- table properties; the snapshot log.
+
+Every snapshot is kept (history, epochs and retention read them all), so a lean state is complete.
+gzip-compressed metadata (``*.gz.metadata.json``) is recognised by its magic bytes.
+
+The decoder is strict: whatever it does not recognise as well-formed metadata of the fields it reads
+(a summary without an operation or with non-string values, properties that are not strings, an
+unknown format version, a missing required field, invalid JSON) raises ``LeanDecodeError``, and the
+caller parses the file with pyiceberg instead, which gives the answer, the warning or the error it
+always gave. Pure: bytes in, ``TableState`` out; no pyiceberg, no I/O.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from typing import Literal
+
+import msgspec
+
+from consistent_catalog import properties as P
+from consistent_catalog.barrier import SnapshotRecord
+from consistent_catalog.state import TableState
+
+GZIP_MAGIC = b"\x1f\x8b"
+FORMAT_VERSIONS = (1, 2, 3)
+#: the values of pyiceberg's ``Operation`` enum (Iceberg's snapshot operations)
+OPERATIONS = frozenset({"append", "replace", "overwrite", "delete"})
+
+
+class LeanDecodeError(ValueError):
+    """The bytes are not metadata the lean decoder can read exactly like pyiceberg: parse them with pyiceberg."""
+
+
+class _Snapshot(msgspec.Struct, rename="kebab", gc=False):
+    snapshot_id: int
+    timestamp_ms: int
+    manifest_list: str  # not kept; required as pyiceberg requires it
+    parent_snapshot_id: int | None = None
+    summary: dict[str, str] | None = None
+
+
+class _Ref(msgspec.Struct, rename="kebab", gc=False):
+    snapshot_id: int
+    type: Literal["branch", "tag"]
+
+
+class _LogEntry(msgspec.Struct, rename="kebab", gc=False):
+    snapshot_id: int
+    timestamp_ms: int
+
+
+class _Metadata(msgspec.Struct, rename="kebab"):
+    format_version: int
+    properties: dict[str, str] = {}
+    snapshots: list[_Snapshot] = []
+    refs: dict[str, _Ref] = {}
+    snapshot_log: list[_LogEntry] = []
+    current_snapshot_id: int | None = None
+
+
+_DECODER = msgspec.json.Decoder(_Metadata)
+
+
+def decompress(data: bytes) -> bytes:
+    """The JSON of a metadata file: gzip-compressed files (by their magic bytes) are decompressed."""
+    if data[:2] == GZIP_MAGIC:
+        try:
+            return gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise LeanDecodeError(f"corrupt gzip metadata: {exc}") from None
+    return data
+
+
+def decode_state(identifier: str, data: bytes) -> TableState:
+    """``TableState`` of one metadata file's bytes (JSON, or gzip-compressed JSON); LeanDecodeError if not lean-readable."""
+    try:
+        metadata = _DECODER.decode(decompress(data))
+    except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
+        raise LeanDecodeError(str(exc)) from None
+    if metadata.format_version not in FORMAT_VERSIONS:
+        raise LeanDecodeError(f"format-version {metadata.format_version}")
+    make = tuple.__new__
+    operations = OPERATIONS
+    snapshots: dict[int, SnapshotRecord] = {}
+    for s in metadata.snapshots:
+        summary = s.summary
+        if summary is None:
+            operation = "append"
+            summary = {}
+        else:
+            operation = summary.pop("operation", None)
+            if operation not in operations:  # missing (pyiceberg warns) or not an Iceberg operation (it refuses)
+                raise LeanDecodeError(f"snapshot {s.snapshot_id}: summary operation {operation!r}")
+        snapshot_id = s.snapshot_id
+        snapshots[snapshot_id] = make(SnapshotRecord, (snapshot_id, s.parent_snapshot_id, s.timestamp_ms, operation, summary))
+    branches: dict[str, int] = {}
+    tags: dict[str, int] = {}
+    for name, ref in metadata.refs.items():
+        (branches if ref.type == "branch" else tags)[name] = ref.snapshot_id
+    current = metadata.current_snapshot_id
+    if current is not None and current != -1 and P.MAIN_BRANCH not in branches and P.MAIN_BRANCH not in tags:
+        branches[P.MAIN_BRANCH] = current  # pyiceberg's construct_refs
+    log = tuple((entry.timestamp_ms, entry.snapshot_id) for entry in metadata.snapshot_log)
+    return TableState(identifier, snapshots, branches, metadata.properties, tags, log)

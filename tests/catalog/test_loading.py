@@ -1,0 +1,395 @@
+"""Loading states (``consistent_catalog.loading``): one query, lean reads, the cache, on real catalogs.
+
+- every table's state through the loader equals ``TableState.from_metadata`` of pyiceberg's own load,
+  on histories written by pyiceberg (ingests, epochs, staged branches, pins, deletes, expiry, revision)
+  and on gzip-compressed metadata files;
+- the SQL catalog is asked once for all tables (SQLite and PostgreSQL: the ``catalog`` fixture);
+- an unchanged table is not read again; a changed one is; the cache stays within its bounds;
+- a commit by another process is seen by the next resolution;
+- ``read``/``to_arrow`` scan the metadata file the cut was resolved from, without asking the catalog;
+- the conformance corpus, registered in a real SQLite catalog, resolves as through pyiceberg's own loads.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.table.metadata import TableMetadataUtil
+from sqlalchemy import event
+
+from consistent_catalog import ConsistentCatalog, TableNotFoundError
+from consistent_catalog import properties as P
+from consistent_catalog.demo import count_words, histogram
+from consistent_catalog.exceptions import ConsistentCatalogError
+from consistent_catalog.loading import MetadataLoader, StateCache
+from consistent_catalog.metadata import LeanDecodeError, decode_state
+from consistent_catalog.resolver import DEFAULT_LEVEL
+from consistent_catalog.retention import RetentionPolicy
+from consistent_catalog.state import TableState
+from tests.conformance.corpus import cut_json, load_cases, python_answer
+from tests.harness.lake import sqlite_catalog, words
+from tests.unit.test_metadata import REFUSED, assert_same
+
+WORDS, COUNTS, HIST = "demo.words", "demo.word_counts", "demo.count_histogram"
+FLIP = (WORDS, COUNTS, HIST)
+
+
+# --- helpers -----------------------------------------------------------------------------------------
+@contextmanager
+def statements(catalog: SqlCatalog) -> Iterator[list[str]]:
+    """Every SQL statement the catalog's engine runs meanwhile."""
+    seen: list[str] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):  # noqa: ARG001
+        seen.append(statement)
+
+    event.listen(catalog.engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(catalog.engine, "before_cursor_execute", record)
+
+
+def table_reads(seen: list[str]) -> list[str]:
+    return [s for s in seen if "iceberg_tables" in s and s.lstrip().upper().startswith("SELECT")]
+
+
+def own_cache(cc: ConsistentCatalog, **bounds: int) -> StateCache:
+    cache = StateCache(**bounds)
+    cc.store.loader.cache = cache
+    return cache
+
+
+def read_bytes(location: str) -> bytes:
+    return Path(location.removeprefix("file://")).read_bytes()
+
+
+def pyiceberg_state(catalog: SqlCatalog, name: str) -> TableState:
+    return TableState.from_metadata(name, catalog.load_table(name).metadata)
+
+
+@pytest.fixture
+def pipeline(cc: ConsistentCatalog, catalog: SqlCatalog, flip_tables) -> ConsistentCatalog:
+    """The FLIP tables after a busy history: ingests (keyed and not), epochs, an empty epoch, pins, a foreign delete."""
+    cc.ingest(WORDS, words("a", "b", "b"), barrier=1_000)
+    counts = cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite")
+    hist = cc.job("histogram", sources=[COUNTS], sinks=[HIST], transform=histogram, mode="overwrite")
+    counts.register()
+    hist.register()
+    counts.run_epoch()
+    hist.run_epoch()
+    cc.ingest(WORDS, words("c"), barrier=2_000, key="batch-2")
+    counts.run_epoch()
+    cc.advance_watermark(WORDS, 2_500)
+    counts.run_epoch()  # nothing new: publishes the watermark only
+    hist.run_epoch()
+    cc.pins.pin([COUNTS, HIST], ttl="1h")
+    return cc
+
+
+# --- the same states as pyiceberg's ----------------------------------------------------------------------
+def test_loader_states_equal_pyiceberg_states_on_real_histories(pipeline, catalog) -> None:
+    cc = pipeline
+    own_cache(cc)
+    for name in FLIP:
+        location = catalog.load_table(name).metadata_location
+        assert_same(decode_state(name, read_bytes(location)), pyiceberg_state(catalog, name))
+    assert_same(cc.store.state(COUNTS), pyiceberg_state(catalog, COUNTS))
+    for lean, name in zip(cc.store.states(FLIP), FLIP):
+        assert_same(lean, pyiceberg_state(catalog, name))
+    for name, lean in cc.store.upstream_states([HIST]).items():
+        assert_same(lean, pyiceberg_state(catalog, name))
+    assert pyiceberg_state(catalog, COUNTS).tags  # the pin is there, and so compared
+
+
+def test_after_deletes_expiry_and_revision_too(pipeline, catalog) -> None:
+    cc = pipeline
+    catalog.load_table(WORDS).delete("word == 'a'")  # a pyiceberg delete on the root: no barrier, system time
+    cc.retention.expire([WORDS], RetentionPolicy(older_than=0, keep_last=1))
+    cc.revise(WORDS, 2_000)
+    own_cache(cc)
+    for name in FLIP:
+        location = catalog.load_table(name).metadata_location
+        assert_same(decode_state(name, read_bytes(location)), pyiceberg_state(catalog, name))
+        assert_same(cc.store.state(name), pyiceberg_state(catalog, name))
+
+
+def test_gzip_metadata_files(pipeline, catalog, tmp_path) -> None:
+    cc = pipeline
+    expected = {name: cc.resolve([name]).to_json() for name in FLIP}
+    catalog.create_namespace("gz")
+    for name in FLIP:  # the same tables again, from gzip-compressed copies of their metadata
+        location = catalog.load_table(name).metadata_location
+        compressed = tmp_path / f"{name.split('.')[1]}-00001-copy.gz.metadata.json"
+        compressed.write_bytes(gzip.compress(read_bytes(location)))
+        catalog.register_table(f"gz.{name.split('.')[1]}", f"file://{compressed}")  # pyiceberg reads it: valid
+    own_cache(cc)
+    for name in FLIP:
+        gz = f"gz.{name.split('.')[1]}"
+        assert_same(cc.store.state(gz), pyiceberg_state(catalog, gz))
+        cut = cc.resolve([gz]).to_json()
+        assert cut["barrier"] == expected[name]["barrier"]
+        assert cut["tables"][gz] == expected[name]["tables"][name]
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_what_the_lean_decoder_refuses_pyiceberg_parses_as_before(name: str) -> None:
+    document = REFUSED[name]
+    data = json.dumps(document).encode()
+    with pytest.raises(LeanDecodeError):
+        decode_state("db.t", data)
+    try:
+        expected: object = TableState.from_metadata("db.t", TableMetadataUtil.parse_raw(data))
+    except Exception as exc:  # noqa: BLE001
+        with pytest.raises(type(exc)):
+            MetadataLoader._parse("db.t", "file:///x/00001-a.metadata.json", data)
+        return
+    got = MetadataLoader._parse("db.t", "file:///x/00001-a.metadata.json", data)
+    if "timestamp missing" in name:  # pyiceberg takes the time of parsing: two parses differ there only
+        assert got.snapshots.keys() == expected.snapshots.keys()  # type: ignore[attr-defined]
+        got = TableState(got.identifier, expected.snapshots, got.branches, got.properties, got.tags, got.main_log)  # type: ignore[attr-defined]
+    assert got == expected
+
+
+# --- one catalog round-trip -------------------------------------------------------------------------------
+def test_one_query_for_many_tables(pipeline, catalog) -> None:
+    cc = pipeline
+    for i in range(12):
+        catalog.create_table(f"demo.extra_{i:02d}", schema=catalog.load_table(WORDS).schema())
+        cc.ingest(f"demo.extra_{i:02d}", words("x"), barrier=1_000 + i)
+    names = [f"demo.extra_{i:02d}" for i in range(12)] + [WORDS]
+    own_cache(cc)
+    with statements(catalog) as seen:
+        states = cc.store.states(names)
+    assert len(table_reads(seen)) == 1, seen
+    assert [s.identifier for s in states] == names
+    with statements(catalog) as seen:
+        cut = cc.resolve([*names, HIST])  # the cut's tables and their upstream: one query per lineage level
+    assert len(table_reads(seen)) <= 3, seen
+    assert cut.barrier is not None
+    with statements(catalog) as seen:
+        cc.status(list(FLIP))
+    assert len(table_reads(seen)) <= 3, seen
+
+
+def test_missing_tables_raise_as_before(pipeline, catalog) -> None:
+    cc = pipeline
+    with pytest.raises(TableNotFoundError, match=r"table demo\.nope does not exist in catalog 'lake'"):
+        cc.store.states([WORDS, "demo.nope", "demo.nope2"])
+    with pytest.raises(TableNotFoundError, match=r"demo\.nope "):
+        cc.store.state("demo.nope")
+    with pytest.raises(TableNotFoundError, match=r"demo\.nope "):
+        cc.resolve([COUNTS, "demo.nope"])
+    with pytest.raises(TableNotFoundError, match=r"demo\.nope "):
+        cc.read(["demo.nope"])
+    assert set(cc.store.upstream_states([HIST, "demo.nope"], required=False)) == set(FLIP)
+    catalog.drop_table(WORDS)  # a dropped source is left out of the closure
+    assert set(cc.store.upstream_states([HIST])) == {COUNTS, HIST}
+
+
+def test_upstream_order_is_the_depth_first_order_of_before(pipeline) -> None:
+    cc = pipeline
+    assert list(cc.store.upstream_states([HIST])) == [HIST, COUNTS, WORDS]
+    assert list(cc.store.upstream_states([WORDS, HIST])) == [HIST, COUNTS, WORDS]
+
+
+def test_other_catalogs_are_asked_table_by_table(pipeline, catalog, monkeypatch) -> None:
+    """A catalog that is not a plain SqlCatalog (here: one whose load_table was replaced) gets load_table calls."""
+    cc = pipeline
+    expected = cc.resolve([HIST]).to_json()
+    calls: list[str] = []
+    original = catalog.load_table
+
+    def counting(identifier):
+        calls.append(identifier)
+        return original(identifier)
+
+    monkeypatch.setattr(catalog, "load_table", counting)
+    fresh = ConsistentCatalog(catalog)
+    own_cache(fresh)
+    assert fresh.resolve([HIST]).to_json() == expected
+    assert sorted(calls) == sorted(FLIP)
+    read = fresh.read([COUNTS])
+    calls.clear()
+    assert read.to_arrow(COUNTS).num_rows == 3
+    assert calls == []  # the table loaded to resolve is the one scanned
+
+
+# --- the cache ---------------------------------------------------------------------------------------------
+def test_an_unchanged_table_is_not_read_again(pipeline, catalog) -> None:
+    cc = pipeline
+    cache = own_cache(cc)
+    first = cc.resolve(list(FLIP))
+    assert (cache.hits, cache.misses) == (0, 3)
+    again = cc.resolve(list(FLIP))
+    assert again == first and (cache.hits, cache.misses) == (3, 3)
+    cc.status(list(FLIP))
+    cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite")  # no load
+    assert cache.misses == 3  # status used the same states
+    cc.ingest(WORDS, words("d"), barrier=3_000)  # one table changes: only it is read again
+    cache.hits = cache.misses = 0
+    cc.resolve(list(FLIP))
+    assert (cache.hits, cache.misses) == (2, 1)
+
+
+def test_epoch_planning_uses_the_cache(pipeline) -> None:
+    cc = pipeline
+    cache = own_cache(cc)
+    cc.resolve(list(FLIP))
+    job = cc.job("histogram", sources=[COUNTS], sinks=[HIST], transform=histogram, mode="overwrite", takeover=True)
+    job.register()  # a commit on HIST: its metadata file changes
+    cache.hits = cache.misses = 0
+    job.plan()
+    assert cache.misses == 1 and cache.hits >= 2  # HIST read again; COUNTS and WORDS from the cache
+
+
+def test_the_cache_is_bounded(pipeline, catalog) -> None:
+    cc = pipeline
+    sizes = {name: len(cc.store.state(name).snapshots) + 1 for name in FLIP}
+    cache = own_cache(cc, max_snapshots=sizes[WORDS] + sizes[COUNTS])
+    for name in FLIP:
+        cc.store.state(name)
+        assert cache.snapshots <= cache.max_snapshots
+    keys = {identifier for identifier, _ in cache._entries}
+    assert HIST in keys and WORDS not in keys  # the least recently used went first
+    small = own_cache(cc, max_entries=2)
+    cc.store.states(list(FLIP))
+    assert len(small) == 2
+    tiny = own_cache(cc, max_snapshots=1)
+    cc.store.state(WORDS)
+    assert len(tiny) == 0  # larger than the whole cache: not kept
+
+
+def test_writers_states_come_from_the_cache_and_fill_it(pipeline) -> None:
+    cc = pipeline
+    cache = own_cache(cc)
+    table, state = cc.store.load(COUNTS)
+    assert (cache.hits, cache.misses) == (0, 1)
+    assert cc.store.state(COUNTS) is state and (cache.hits, cache.misses) == (1, 1)
+    assert table.metadata.properties == dict(state.properties)
+
+
+# --- concurrent writers ------------------------------------------------------------------------------------
+def ingest_in_another_process(catalog: SqlCatalog, barrier: int) -> None:
+    code = textwrap.dedent(
+        f"""
+        import pyarrow as pa
+        from pyiceberg.catalog.sql import SqlCatalog
+        from consistent_catalog import ConsistentCatalog
+        catalog = SqlCatalog({catalog.name!r}, uri={catalog.engine.url.render_as_string(hide_password=False)!r},
+                             warehouse={catalog.properties["warehouse"]!r})
+        ConsistentCatalog(catalog).ingest({WORDS!r}, pa.table({{"word": ["from-another-process"]}}), barrier={barrier})
+        catalog.engine.dispose()
+        """
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120)
+
+
+def test_a_commit_by_another_process_is_seen_by_the_next_resolve(pipeline, catalog) -> None:
+    cc = pipeline
+    cache = own_cache(cc)
+    before = cc.resolve([WORDS])
+    assert cc.resolve([WORDS]) == before and cache.hits == 1  # warm: answered from the cache
+    for barrier in (5_000, 6_000):
+        ingest_in_another_process(catalog, barrier)
+        cut = cc.resolve([WORDS])
+        assert cut.barrier == barrier
+        assert cut[WORDS].snapshot_id == catalog.load_table(WORDS).metadata.current_snapshot_id
+        assert cc.status([WORDS])[0].watermark == barrier
+    read = cc.read([WORDS])
+    assert "from-another-process" in read.to_arrow(WORDS)["word"].to_pylist()
+
+
+def _cold_states_in_a_child(uri: str, warehouse: str, name: str, queue) -> None:  # type: ignore[no-untyped-def]
+    catalog = SqlCatalog(name, uri=uri, warehouse=warehouse)
+    cc = ConsistentCatalog(catalog)
+    own_cache(cc)
+    queue.put([s.identifier for s in cc.store.states(list(FLIP))])
+    catalog.engine.dispose()
+
+
+@pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")
+def test_the_reader_pool_survives_a_fork(pipeline, catalog) -> None:
+    """Reader threads started in the parent do not exist in a forked child: the child starts its own."""
+    import multiprocessing
+
+    own_cache(pipeline)
+    pipeline.store.states(list(FLIP))  # the parent's pool has threads now
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_cold_states_in_a_child, args=(
+        catalog.engine.url.render_as_string(hide_password=False), catalog.properties["warehouse"], catalog.name, queue))
+    child.start()
+    child.join(timeout=120)
+    if child.is_alive():
+        child.kill()  # the child this test started
+        pytest.fail("the forked child hung reading metadata")
+    assert child.exitcode == 0 and queue.get(timeout=5) == list(FLIP)
+
+
+# --- reads scan what was resolved ----------------------------------------------------------------------------
+def test_read_scans_the_resolved_metadata_without_asking_the_catalog_again(pipeline, catalog) -> None:
+    cc = pipeline
+    read = cc.read([WORDS, COUNTS])
+    expected = {name: sorted(read.to_arrow(name).to_pylist(), key=str) for name in (WORDS, COUNTS)}
+    again = cc.read([WORDS, COUNTS])
+    cc.ingest(WORDS, words("later"), barrier=9_000)  # a commit after resolving: the read stays at its cut
+    with statements(catalog) as seen:
+        got = {name: sorted(again.to_arrow(name).to_pylist(), key=str) for name in (WORDS, COUNTS)}
+        again.to_arrow(WORDS)
+    assert got == expected
+    assert table_reads(seen) == []  # the catalog was not asked: the resolved metadata file was opened
+    assert again.table(WORDS).metadata_location != catalog.load_table(WORDS).metadata_location
+    assert again.table(WORDS) is again.table(WORDS)  # opened once
+    with pytest.raises(KeyError):
+        again.table(HIST)
+
+
+# --- the conformance corpus through a real catalog -------------------------------------------------------------
+CORPUS = load_cases()
+
+
+@pytest.mark.parametrize("case", sorted(CORPUS))
+def test_the_corpus_resolves_to_its_answers_through_a_sqlite_catalog(case: str, tmp_path: Path) -> None:
+    """Through the SQL catalog, the lean decoder and the cache (cold, then warm), every query of the corpus gets
+    the answer of the corpus's own reference path (pyiceberg's full parse of each table, one by one)."""
+    body = CORPUS[case]
+    catalog = sqlite_catalog(tmp_path)
+    try:
+        for name, document in body["tables"].items():
+            namespace = name.rpartition(".")[0]
+            if (namespace,) not in catalog.list_namespaces():
+                catalog.create_namespace(namespace)
+            path = tmp_path / f"{name}.metadata.json"
+            path.write_text(json.dumps(document), encoding="utf-8")
+            catalog.register_table(name, f"file://{path}")
+        cc = ConsistentCatalog(catalog)
+        own_cache(cc)
+        wrong = []
+        for repeat in ("cold", "warm"):
+            for index, query in enumerate(body["queries"]):
+                if query.get("kind") == "component":
+                    continue
+                try:
+                    answer = cut_json(cc.resolve(query["tables"], query.get("level", DEFAULT_LEVEL), query.get("as_of")))
+                except ConsistentCatalogError as exc:
+                    answer = {"error": type(exc).__name__}
+                expected = python_answer(body["tables"], query)  # pyiceberg's full load, table by table
+                if answer != expected:
+                    wrong.append(f"{repeat} query {index}: expected {expected}, got {answer}")
+        assert not wrong, "\n".join(wrong[:5])
+    finally:
+        catalog.engine.dispose()
+
+
+def test_watermark_marker_property_round_trips(pipeline) -> None:
+    assert pipeline.store.state(WORDS).properties.get(P.WATERMARK) == "2500"
