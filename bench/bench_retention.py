@@ -55,7 +55,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
-from consistent_catalog.commit import fence
+from consistent_catalog.commit import refs_at
 from consistent_catalog.epoch import EpochJob
 from consistent_catalog.retention import RetentionPolicy
 from consistent_catalog.util.time import now_ms
@@ -159,10 +159,8 @@ def run_epoch(arm: Arm, k: int) -> None:
         assert lease is not None
         staged = add_snapshot(
             arm.catalog, sink, job.summary_properties(plan), branch=P.STAGED_BRANCH,
-            requirements=(
-                fence({P.JOB: job.job, P.LEASE_HOLDER: lease.instance},
-                      {P.MAIN_BRANCH: sink_plan.main_head, P.STAGED_BRANCH: sink_plan.staged_head}),
-            ),
+            requirements=tuple(refs_at({P.FENCE_BRANCH: sink_plan.fence, P.MAIN_BRANCH: sink_plan.main_head,
+                                        P.STAGED_BRANCH: sink_plan.staged_head})),
         )
         t0 = time.perf_counter()
         job.publish(sink, plan, sink_plan.main_head, staged)

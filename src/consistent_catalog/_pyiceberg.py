@@ -28,6 +28,10 @@ test, by name, instead of corrupting a table. Nothing here runs at import time: 
    gzip rule), and build the ``Table`` ``load_table`` builds from it (its FileIO comes from the
    private ``Catalog._load_file_io`` with the table's properties) — so a reader can scan exactly the
    metadata file a cut was resolved from.
+6. ``empty_snapshot``: a snapshot with no data (an empty manifest list written the way
+   ``_SnapshotProducer._commit`` writes one), for the fence ref. pyiceberg makes snapshots only
+   inside a data write; this builds the same ``Snapshot`` from its public pieces
+   (``write_manifest_list``, ``location_provider``, ``new_snapshot_id``).
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table, Transaction
     from pyiceberg.table.metadata import TableMetadata
-    from pyiceberg.table.snapshots import Summary
+    from pyiceberg.table.snapshots import Snapshot, Summary
 
 __all__ = [
     "ValidatableTableRequirement",
@@ -63,6 +67,7 @@ __all__ = [
     "remove_snapshots_keeping_parents",
     "sql_metadata_locations",
     "summary_parts",
+    "empty_snapshot",
 ]
 
 
@@ -224,4 +229,50 @@ def open_table(catalog: Catalog, identifier: str, location: str) -> Table:
         metadata_location=location,
         io=catalog._load_file_io(metadata.properties, location),
         catalog=catalog,
+    )
+
+
+# --- 6. a snapshot without data ------------------------------------------------------------------------
+#: the totals a snapshot summary carries (Iceberg spec, "Snapshot summary"), all zero for no data
+EMPTY_TOTALS = {key: "0" for key in ("total-records", "total-files-size", "total-data-files", "total-delete-files",
+                                     "total-position-deletes", "total-equality-deletes")}
+
+def empty_snapshot(table: Table, summary: Mapping[str, str], *, metadata: TableMetadata | None = None) -> Snapshot:
+    """A new snapshot of ``table`` holding no data, without a parent, its empty manifest list written.
+
+    Without a parent it starts no history of its own (expiry keeps only what a ref points at) and the
+    catalogs accept any sequence number for it (``parent-snapshot-id`` null is exempt from the
+    "older than last sequence number" check in pyiceberg and Java); it takes ``last-sequence-number + 1``
+    of ``metadata`` (default: the table's), which is exact as long as the commit also asserts every
+    branch head of that metadata (no other snapshot can land in between).
+    """
+    import uuid
+
+    from pyiceberg.manifest import write_manifest_list
+    from pyiceberg.table.snapshots import Snapshot, Summary
+
+    base = table.metadata if metadata is None else metadata
+    snapshot_id = base.new_snapshot_id()
+    sequence = base.next_sequence_number() if base.format_version >= 2 else None
+    path = table.location_provider().new_metadata_location(f"snap-{snapshot_id}-0-{uuid.uuid4()}.avro")
+    with write_manifest_list(
+        format_version=base.format_version,
+        output_file=table.io.new_output(path),
+        snapshot_id=snapshot_id,
+        parent_snapshot_id=None,
+        sequence_number=sequence,
+        avro_compression="deflate",
+    ):
+        pass
+    extra: dict[str, int | None] = {}
+    if base.format_version >= 3:
+        extra = {"first_row_id": base.next_row_id, "added_rows": 0}
+    return Snapshot(
+        snapshot_id=snapshot_id,
+        parent_snapshot_id=None,
+        sequence_number=sequence,
+        manifest_list=path,
+        summary=Summary(Operation.APPEND, **EMPTY_TOTALS, **summary),
+        schema_id=base.current_schema_id,
+        **extra,
     )

@@ -18,7 +18,7 @@ from pyiceberg.table.update import (
 
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import BarrierLike, to_barrier
-from consistent_catalog.commit import RetryPolicy, TableStore, fence
+from consistent_catalog.commit import RetryPolicy, TableStore, TakeFence, fence_head, refs_at
 from consistent_catalog.exceptions import (
     CatalogConfigError,
     ConsistentCatalogError,
@@ -342,7 +342,7 @@ class ConsistentCatalog:
                 previous = {k: state.properties.get(k) for k in (P.JOB, P.LEASE_HOLDER, P.LEASE_UNTIL, P.SOURCES)}
                 self.store.commit(
                     table,
-                    [fence(previous)],
+                    [],
                     [
                         SetPropertiesUpdate(
                             updates={
@@ -354,6 +354,7 @@ class ConsistentCatalog:
                         )
                     ],
                     what=f"registering job {job!r}",
+                    take_fence=TakeFence(state.head(P.FENCE_BRANCH), "register", instance, job),
                 )
                 done.append((sink, {k: v for k, v in previous.items() if v is not None}))
         except FencedError as exc:
@@ -390,12 +391,16 @@ class ConsistentCatalog:
         for sink, previous in done:
             try:
                 table = self.load_table(sink)
+                if table.metadata.properties.get(P.LEASE_HOLDER) != instance:
+                    continue  # registered by someone else meanwhile: not ours to undo
                 removals = [k for k in (P.JOB, P.LEASE_HOLDER, P.LEASE_UNTIL, P.SOURCES) if k not in previous]
+                restored = TakeFence.keeping_holder(table.metadata, "unregister")
                 self.store.commit(
                     table,
-                    [fence({P.LEASE_HOLDER: instance})],
+                    [],
                     [SetPropertiesUpdate(updates=dict(previous)), RemovePropertiesUpdate(removals=removals)],
                     what="undoing a partial registration",
+                    take_fence=TakeFence(restored.expected, "unregister", previous.get(P.LEASE_HOLDER), previous.get(P.JOB)),
                 )
             except ConsistentCatalogError:
                 pass
@@ -409,7 +414,7 @@ class ConsistentCatalog:
             try:
                 self.store.commit(
                     table,
-                    [fence({P.LEASE_HOLDER: lease.instance})],
+                    refs_at({P.FENCE_BRANCH: fence_head(table)}),
                     [RemovePropertiesUpdate(removals=[P.JOB, P.LEASE_HOLDER, P.LEASE_UNTIL])],
                     what=f"unregistering job {lease.job!r}",
                 )
@@ -420,9 +425,16 @@ class ConsistentCatalog:
         until = now_ms() + lease_ms
         for sink in lease.sinks:
             table = self.load_table(sink)
+            found = table.metadata.properties
+            if found.get(P.JOB) != lease.job or found.get(P.LEASE_HOLDER) != lease.instance:
+                raise FencedError(
+                    f"{sink}: renewing the lease of job {lease.job!r} was refused: the table is now written by job "
+                    f"{found.get(P.JOB)!r} instance {found.get(P.LEASE_HOLDER)!r}, not by this instance ({lease.instance}); "
+                    "stop this instance"
+                )
             self.store.commit(
                 table,
-                [fence({P.JOB: lease.job, P.LEASE_HOLDER: lease.instance})],
+                refs_at({P.FENCE_BRANCH: fence_head(table)}),  # a takeover after this read moves the fence
                 [SetPropertiesUpdate(updates={P.LEASE_UNTIL: str(until)})],
                 what=f"renewing the lease of job {lease.job!r}",
             )
@@ -454,9 +466,10 @@ class ConsistentCatalog:
             )
         self.store.commit(
             loaded,
-            [fence({P.WATERMARK: state.properties.get(P.WATERMARK)}, {P.MAIN_BRANCH: state.head()})],
+            refs_at({P.MAIN_BRANCH: state.head()}),
             [SetPropertiesUpdate(updates=state.watermark_properties(value))],
             what="advancing the watermark",
+            take_fence=TakeFence.keeping_holder(loaded.metadata, "advance", expected=state.head(P.FENCE_BRANCH)),
         )
         return value
 
@@ -537,30 +550,28 @@ class ConsistentCatalog:
             current = state.watermark()
             effective = wanted if current is None or wanted > current else current + 1
             properties = {P.BARRIER: str(effective)}
-            if key is None:
-                loaded.append(data, snapshot_properties=properties)  # pyiceberg refreshes loaded.metadata
-                committed = TableState.from_metadata(state.identifier, loaded.metadata)
-                snapshot_id = committed.head()
-                assert snapshot_id is not None
-                return IngestResult(state.identifier, snapshot_id, committed.branch().barrier_of(snapshot_id))
-            else:
+            if key is not None:
                 properties[P.INGEST_KEY] = key
-                try:
-                    self.store.write(
-                        loaded,
-                        fence({}, {P.MAIN_BRANCH: state.head()}),
-                        lambda tx, props=properties: tx.append(data, snapshot_properties=props),
-                        what=f"ingesting key {key!r}",
-                    )
-                except FencedError:
-                    continue  # main moved: another ingest landed; check the key again
-                committed = self.store.state(state.identifier)
-                snapshot_id = committed.ingested_with_key(key)  # ours, even if another ingest followed it
-                assert snapshot_id is not None
-                return IngestResult(state.identifier, snapshot_id, committed.branch().barrier_of(snapshot_id), key)
+            base = state.head()
+            try:
+                # main and the fence as read: another ingest, an idle advance or a revision meanwhile
+                # changed the watermark this barrier was computed from (or landed the same key)
+                self.store.write(
+                    loaded,
+                    refs_at({P.MAIN_BRANCH: base, P.FENCE_BRANCH: state.head(P.FENCE_BRANCH)}),
+                    lambda tx, props=properties: tx.append(data, snapshot_properties=props),
+                    what="ingesting" if key is None else f"ingesting key {key!r}",
+                )
+            except FencedError:
+                continue  # plan again from the new state
+            committed = self.store.state(state.identifier)
+            snapshot_id = committed.child_on_main(base)  # ours, even if another ingest followed it
+            assert snapshot_id is not None
+            return IngestResult(state.identifier, snapshot_id, committed.branch().barrier_of(snapshot_id), key)
+        again = "run it again — the key makes it safe to repeat" if key is not None else "run it again"
         raise FencedError(
-            f"{normalize_identifier(table)}: ingest of key {key!r} kept losing the race to other ingests "
-            f"({retries} attempts); run it again — the key makes it safe to repeat"
+            f"{normalize_identifier(table)}: ingest{'' if key is None else f' of key {key!r}'} kept losing the race to "
+            f"other commits ({retries} attempts); {again}"
         )
 
     def revise(
@@ -604,9 +615,14 @@ class ConsistentCatalog:
                     updates.append(RemovePropertiesUpdate(removals=removals))
             updates.append(SetPropertiesUpdate(updates=properties))
             expected_refs = {b: state.head(b) for b in (P.MAIN_BRANCH, P.STAGED_BRANCH)}
-            expected = {k: state.properties.get(k) for k in (P.REVISION, P.WATERMARK)}
             try:
-                self.store.commit(table, [fence(expected, expected_refs)], updates, what=f"revising to barrier {fmt_barrier(barrier)}")
+                self.store.commit(
+                    table,
+                    refs_at(expected_refs),
+                    updates,
+                    what=f"revising to barrier {fmt_barrier(barrier)}",
+                    take_fence=TakeFence.keeping_holder(table.metadata, "revise", expected=state.head(P.FENCE_BRANCH)),
+                )
                 return step
             except FencedError:
                 continue  # a job or ingest committed meanwhile: plan this table again

@@ -7,15 +7,17 @@ metadata pointer only if nothing changed in between (protocol §6). A zombie wri
 instance that lost a race, therefore fails inside the compare-and-swap itself and gets
 ``FencedError``, never a read-then-write window.
 
-The requirements:
+Only the standard Iceberg requirements are sent (``assert-table-uuid`` and ``assert-ref-snapshot-id``),
+so every catalog checks them the same way: pyiceberg's SQL catalog on SQLite/PostgreSQL, a REST
+server (which must refuse unknown requirement types), Glue, Hive... Table properties cannot be
+asserted that way, so whatever changes ownership, revises a table, advances an idle root, adds or
+removes tags or expires snapshots *takes the fence* (``TakeFence``): the same commit moves the ref
+``consistent-fence`` to a new empty snapshot. Every other commit asserts the fence ref at the value its
+writer planned with (``refs_at``), together with the branch heads it builds on.
 
-- ``AssertConsistentState`` (``fence(...)``): table properties and branch heads as planned;
-- ``AssertRefsExactly``: every ref (branch and tag) as planned — expiry;
-- ``AssertSnapshotsExist``: snapshots not expired meanwhile — pins and retained-cut tags.
-
-They are validated client-side by catalogs that check requirements inside their compare-and-swap
-(pyiceberg's SQL catalog on SQLite/PostgreSQL; also Glue, DynamoDB, Hive). A REST server does not
-know these types and must refuse them.
+The list sent is exactly the list intended: ``TableStore`` passes it to ``Catalog.commit_table``
+itself (``_pyiceberg.commit_transaction_once`` for data writes), past pyiceberg's ``Transaction._stage``
+(which keeps one requirement per type) and its commit-retry path (which drops every ref assertion).
 
 Callers that plan from metadata and may be refused re-plan with ``RetryPolicy.attempts()``
 (exponential backoff with jitter, so that two re-planning processes do not collide again).
@@ -27,13 +29,14 @@ import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pydantic import Field
 from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError, NoSuchTableError
-from pyiceberg.table.update import AssertTableUUID
+from pyiceberg.table.refs import SnapshotRefType
+from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, AssertTableUUID, SetSnapshotRefUpdate
 
-from consistent_catalog._pyiceberg import ValidatableTableRequirement, commit_transaction_once
+from consistent_catalog import properties as P
+from consistent_catalog._pyiceberg import commit_transaction_once, empty_snapshot, remove_snapshots_keeping_parents
 from consistent_catalog.exceptions import FencedError, InvalidInputError
 from consistent_catalog.loading import MetadataLoader, not_found
 from consistent_catalog.state import TableState
@@ -43,67 +46,119 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table, Transaction
     from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.snapshots import Snapshot
+    from pyiceberg.table.update import TableRequirement
 
 
 # --- requirements ---------------------------------------------------------------------------------
-class AssertConsistentState(ValidatableTableRequirement):
-    """Table properties (None: must be absent) and branch heads (None: must not exist) must be as given."""
-
-    type: Literal["consistent-assert-state"] = Field(default="consistent-assert-state")
-    properties: dict[str, str | None] = Field(default_factory=dict)
-    branches: dict[str, int | None] = Field(default_factory=dict)
-
-    def validate(self, base_metadata: TableMetadata | None) -> None:
-        if base_metadata is None:
-            raise CommitFailedException("consistent-catalog: the table was dropped while the commit was being prepared")
-        for key, expected in self.properties.items():
-            found = base_metadata.properties.get(key)
-            if found != expected:
-                raise CommitFailedException(
-                    f"consistent-catalog fence: table property {key} is {found!r}, this writer expected {expected!r}"
-                )
-        for name, expected_id in self.branches.items():
-            ref = base_metadata.refs.get(name)
-            found_id = ref.snapshot_id if ref is not None else None
-            if found_id != expected_id:
-                raise CommitFailedException(
-                    f"consistent-catalog fence: branch {name} is at {found_id}, this writer expected {expected_id}"
-                )
+def refs_at(heads: Mapping[str, int | None]) -> list[AssertRefSnapshotId]:
+    """``assert-ref-snapshot-id`` for each ref: at that snapshot, or (None) absent."""
+    return [AssertRefSnapshotId(ref=name, snapshot_id=snapshot_id) for name, snapshot_id in heads.items()]
 
 
-def fence(properties: Mapping[str, str | None], branches: Mapping[str, int | None] | None = None) -> AssertConsistentState:
-    return AssertConsistentState(properties=dict(properties), branches=dict(branches or {}))
+def fence_head(table: Table) -> int | None:
+    """The fence ref's snapshot in ``table`` as loaded (None: the table was never fenced)."""
+    ref = table.metadata.refs.get(P.FENCE_BRANCH)
+    return None if ref is None else ref.snapshot_id
 
 
-class AssertRefsExactly(ValidatableTableRequirement):
-    """The table's refs (branches and tags) must be exactly these: none moved, none added, none removed."""
-
-    type: Literal["consistent-assert-refs"] = Field(default="consistent-assert-refs")
-    refs: dict[str, int] = Field(default_factory=dict)
-
-    def validate(self, base_metadata: TableMetadata | None) -> None:
-        if base_metadata is None:
-            raise CommitFailedException("consistent-catalog: the table was dropped while expiry was being planned")
-        found = {name: ref.snapshot_id for name, ref in base_metadata.refs.items()}
-        if found != self.refs:
-            changed = sorted(set(found.items()) ^ set(self.refs.items()))
-            raise CommitFailedException(f"consistent-catalog fence: refs changed since planning ({changed[:4]})")
+def branch_heads(metadata: TableMetadata) -> dict[str, int]:
+    """Every branch of ``metadata`` with its head (tags left out)."""
+    return {name: ref.snapshot_id for name, ref in metadata.refs.items() if ref.snapshot_ref_type == SnapshotRefType.BRANCH}
 
 
-class AssertSnapshotsExist(ValidatableTableRequirement):
-    """Every given snapshot must still be in the table (not expired meanwhile)."""
+def all_refs(metadata: TableMetadata) -> dict[str, int]:
+    """Every ref (branches and tags) of ``metadata`` with its snapshot."""
+    return {name: ref.snapshot_id for name, ref in metadata.refs.items()}
 
-    type: Literal["consistent-assert-snapshots"] = Field(default="consistent-assert-snapshots")
-    snapshot_ids: list[int] = Field(default_factory=list)
 
-    def validate(self, base_metadata: TableMetadata | None) -> None:
-        if base_metadata is None:
-            raise CommitFailedException("consistent-catalog: the table was dropped")
-        existing = {s.snapshot_id for s in base_metadata.snapshots}
-        gone = [s for s in self.snapshot_ids if s not in existing]
-        if gone:
-            raise CommitFailedException(f"consistent-catalog: snapshot(s) {gone} were expired meanwhile")
+def retired_fence(metadata: TableMetadata, expected: int | None) -> Snapshot | None:
+    """The fence snapshot a move to a new one makes unreachable: ``expected`` when it is a fence snapshot
+    (no data, no parent) that no other ref points at."""
+    if expected is None:
+        return None
+    snapshot = metadata.snapshot_by_id(expected)
+    if snapshot is None or snapshot.parent_snapshot_id is not None or snapshot.summary is None:
+        return None
+    if P.FENCE_REASON not in snapshot.summary.additional_properties:
+        return None
+    if any(ref.snapshot_id == expected for name, ref in metadata.refs.items() if name != P.FENCE_BRANCH):
+        return None
+    return snapshot
 
+
+def _delete_quietly(table: Table, path: str) -> None:
+    """Delete a fence snapshot's manifest list (empty; nothing else references it); leave it to the orphan sweep on error."""
+    try:
+        table.io.delete(path)
+    except OSError:
+        pass
+
+
+@dataclass(frozen=True)
+class TakeFence:
+    """Move the fence ref to a new empty snapshot in the same commit (protocol §6).
+
+    ``expected`` is the fence head the change was planned with (None: no fence yet). The commit then
+    also asserts every branch head of the table as loaded that the caller did not assert itself, so
+    that the empty snapshot's sequence number is exact. ``holder``/``job`` name the lease holder after
+    the move (the fence snapshot's summary), ``reason`` why it moved.
+    """
+
+    expected: int | None
+    reason: str
+    holder: str | None = None
+    job: str | None = None
+
+    @classmethod
+    def keeping_holder(cls, metadata: TableMetadata, reason: str, *, expected: int | None | str = "current") -> TakeFence:
+        """A move that keeps the lease holder (a revision, tag, expiry...): the holder re-reads the fence and
+        carries on; ``expected`` defaults to the fence head of ``metadata``."""
+        if expected == "current":
+            ref = metadata.refs.get(P.FENCE_BRANCH)
+            expected = None if ref is None else ref.snapshot_id
+        assert not isinstance(expected, str)
+        properties = metadata.properties
+        return cls(expected, reason, properties.get(P.LEASE_HOLDER), properties.get(P.JOB))
+
+    def summary(self) -> dict[str, str]:
+        out = {P.FENCE_REASON: self.reason}
+        if self.holder is not None:
+            out[P.FENCE_HOLDER] = self.holder
+        if self.job is not None:
+            out[P.FENCE_JOB] = self.job
+        return out
+
+
+def requirement_list(
+    table: Table, requirements: Iterable[TableRequirement], *, fence: TakeFence | None = None
+) -> tuple[TableRequirement, ...]:
+    """The requirements a commit sends: the caller's, one per ref (the first wins), the fence's, the table uuid."""
+    out: list[TableRequirement] = []
+    asserted: set[str] = set()
+    for requirement in requirements:
+        if isinstance(requirement, AssertRefSnapshotId):
+            if requirement.ref in asserted:
+                continue
+            asserted.add(requirement.ref)
+        out.append(requirement)
+    if fence is not None:
+        heads: dict[str, int | None] = {P.FENCE_BRANCH: fence.expected, **branch_heads(table.metadata)}
+        out.extend(r for r in refs_at(heads) if r.ref not in asserted)
+    if not table.metadata.snapshots:
+        out = [r for r in out if not absent_ref_unassertable(r)]
+    out.append(AssertTableUUID(uuid=table.metadata.table_uuid))
+    return tuple(out)
+
+
+def absent_ref_unassertable(requirement: TableRequirement) -> bool:
+    """Whether ``requirement`` asserts that a ref other than main is absent, which pyiceberg's client-side
+    validation refuses on a table without snapshots (``Table has no snapshots and can only be written to
+    the main BRANCH``) although it holds there. Such assertions are left out when the table as planned has
+    no snapshot. That leaves one race unfenced, on a table that has never had a snapshot: two first
+    registrations (or idle advances) both land, the later one wins, and the earlier writer's first commit
+    that asserts its fence is refused (protocol §6.4)."""
+    return isinstance(requirement, AssertRefSnapshotId) and requirement.snapshot_id is None and requirement.ref != P.MAIN_BRANCH
 
 # --- retries ----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -200,29 +255,56 @@ class TableStore:
         return sorted(set(found))
 
     # --- committing -------------------------------------------------------------------------------
-    def commit(self, table: Table, requirements: Sequence[Any], updates: Sequence[Any], *, what: str) -> Table:
+    def commit(
+        self,
+        table: Table,
+        requirements: Sequence[TableRequirement],
+        updates: Sequence[Any],
+        *,
+        what: str,
+        take_fence: TakeFence | None = None,
+    ) -> Table:
         """One atomic catalog commit of metadata ``updates``; a failed requirement or lost race is FencedError.
 
-        Returns the table as committed (loaded again).
+        ``take_fence`` also moves the fence ref (see ``TakeFence``). Returns the table as committed
+        (loaded again).
         """
-        try:
-            self.catalog.commit_table(
-                table, (AssertTableUUID(uuid=table.metadata.table_uuid), *requirements), tuple(updates)
+        sent = requirement_list(table, requirements, fence=take_fence)
+        retired = None
+        if take_fence is not None:
+            snapshot = empty_snapshot(table, take_fence.summary())
+            updates = (
+                *updates,
+                AddSnapshotUpdate(snapshot=snapshot),
+                SetSnapshotRefUpdate(ref_name=P.FENCE_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=snapshot.snapshot_id),
             )
+            retired = retired_fence(table.metadata, take_fence.expected)
+            if retired is not None:  # one fence snapshot at a time: the old one goes in the same commit
+                updates = (*updates, remove_snapshots_keeping_parents([retired.snapshot_id]))
+        try:
+            self.catalog.commit_table(table, sent, tuple(updates))
         except CommitFailedException as exc:
+            if take_fence is not None:
+                _delete_quietly(table, snapshot.manifest_list)
             raise FencedError(f"{'.'.join(table.name())}: {what} was refused by the catalog: {exc}") from None
+        if retired is not None:
+            _delete_quietly(table, retired.manifest_list)
         return self.load_table(".".join(table.name()))
 
-    def write(self, table: Table, requirement: Any, write: Callable[[Transaction], Any], *, what: str) -> bool:
-        """A pyiceberg data write (``write(tx)`` appends/overwrites) committed only if ``requirement`` holds.
+    def write(
+        self, table: Table, requirements: Sequence[TableRequirement], write: Callable[[Transaction], Any], *, what: str
+    ) -> bool:
+        """A pyiceberg data write (``write(tx)`` appends/overwrites) committed only if ``requirements`` hold.
 
         One catalog commit, without pyiceberg's retry path: a writer that was fenced out fails at
         once with FencedError in every write mode (its written files are deleted). Returns False
         when the write produced no change to commit (e.g. overwriting nothing with nothing).
         """
+        if not table.metadata.snapshots:
+            requirements = [r for r in requirements if not absent_ref_unassertable(r)]
         try:
             tx = table.transaction()
             write(tx)
-            return commit_transaction_once(tx, (requirement,))
+            return commit_transaction_once(tx, requirements)
         except CommitFailedException as exc:
             raise FencedError(f"{'.'.join(table.name())}: {what} was refused by the catalog: {exc}") from None

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pyiceberg.table.refs import SnapshotRefType
-from pyiceberg.table.update import SetPropertiesUpdate, SetSnapshotRefUpdate
+from pyiceberg.table.update import AssertRefSnapshotId, SetPropertiesUpdate, SetSnapshotRefUpdate
 
 from consistent_catalog import properties as P
 from consistent_catalog.catalog import DEFAULT_LEASE_MS, ConsistentCatalog, Lease, empty_read, register_extension
-from consistent_catalog.commit import fence
+from consistent_catalog.commit import refs_at
 from consistent_catalog.completeness import Completeness
 from consistent_catalog.exceptions import FencedError, InvalidInputError, NotRegisteredError, TableNotFoundError
 from consistent_catalog.retention import RetentionPolicy, run_maintenance
@@ -47,7 +47,10 @@ class SinkPlan:
     previous_inputs: Mapping[str, int | None]
     """``consistent.sources`` of the sink's published head: where the last epoch's inputs ended."""
     revision: str | None = None
-    """``consistent.revision`` as planned: a revision meanwhile makes every later step of the epoch refused."""
+    """``consistent.revision`` as planned."""
+    fence: int | None = None
+    """The fence ref's head as planned, read where this instance was seen holding the lease: every commit of
+    the epoch asserts it, so a takeover, revision, tag or expiry meanwhile makes it refused (protocol §6)."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,8 @@ def plan_epoch(
         barrier = Completeness(known).latest(sources, min(m for m in marks if m is not None))
     if barrier is None:
         plans = {
-            name: SinkPlan(name, "done", state.head(), state.head(P.STAGED_BRANCH), {}, state.properties.get(P.REVISION))
+            name: SinkPlan(name, "done", state.head(), state.head(P.STAGED_BRANCH), {}, state.properties.get(P.REVISION),
+                           state.head(P.FENCE_BRANCH))
             for name, state in sinks.items()
         }
         return EpochPlan(job, None, {}, plans)
@@ -138,7 +142,10 @@ def plan_epoch(
             action = "watermark"
         else:
             action = "stage"
-        plans[name] = SinkPlan(name, action, main_head, state.head(P.STAGED_BRANCH), previous, state.properties.get(P.REVISION))
+        plans[name] = SinkPlan(
+            name, action, main_head, state.head(P.STAGED_BRANCH), previous, state.properties.get(P.REVISION),
+            state.head(P.FENCE_BRANCH),
+        )
     return EpochPlan(job, barrier, inputs, plans)
 
 
@@ -482,15 +489,12 @@ class EpochJob:
             P.ATTEMPT: uuid.uuid4().hex[:12],
         }
 
-    def _owner(self, sink: str, plan: EpochPlan | None) -> dict[str, str | None]:
-        """The table properties every commit of this instance's epoch requires: owner, instance, revision as planned."""
-        lease = self._require_lease()
-        owner: dict[str, str | None] = {P.JOB: self.job, P.LEASE_HOLDER: lease.instance}
-        if plan is not None and sink in plan.sinks:
-            owner[P.REVISION] = plan.sinks[sink].revision
-        return owner
+    def _fenced(self, sink: str, plan: EpochPlan, branches: Mapping[str, int | None]) -> list[AssertRefSnapshotId]:
+        """What every commit of this instance's epoch requires: the fence ref as planned, and ``branches``."""
+        self._require_lease()
+        return refs_at({P.FENCE_BRANCH: plan.sinks[sink].fence, **branches})
 
-    def prepare_staged_branch(self, sink: str, plan: EpochPlan | None = None) -> tuple[Table, int]:
+    def prepare_staged_branch(self, sink: str, plan: EpochPlan) -> tuple[Table, int]:
         """Point ``consistent-staged`` at main's head (discarding any stale staged epoch); returns (table, base).
 
         ``base`` is the snapshot the epoch is staged on: main's head as planned (``plan``), which every
@@ -498,15 +502,13 @@ class EpochJob:
         is refused inside the catalog's compare-and-swap and the epoch is re-planned. An empty sink
         first gets an empty, untagged "genesis" snapshot: Iceberg branches need a snapshot.
         """
-        owner = self._owner(sink, plan)
-        planned = plan.sinks.get(sink) if plan is not None else None
         table, state = self.cc.store.load(sink)
-        expected = state.head() if planned is None else planned.main_head
+        expected = plan.sinks[sink].main_head
         if expected is None:
             genesis = table.schema().as_arrow().empty_table()
             self.cc.store.write(
                 table,
-                fence(owner, {P.MAIN_BRANCH: None}),
+                self._fenced(sink, plan, {P.MAIN_BRANCH: None}),
                 lambda tx: tx.append(genesis, snapshot_properties={P.JOB: self.job}),
                 what="creating the genesis snapshot",
             )
@@ -517,7 +519,7 @@ class EpochJob:
         if staged != expected:
             table = self.cc.store.commit(
                 table,
-                [fence(owner, {P.MAIN_BRANCH: expected, P.STAGED_BRANCH: staged})],
+                self._fenced(sink, plan, {P.MAIN_BRANCH: expected, P.STAGED_BRANCH: staged}),
                 [SetSnapshotRefUpdate(ref_name=P.STAGED_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=expected)],
                 what="resetting the staged branch",
             )
@@ -568,8 +570,6 @@ class EpochJob:
         self, table: Table, base_id: int, properties: Mapping[str, str], data: pa.Table, mode: str, plan: EpochPlan
     ) -> bool:
         """One fenced write onto ``consistent-staged`` at ``base_id``; False when it had nothing to commit."""
-        owner = self._owner(".".join(table.name()), plan)
-
         def write(tx: Transaction) -> None:
             with warnings.catch_warnings():
                 # overwriting an empty table: pyiceberg warns that its delete matched nothing, which is expected
@@ -580,7 +580,7 @@ class EpochJob:
 
         return self.cc.store.write(
             table,
-            fence(owner, {P.STAGED_BRANCH: base_id, P.MAIN_BRANCH: base_id}),
+            self._fenced(".".join(table.name()), plan, {P.STAGED_BRANCH: base_id, P.MAIN_BRANCH: base_id}),
             write,
             what=f"staging barrier {fmt_barrier(plan.barrier)}",
         )
@@ -589,7 +589,6 @@ class EpochJob:
         """One fenced catalog commit: main -> staged head (or watermark = T for an empty epoch), lease renewed."""
         lease = self._require_lease()
         table, state = self.cc.store.load(sink)
-        expected = {**self._owner(sink, plan), P.WATERMARK: state.properties.get(P.WATERMARK)}
         renewed = now_ms() + self.lease_ms
         updates: list[Any] = []
         branches: dict[str, int | None] = {P.MAIN_BRANCH: main_head}
@@ -602,7 +601,7 @@ class EpochJob:
             updates.append(
                 SetPropertiesUpdate(updates={P.LEASE_UNTIL: str(renewed), **state.watermark_properties(plan.barrier)})
             )
-        self.cc.store.commit(table, [fence(expected, branches)], updates, what=f"publishing barrier {fmt_barrier(plan.barrier)}")
+        self.cc.store.commit(table, self._fenced(sink, plan, branches), updates, what=f"publishing barrier {fmt_barrier(plan.barrier)}")
         self.lease = Lease(lease.job, lease.instance, lease.sinks, lease.sources, renewed)
         return staged_head if staged_head is not None else main_head
 

@@ -48,6 +48,11 @@ DEFAULT_CLOCK_SKEW_MS: Final = 5 * 60 * 1000
 # Refs.
 MAIN_BRANCH: Final = "main"
 STAGED_BRANCH: Final = "consistent-staged"
+FENCE_BRANCH: Final = "consistent-fence"
+"""The fence ref (docs/protocol.md §6): moved to a new, empty snapshot by every commit that changes ownership,
+revises the table, advances an idle root, adds or removes tags or expires snapshots. Every other commit
+asserts it (``assert-ref-snapshot-id``) at the value its writer planned with, so the catalog's own
+compare-and-swap refuses it after any such change."""
 TAG_PREFIX: Final = "consistent-"
 
 TABLE_PROPERTIES: Final = (
@@ -56,3 +61,11 @@ TABLE_PROPERTIES: Final = (
 )
 NO_SNAPSHOT: Final = "-1"
 SUMMARY_PROPERTIES: Final = (BARRIER, JOB, SOURCES, ATTEMPT, INGEST_KEY)
+
+# Summary properties of the fence ref's snapshots (they hold no data and belong to no branch's history).
+FENCE_REASON: Final = "consistent.fence-reason"
+"""Why the fence moved: ``register``, ``unregister``, ``revise``, ``advance``, ``tag``, ``expire``."""
+FENCE_HOLDER: Final = "consistent.fence-holder"
+"""The lease holder (job instance) after the move, when the table has one."""
+FENCE_JOB: Final = "consistent.fence-job"
+"""The owning job after the move, when the table has one."""

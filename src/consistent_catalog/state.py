@@ -204,6 +204,18 @@ class TableState:
             current = record.parent_id
         return None
 
+    def child_on_main(self, parent: int | None) -> int | None:
+        """The snapshot of ``main``'s retained ancestry whose parent is ``parent`` (None: main's first snapshot)."""
+        current = self.head()
+        while current is not None:
+            record = self.snapshots.get(current)
+            if record is None:
+                return None
+            if record.parent_id == parent:
+                return current
+            current = record.parent_id
+        return None
+
     def first_barrier(self) -> int | None:
         """The oldest effective barrier of ``main``'s retained history (None: no barrier yet)."""
         barriers = [b for b in self.branch().barriers if b is not None] if self.head() is not None else []

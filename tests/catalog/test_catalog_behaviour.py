@@ -200,8 +200,12 @@ def test_epoch_tags_every_snapshot_with_the_contract_keys(cc, catalog, flip_tabl
     # the staged branch carries the same snapshot, and every snapshot written after genesis is tagged
     table = catalog.load_table(COUNTS)
     assert table.metadata.refs[P.STAGED_BRANCH].snapshot_id == head
-    tagged = [s for s in table.metadata.snapshots if s.summary and s.summary.get(P.BARRIER)]
-    untagged = [s for s in table.metadata.snapshots if not (s.summary and s.summary.get(P.BARRIER))]
+    fences = [s for s in table.metadata.snapshots if s.summary and s.summary.get(P.FENCE_REASON)]
+    assert [s.snapshot_id for s in fences] == [table.metadata.refs[P.FENCE_BRANCH].snapshot_id]  # one, the ref's
+    assert fences[0].summary.get(P.FENCE_JOB) == "word-count" and fences[0].parent_snapshot_id is None
+    data = [s for s in table.metadata.snapshots if s not in fences]
+    tagged = [s for s in data if s.summary and s.summary.get(P.BARRIER)]
+    untagged = [s for s in data if not (s.summary and s.summary.get(P.BARRIER))]
     assert len(untagged) == 1 and untagged[0].summary.get("total-records") == "0"  # the empty genesis
     assert all(s.summary.get(P.BARRIER) == "1000" for s in tagged)
 
@@ -485,7 +489,8 @@ def test_status_and_history_match_the_metadata(cc, catalog, flip_tables):
     entries = cc.history(COUNTS)
     table = catalog.load_table(COUNTS)
     assert [e.snapshot_id for e in entries][0] == table.metadata.current_snapshot_id
-    assert len(entries) == len(table.metadata.snapshots)
+    data = [s for s in table.metadata.snapshots if P.FENCE_REASON not in (s.summary or {}).additional_properties]
+    assert len(entries) == len(data)  # every data snapshot; the fence ref's snapshot is not history
     assert entries[0].barrier == 3_000 and entries[0].sources == {WORDS: main_head(catalog, WORDS)}
 
 

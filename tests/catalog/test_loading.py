@@ -235,7 +235,8 @@ def test_an_unchanged_table_is_not_read_again(pipeline, catalog) -> None:
     cc.status(list(FLIP))
     cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite")  # no load
     assert cache.misses == 3  # status used the same states
-    cc.ingest(WORDS, words("d"), barrier=3_000)  # one table changes: only it is read again
+    # one table changes (written by another process): only it is read again
+    catalog.load_table(WORDS).append(words("d"), snapshot_properties={P.BARRIER: "3000"})
     cache.hits = cache.misses = 0
     cc.resolve(list(FLIP))
     assert (cache.hits, cache.misses) == (2, 1)

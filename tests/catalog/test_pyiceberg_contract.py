@@ -20,7 +20,7 @@ from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID, RemoveS
 from sqlalchemy import text as sql_text
 
 from consistent_catalog import _pyiceberg
-from consistent_catalog.commit import fence
+from consistent_catalog.commit import refs_at
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "consistent_catalog"
 SCHEMA = pa.schema([pa.field("word", pa.string())])
@@ -75,18 +75,26 @@ def test_commit_once_sends_exactly_the_intended_requirements(table, monkeypatch:
         sent.append(tuple(requirements))
         return original(tbl, requirements, updates)
 
+    table.append(rows(["a"]))
     monkeypatch.setattr(table.catalog, "commit_table", spy)
     tx = table.transaction()
-    tx.append(rows(["a", "b"]))
-    extra = fence({"consistent.job": None})
-    intended = _pyiceberg.transaction_requirements(tx, (extra,))
-    assert _pyiceberg.commit_transaction_once(tx, (extra,)) is True
+    tx.append(rows(["b", "c"]))
+    extra = refs_at({"consistent-fence": None, "consistent-staged": None})
+    intended = _pyiceberg.transaction_requirements(tx, extra)
+    assert _pyiceberg.commit_transaction_once(tx, extra) is True
     assert sent == [intended]
-    kinds = [type(r).__name__ for r in sent[0]]
-    assert kinds.count("AssertConsistentState") == 1 and kinds[-1] == AssertTableUUID.__name__
-    assert any(isinstance(r, AssertRefSnapshotId) and r.ref == "main" for r in sent[0])  # the writer's own stays
+    refs = [r.ref for r in sent[0] if isinstance(r, AssertRefSnapshotId)]
+    assert refs == ["main", "consistent-fence", "consistent-staged"]  # the writer's own stays, none collapsed
+    assert type(sent[0][-1]) is AssertTableUUID
     table.refresh()
-    assert table.scan().to_arrow().num_rows == 2
+    assert table.scan().to_arrow().num_rows == 3
+
+
+def test_absent_ref_cannot_be_asserted_on_a_table_without_snapshots(table) -> None:
+    """The pyiceberg quirk ``commit.absent_ref_unassertable`` works around (Java's validation has no such rule)."""
+    with pytest.raises(CommitFailedException, match="no snapshots"):
+        table.catalog.commit_table(table, tuple(refs_at({"consistent-fence": None})), ())
+    table.catalog.commit_table(table, tuple(refs_at({"main": None})), ())  # main is exempt
 
 
 def test_a_failed_requirement_is_not_retried_and_its_manifests_are_deleted(table, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -105,8 +113,8 @@ def test_a_failed_requirement_is_not_retried_and_its_manifests_are_deleted(table
     monkeypatch.setattr(table.catalog, "commit_table", counting)
     tx = table.transaction()
     tx.overwrite(rows(["z"]))
-    with pytest.raises(CommitFailedException, match="consistent-catalog fence"):
-        _pyiceberg.commit_transaction_once(tx, (fence({"consistent.job": "someone-else"}),))
+    with pytest.raises(CommitFailedException, match="consistent-fence"):
+        _pyiceberg.commit_transaction_once(tx, refs_at({"consistent-fence": 12345}))
     assert calls == 1
     assert avro_files(table) == before  # data files are left to the orphan-file sweep, as after any failed commit
     table.refresh()
@@ -115,7 +123,7 @@ def test_a_failed_requirement_is_not_retried_and_its_manifests_are_deleted(table
 
 def test_nothing_to_commit_commits_nothing(table) -> None:
     tx = table.transaction()
-    assert _pyiceberg.commit_transaction_once(tx, (fence({}),)) is False
+    assert _pyiceberg.commit_transaction_once(tx, refs_at({"consistent-fence": None})) is False
     table.refresh()
     assert table.metadata.snapshots == []
 

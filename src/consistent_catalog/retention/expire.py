@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table.update import RemoveSnapshotRefUpdate
 
+from consistent_catalog import properties as P
 from consistent_catalog._pyiceberg import remove_snapshots_keeping_parents
-from consistent_catalog.commit import AssertRefsExactly, RetryPolicy, fence
+from consistent_catalog.commit import RetryPolicy, TakeFence, refs_at
 from consistent_catalog.exceptions import ConsistentCatalogError, FencedError
 from consistent_catalog.retention.files import Location, checksum_sidecar, is_inside, normalize_location
 from consistent_catalog.retention.plan import ExpiryPlan, TableExpiry, plan_expiry
@@ -83,17 +84,19 @@ def plan_from_catalog(
 def commit_expiry(cc: ConsistentCatalog, table: Table, planned: TableExpiry) -> Table:
     """One fenced catalog commit that drops the planned tags and removes the planned snapshots.
 
-    Refused (FencedError) when any ref or barrier-relevant property differs from the plan: a publish,
-    a new pin or a revision happened meanwhile and the plan must be made again.
+    Refused (FencedError) when any ref differs from the plan: a publish, a new pin or tag, a revision
+    or a takeover happened meanwhile (each moves a branch or the fence) and the plan must be made again.
+    It takes the fence itself, so a pin or tag planned before it is refused in turn.
     """
     updates: list[Any] = [RemoveSnapshotRefUpdate(ref_name=name) for name in planned.drop_tags]
     if planned.expire:
         updates.append(remove_snapshots_keeping_parents(planned.expire))
     return cc.store.commit(
         table,
-        [AssertRefsExactly(refs=dict(planned.refs)), fence(planned.properties)],
+        refs_at(planned.refs),
         updates,
         what=f"expiring {len(planned.expire)} snapshot(s)",
+        take_fence=TakeFence.keeping_holder(table.metadata, "expire", expected=planned.refs.get(P.FENCE_BRANCH)),
     )
 
 

@@ -16,10 +16,6 @@ from consistent_catalog.retention.refs import RefInfo
 from consistent_catalog.state import TableState
 from consistent_catalog.util.time import fmt_ms
 
-#: Table properties whose change alters effective barriers or lineage: an expiry planned against
-#: other values must be re-planned.
-FENCED_PROPERTIES = (P.SOURCES, P.WATERMARK, P.WATERMARK_SNAPSHOT, P.BARRIER_OVERRIDES, P.REVISION)
-
 
 @dataclass(frozen=True)
 class TableExpiry:
@@ -34,9 +30,7 @@ class TableExpiry:
     drop_tags: Mapping[str, int]
     """``consistent-`` tags whose ref age has passed -> the snapshot they pointed at."""
     refs: Mapping[str, int]
-    """Every ref as planned: the commit requires exactly these."""
-    properties: Mapping[str, str | None]
-    """Barrier-relevant table properties as planned: the commit requires exactly these."""
+    """Every ref as planned (the fence ref among them): the commit requires these."""
     history_start: int | None
     """Oldest snapshot of main's retained ancestry (None: main has no snapshot)."""
     timestamps: Mapping[int, int] = field(default_factory=dict, repr=False)
@@ -253,7 +247,8 @@ def plan_table(
             current = snapshots[current].parent_id
 
     for sid, record in snapshots.items():
-        if sid not in keep and record.timestamp_ms >= threshold:
+        # a fence snapshot holds no data and no history: only the fence ref's head stays (kept above)
+        if sid not in keep and record.timestamp_ms >= threshold and P.FENCE_REASON not in record.summary:
             _add(keep, sid, f"newer than the expiry threshold {fmt_ms(threshold, precision='s')}")
 
     expire = tuple(sid for sid in snapshots if sid not in keep)
@@ -268,7 +263,6 @@ def plan_table(
         keep={sid: tuple(reasons) for sid, reasons in sorted(keep.items(), key=lambda kv: snapshots[kv[0]].timestamp_ms)},
         drop_tags=drop_tags,
         refs={name: ref.snapshot_id for name, ref in refs.items()},
-        properties={k: state.properties.get(k) for k in FENCED_PROPERTIES},
         history_start=main[start] if main else None,
         timestamps={sid: snapshots[sid].timestamp_ms for sid in keep},
         barriers={sid: barriers.get(sid) for sid in keep},

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pyiceberg.table.update import AssertRefSnapshotId
 
 from consistent_catalog import properties as P
-from consistent_catalog.commit import AssertSnapshotsExist
+from consistent_catalog.commit import TakeFence
 from consistent_catalog.exceptions import FencedError, InvalidInputError
 from consistent_catalog.lineage import LineageGraph
 from consistent_catalog.retention.plan import latest_cut
@@ -122,12 +122,14 @@ def retain(
                     continue
                 timestamp = states[name].snapshots[snapshot_id].timestamp_ms
                 try:
+                    if table.metadata.snapshot_by_id(snapshot_id) is None:
+                        raise FencedError(f"{name}: snapshot {snapshot_id} of the cut was expired")
                     loaded[name] = cc.store.commit(
                         table,
-                        [AssertRefSnapshotId(ref=tag, snapshot_id=None if ref is None else ref.snapshot_id),
-                         AssertSnapshotsExist(snapshot_ids=[snapshot_id])],
+                        [AssertRefSnapshotId(ref=tag, snapshot_id=None if ref is None else ref.snapshot_id)],
                         [tag_update(tag, snapshot_id, ref_age_for(expires_at, timestamp))],
                         what=f"tagging the {tier} cut {tag}",
+                        take_fence=TakeFence.keeping_holder(table.metadata, "tag"),  # refuses an expiry planned before
                     )
                 except FencedError as exc:
                     raise FencedError(f"{exc}; another process tagged or expired it meanwhile — run retain again") from None

@@ -17,7 +17,7 @@ from pyiceberg.table.update import SetPropertiesUpdate, SetSnapshotRefUpdate
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import BarrierLike, to_barrier
 from consistent_catalog.catalog import ConsistentCatalog, IngestResult, check_not_future
-from consistent_catalog.commit import RetryPolicy, fence
+from consistent_catalog.commit import RetryPolicy, refs_at
 from consistent_catalog.epoch import EpochJob, EpochPlan, Staged, check_append_only
 from consistent_catalog.exceptions import FencedError, InvalidInputError
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut
@@ -289,7 +289,7 @@ def ingest_dataframe(
         try:
             cc.store.commit(
                 cc.load_table(name),
-                [fence({}, {P.MAIN_BRANCH: state.head()})],
+                refs_at({P.MAIN_BRANCH: state.head(), P.FENCE_BRANCH: state.head(P.FENCE_BRANCH)}),
                 [SetSnapshotRefUpdate(ref_name=P.MAIN_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=staged)],
                 what=f"publishing ingest key {key!r}",
             )
