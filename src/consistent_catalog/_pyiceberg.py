@@ -84,8 +84,17 @@ def summary_parts(summary: Summary) -> tuple[str, Mapping[str, str]]:
 
 # --- 2. one commit, exactly the requirements intended --------------------------------------------
 def transaction_requirements(tx: Transaction, extra: Sequence[TableRequirement] = ()) -> tuple[TableRequirement, ...]:
-    """The requirement list ``commit_transaction_once`` sends: the writer's own, ``extra``, the table's uuid."""
-    return (*tx._requirements, *extra, AssertTableUUID(uuid=tx.table_metadata.table_uuid))
+    """The requirement list ``commit_transaction_once`` sends: the writer's own, ``extra``, the table's uuid.
+
+    A requirement equal to one already in the list is sent once (the writer asserts its branch as
+    loaded, the caller often the same ref at the same snapshot); two assertions of one ref at
+    different snapshots both stay, and the commit is refused.
+    """
+    out: list[TableRequirement] = []
+    for requirement in (*tx._requirements, *extra, AssertTableUUID(uuid=tx.table_metadata.table_uuid)):
+        if requirement not in out:
+            out.append(requirement)
+    return tuple(out)
 
 
 def commit_transaction_once(tx: Transaction, extra: Sequence[TableRequirement] = ()) -> bool:

@@ -100,6 +100,23 @@ def check_not_future(state: TableState, barrier: int, *, allow_future: bool, wha
         )
 
 
+def refuse_unsupported(catalog: Catalog) -> None:
+    """Refuse a catalog that cannot host the protocol before anything is written (docs/protocol.md §6.5).
+
+    Nessie (behind its Iceberg REST API, which says so in its config: ``nessie.is-nessie-catalog``)
+    versions the whole catalog on its own ``main`` and accepts no other Iceberg ref of a table: no
+    ``consistent-staged`` branch, no ``consistent-fence``, no tags, so neither staged epochs nor fencing nor
+    pins could work; commits would fail halfway through the first epoch.
+    """
+    if str(catalog.properties.get("nessie.is-nessie-catalog", "")).lower() == "true":
+        raise CatalogConfigError(
+            f"catalog {catalog.name!r} is a Nessie catalog, which accepts only a table's main ref (no branches or "
+            "tags): consistent-catalog needs the branches consistent-staged and consistent-fence and tags for pins. "
+            "Use Nessie's own commits for cross-table consistency, or put the tables in a catalog that keeps Iceberg "
+            "refs (a SQL catalog, Polaris, Lakekeeper, Gravitino, Glue, Hive)"
+        )
+
+
 class ConsistentCatalog:
     """Consistent reads and epoch-tagged writes over a pyiceberg catalog.
 
@@ -108,6 +125,7 @@ class ConsistentCatalog:
     """
 
     def __init__(self, catalog: Catalog) -> None:
+        refuse_unsupported(catalog)
         self.catalog = catalog
         """The pyiceberg catalog wrapped."""
         self.store = TableStore(catalog)

@@ -1,4 +1,4 @@
-"""Status, history and epoch reports (protocol §6.6 freshness) on hand-built TableStates.
+"""Status, history and epoch reports (protocol §6.7 freshness) on hand-built TableStates.
 
 The pipeline at ``NOW = 10_000``::
 
