@@ -6,6 +6,9 @@ Not a test. In one run it starts a throwaway PostgreSQL server and moto's S3 ser
   sqlite         SqlCatalog on a SQLite file, warehouse in a local directory
   postgres       SqlCatalog on PostgreSQL, warehouse in a local directory
   postgres+s3    SqlCatalog on PostgreSQL, warehouse in an S3 bucket (moto)
+  rest           RestCatalog on the project's Java REST server (jvm/rest-server, started by the bench on
+                 127.0.0.1: Iceberg's own CatalogHandlers over a JdbcCatalog on SQLite; one catalog per run,
+                 a REST prefix of its own), warehouse in a local directory
 
 runs ``--epochs`` epochs of the three-table pipeline with pyiceberg jobs, timing every
 
@@ -18,13 +21,21 @@ runs ``--epochs`` epochs of the three-table pipeline with pyiceberg jobs, timing
 
 then, separately, ``--jobs`` concurrent job processes (plus 2 ingest and 2 reader processes) on a
 fresh catalog of the same backend (``tests.harness.concurrent.run_concurrent_pipeline``): epochs/s is
-epochs published by all jobs / wall time until every job has caught up.
+epochs published by all jobs / wall time until every job has caught up; and ``--zombies`` zombie rounds
+(``bench_zombies``): instance A stages an epoch, instance B (its own catalog client) takes over and
+publishes, A publishes its stale epoch: counted as refused only when the catalog refused it and the
+sink's metadata did not move (re-read through a third client), with the time the refusal took.
+
+The ``rest`` column needs the fencing with standard Iceberg requirements (issue 13): until the project's
+commits carry only ``assert-table-uuid``/``assert-ref-snapshot-id``, pyiceberg's REST client refuses its
+custom requirement types before sending, and the column shows the failure instead of numbers.
 
 PostgreSQL runs with its default durability (fsync on) here, unlike in the tests.
 
 Usage:
     .venv/bin/python -m bench.bench_backends [--epochs 20] [--rows 1000] [--repeat 5] [--jobs 4]
-                                             [--concurrent-epochs 10] [--backends sqlite,postgres,postgres+s3] [--markdown]
+                                             [--concurrent-epochs 10] [--zombies 10]
+                                             [--backends sqlite,postgres,postgres+s3,rest] [--markdown]
 """
 
 from __future__ import annotations
@@ -41,7 +52,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-BACKENDS = ("sqlite", "postgres", "postgres+s3")
+BACKENDS = ("sqlite", "postgres", "postgres+s3", "rest")
 METRICS = ("ingest", "stage", "publish", "epoch", "resolve", "read", "duckdb")
 
 
@@ -56,10 +67,12 @@ def timed(samples: dict[str, list[float]], key: str, fn: Callable[..., Any]) -> 
     return wrapper
 
 
-def make_catalog(backend: str, workdir: Path, pg: Any, s3: Any) -> Any:
+def make_catalog(backend: str, workdir: Path, pg: Any, s3: Any, rest: Any = None) -> Any:
     from pyiceberg.catalog.sql import SqlCatalog
 
     workdir.mkdir(parents=True, exist_ok=True)
+    if backend == "rest":  # a catalog of its own on the bench's REST server (its warehouse picks the prefix)
+        return rest.catalog(warehouse=f"file://{workdir}/warehouse")
     if backend == "sqlite":
         (workdir / "warehouse").mkdir(exist_ok=True)
         return SqlCatalog("lake", uri=f"sqlite:///{workdir}/catalog.db", warehouse=f"file://{workdir}/warehouse")
@@ -108,14 +121,65 @@ def bench_pipeline(catalog: Any, epochs: int, rows: int, repeat: int) -> dict[st
 
 def bench_concurrency(catalog: Any, jobs: int, epochs: int, rows: int) -> dict[str, Any]:
     from tests.harness.concurrent import run_concurrent_pipeline
+    from tests.harness.lake import catalog_spec
 
-    properties = {k: v for k, v in catalog.properties.items() if k.startswith("s3.")}
-    catalog_args = (catalog.properties["uri"], catalog.properties["warehouse"], properties)
+    if catalog_spec(catalog)["type"] == "rest":
+        catalog_args: Any = catalog_spec(catalog)  # every process opens its own RestCatalog client
+    else:
+        properties = {k: v for k, v in catalog.properties.items() if k.startswith("s3.")}
+        catalog_args = (catalog.properties["uri"], catalog.properties["warehouse"], properties)
     result = run_concurrent_pipeline(catalog_args, jobs=jobs, ingesters=2, epochs=epochs, rows_per_epoch=rows,
                                      readers=2, timeout=900)
     failures = [f"{r[0]} {r[1]}: {r[3].strip().splitlines()[-1]}" for r in result["reports"] if r[3]]
     return {"epochs": result["job_epochs"], "seconds": result["seconds"], "failures": failures,
             "reader_cuts": sum(r[2] for r in result["reports"] if r[0] == "reader")}
+
+
+def bench_zombies(catalog: Any, rounds: int, rows: int) -> dict[str, Any]:
+    """``rounds`` zombie publishes: A stages, B takes over and publishes, A publishes its stale epoch.
+
+    Three clients of the one catalog (as three processes would have): A, B and an observer that re-reads
+    the sink. A refusal counts only if it is a FencedError *and* the sink's metadata location and refs
+    are what B left (the zombie changed nothing); anything else is listed as a failure.
+    """
+    from consistent_catalog import ConsistentCatalog
+    from consistent_catalog.demo import COUNTS, WORDS, count_words, ensure_tables, epoch_words
+    from consistent_catalog.exceptions import FencedError
+
+    def client() -> Any:
+        return type(catalog)("lake", **{k: v for k, v in catalog.properties.items() if k != "prefix"})
+
+    cc_a, cc_b, observer = ConsistentCatalog(catalog), ConsistentCatalog(client()), client()
+    ensure_tables(cc_a)
+    refused, seconds, failures = 0, [], []
+    for round_no in range(rounds):
+        a = cc_a.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite",
+                     takeover=True)
+        a.register()
+        cc_a.ingest(WORDS, epoch_words(round_no, rows))
+        plan = a.plan()
+        staged = a.stage(COUNTS, plan, a.run_transform(plan).get(COUNTS))
+        b = cc_b.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite",
+                     takeover=True)
+        with b:
+            cc_b.ingest(WORDS, epoch_words(1000 + round_no, rows))
+            list(b.run_until_caught_up())  # a generator: run it to the end
+            before = observer.load_table(COUNTS).metadata
+            started = time.perf_counter()
+            try:
+                a.publish(COUNTS, plan, staged.base, staged.head)
+            except FencedError:
+                seconds.append(time.perf_counter() - started)
+                after = observer.load_table(COUNTS).metadata
+                if after.metadata_log == before.metadata_log and after.refs == before.refs:
+                    refused += 1
+                else:
+                    failures.append(f"round {round_no}: refused, but the sink's metadata moved")
+            except Exception as exc:  # noqa: BLE001 - reported in the table
+                failures.append(f"round {round_no}: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+            else:
+                failures.append(f"round {round_no}: the zombie's publish was accepted")
+    return {"attempted": rounds, "refused": refused, "seconds": seconds, "failures": failures}
 
 
 def ms(values: list[float]) -> str:
@@ -133,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="cut resolutions timed per epoch")
     parser.add_argument("--jobs", type=int, default=4, help="concurrent job processes")
     parser.add_argument("--concurrent-epochs", type=int, default=10, help="ingest epochs per ingest process")
+    parser.add_argument("--zombies", type=int, default=10, help="zombie publish rounds per backend")
     parser.add_argument("--backends", default=",".join(BACKENDS))
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
@@ -149,22 +214,44 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()[0]
     pg = PostgresServer.start(fast=False) if any(b.startswith("postgres") for b in backends) else None
     s3 = MotoS3Server.start() if "postgres+s3" in backends else None
+    rest = None
     results: dict[str, dict[str, Any]] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="bench-backends-") as tmp:
+            if "rest" in backends:
+                from tests.harness.rest_server import RestCatalogServer
+
+                rest = RestCatalogServer(Path(tmp) / "rest-server").start()
+                print(f"rest: server ready in {rest.startup_seconds:.1f}s", file=sys.stderr)
             for backend in backends:
                 started = time.monotonic()
-                catalog = make_catalog(backend, Path(tmp) / backend / "serial", pg, s3)
-                samples = bench_pipeline(catalog, args.epochs, args.rows, args.repeat)
-                conc_catalog = make_catalog(backend, Path(tmp) / backend / "concurrent", pg, s3)
+                catalog = make_catalog(backend, Path(tmp) / backend / "serial", pg, s3, rest)
+                try:
+                    samples = bench_pipeline(catalog, args.epochs, args.rows, args.repeat)
+                    error = None
+                except Exception as exc:  # e.g. rest before issue 13: show why instead of stopping the run
+                    samples = {m: [] for m in METRICS}
+                    error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                conc_catalog = make_catalog(backend, Path(tmp) / backend / "concurrent", pg, s3, rest)
                 try:
                     concurrency = bench_concurrency(conc_catalog, args.jobs, args.concurrent_epochs, args.rows)
                 except Exception as exc:  # report, do not hide, a backend that cannot take concurrent writers
                     concurrency = {"epochs": 0, "seconds": float("nan"), "failures": [repr(exc)[:200]], "reader_cuts": 0}
-                results[backend] = {"samples": samples, "concurrency": concurrency,
-                                    "seconds": time.monotonic() - started}
+                zombie_catalog = make_catalog(backend, Path(tmp) / backend / "zombies", pg, s3, rest)
+                try:
+                    zombies = bench_zombies(zombie_catalog, args.zombies, max(10, args.rows // 10))
+                except Exception as exc:  # noqa: BLE001
+                    zombies = {"attempted": args.zombies, "refused": 0, "seconds": [],
+                               "failures": [f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"]}
+                results[backend] = {"samples": samples, "concurrency": concurrency, "zombies": zombies,
+                                    "error": error, "seconds": time.monotonic() - started}
                 print(f"{backend}: done in {results[backend]['seconds']:.0f}s", file=sys.stderr)
+            if rest is not None:
+                rest.stop()
+                rest = None
     finally:
+        if rest is not None:
+            rest.stop()
         if s3 is not None:
             s3.stop()
         if pg is not None:
@@ -180,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|" + "---:|" * len(backends))
     for metric in METRICS:
         print(f"| {metric} | " + " | ".join(ms(results[b]["samples"][metric]) for b in backends) + " |")
+    for backend in backends:
+        if results[backend]["error"]:
+            print(f"- {backend}: the serial pipeline failed: {results[backend]['error']}")
     print()
     print(f"Concurrency: {args.jobs} job processes + 2 ingest + 2 reader processes, "
           f"{2 * args.concurrent_epochs} ingest epochs of {args.rows} words.")
@@ -196,6 +286,18 @@ def main(argv: list[str] | None = None) -> int:
     for backend in backends:
         for failure in conc[backend]["failures"]:
             print(f"- {backend}: {failure}")
+    print()
+    print(f"Zombies: {args.zombies} rounds of stage -> takeover + publish by another client -> stale publish.")
+    print()
+    print("| | " + " | ".join(backends) + " |")
+    print("|---|" + "---:|" * len(backends))
+    zomb = {b: results[b]["zombies"] for b in backends}
+    print("| zombie publishes refused | " + " | ".join(f"{zomb[b]['refused']}/{zomb[b]['attempted']}" for b in backends)
+          + " |")
+    print("| refusal ms, median (p90) | " + " | ".join(ms(zomb[b]["seconds"]) for b in backends) + " |")
+    for backend in backends:
+        for failure in zomb[backend]["failures"][:5]:
+            print(f"- {backend} zombies: {failure}")
     return 0
 
 

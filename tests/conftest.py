@@ -20,6 +20,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 from consistent_catalog import ConsistentCatalog
 from tests.harness.lake import COUNTS_SCHEMA, HIST_SCHEMA, WORDS_SCHEMA, sqlite_catalog, words
+from tests.harness.rest_server import RestCatalogServer
 from tests.harness.servers import MotoS3Server, PostgresServer, postgres_sql_catalog
 
 TESTS = Path(__file__).resolve().parent
@@ -59,6 +60,26 @@ def postgres_server() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture(scope="session")
+def rest_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestCatalogServer]:
+    """One Java REST catalog server for the test session (tests/harness/rest_server.py). Each test gets a
+    catalog of its own on it (``rest_catalog``): a REST prefix with its own SQLite file, chosen by the
+    test's warehouse location, so one JVM start (~1.5 s) serves the whole session."""
+    try:
+        server = RestCatalogServer(tmp_path_factory.mktemp("rest-server")).start()
+    except (FileNotFoundError, RuntimeError) as exc:  # no JDK / no Iceberg runtime jar to build it with
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"REST catalog server unavailable: {exc}")
+    yield server
+    server.stop()
+
+
+def rest_catalog(server: RestCatalogServer, tmp_path: Path):  # -> pyiceberg RestCatalog
+    """A fresh catalog on the session's REST server whose warehouse is ``tmp_path/warehouse``."""
+    return server.catalog(warehouse=f"file://{tmp_path}/warehouse")
+
+
+@pytest.fixture(scope="session")
 def s3_server() -> Iterator[MotoS3Server]:
     """moto's S3 server for the test session, on a thread of this process."""
     pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install -e '.[dev]')")
@@ -68,17 +89,26 @@ def s3_server() -> Iterator[MotoS3Server]:
 
 
 # --- a catalog per test ----------------------------------------------------------------------------
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.integration)])
+@pytest.fixture(params=[
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.integration),
+    pytest.param("rest", marks=pytest.mark.integration),
+])
 def backend(request: pytest.FixtureRequest) -> str:
-    """Catalog backends the behaviour tests run against: SQLite, and PostgreSQL on a server the session starts."""
+    """Catalog backends the behaviour tests run against: SQLite, PostgreSQL on a server the session starts,
+    and an Iceberg REST catalog (the session's Java REST server, a catalog of its own per test)."""
     return request.param
 
 
 @pytest.fixture
 def catalog(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> SqlCatalog:
+    """A fresh, empty catalog per test (namespace ``demo``), its warehouse under ``tmp_path/warehouse``
+    for every backend. For ``rest`` it is a pyiceberg ``RestCatalog``, not a ``SqlCatalog``."""
     if backend == "postgres":
         cat = postgres_sql_catalog(request.getfixturevalue("postgres_server"), tmp_path / "warehouse")
         request.addfinalizer(cat.engine.dispose)
+    elif backend == "rest":
+        cat = rest_catalog(request.getfixturevalue("rest_server"), tmp_path)
     else:
         cat = sqlite_catalog(tmp_path)
     cat.create_namespace("demo")

@@ -68,6 +68,7 @@ __all__ = [
     "sql_metadata_locations",
     "summary_parts",
     "empty_snapshot",
+    "validates_client_side",
 ]
 
 
@@ -285,3 +286,11 @@ def empty_snapshot(table: Table, summary: Mapping[str, str], *, metadata: TableM
         schema_id=base.current_schema_id,
         **extra,
     )
+
+
+def validates_client_side(catalog: Catalog) -> bool:
+    """Whether pyiceberg validates the requirements of ``catalog``'s commits (``update_table_metadata``),
+    as the SQL, Glue, Hive and DynamoDB catalogs do; a REST catalog sends them to its server."""
+    from pyiceberg.catalog.rest import RestCatalog
+
+    return not isinstance(catalog, RestCatalog)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -100,6 +101,14 @@ def check_not_future(state: TableState, barrier: int, *, allow_future: bool, wha
         )
 
 
+def write_genesis(store: TableStore, table: Table, job: str, requirements: Sequence[Any]) -> None:
+    """Give an empty sink its first snapshot: an empty append on ``main``, untagged but for ``consistent.job``
+    (Iceberg branches need a snapshot; protocol §5.2). FencedError when ``requirements`` fail."""
+    empty = table.schema().as_arrow().empty_table()
+    store.write(table, requirements, lambda tx: tx.append(empty, snapshot_properties={P.JOB: job}),
+                what="creating the genesis snapshot")
+
+
 def refuse_unsupported(catalog: Catalog) -> None:
     """Refuse a catalog that cannot host the protocol before anything is written (docs/protocol.md §6.5).
 
@@ -108,7 +117,7 @@ def refuse_unsupported(catalog: Catalog) -> None:
     ``consistent-staged`` branch, no ``consistent-fence``, no tags, so neither staged epochs nor fencing nor
     pins could work; commits would fail halfway through the first epoch.
     """
-    if str(catalog.properties.get("nessie.is-nessie-catalog", "")).lower() == "true":
+    if str(getattr(catalog, "properties", {}).get("nessie.is-nessie-catalog", "")).lower() == "true":
         raise CatalogConfigError(
             f"catalog {catalog.name!r} is a Nessie catalog, which accepts only a table's main ref (no branches or "
             "tags): consistent-catalog needs the branches consistent-staged and consistent-fence and tags for pins. "
@@ -357,6 +366,13 @@ class ConsistentCatalog:
             for sink in sink_names:
                 table, state = self.store.load(sink)
                 self._check_can_own(state, job, instance, takeover)
+                if not table.metadata.snapshots:
+                    # first the genesis, asserting main absent (which every catalog can check on a table
+                    # without snapshots): the registration's own fence assertion is then checkable too
+                    with contextlib.suppress(FencedError):  # another registration made it: theirs serves
+                        write_genesis(self.store, table, job, refs_at({P.MAIN_BRANCH: None}))
+                    table, state = self.store.load(sink)
+                    self._check_can_own(state, job, instance, takeover)
                 previous = {k: state.properties.get(k) for k in (P.JOB, P.LEASE_HOLDER, P.LEASE_UNTIL, P.SOURCES)}
                 self.store.commit(
                     table,

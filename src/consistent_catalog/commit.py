@@ -36,7 +36,12 @@ from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, AssertTableUUID, SetSnapshotRefUpdate
 
 from consistent_catalog import properties as P
-from consistent_catalog._pyiceberg import commit_transaction_once, empty_snapshot, remove_snapshots_keeping_parents
+from consistent_catalog._pyiceberg import (
+    commit_transaction_once,
+    empty_snapshot,
+    remove_snapshots_keeping_parents,
+    validates_client_side,
+)
 from consistent_catalog.exceptions import FencedError, InvalidInputError
 from consistent_catalog.loading import MetadataLoader, not_found
 from consistent_catalog.state import TableState
@@ -145,7 +150,7 @@ def requirement_list(
     if fence is not None:
         heads: dict[str, int | None] = {P.FENCE_BRANCH: fence.expected, **branch_heads(table.metadata)}
         out.extend(r for r in refs_at(heads) if r.ref not in asserted)
-    if not table.metadata.snapshots:
+    if not table.metadata.snapshots and validates_client_side(table.catalog):
         out = [r for r in out if not absent_ref_unassertable(r)]
     out.append(AssertTableUUID(uuid=table.metadata.table_uuid))
     return tuple(out)
@@ -155,9 +160,10 @@ def absent_ref_unassertable(requirement: TableRequirement) -> bool:
     """Whether ``requirement`` asserts that a ref other than main is absent, which pyiceberg's client-side
     validation refuses on a table without snapshots (``Table has no snapshots and can only be written to
     the main BRANCH``) although it holds there. Such assertions are left out when the table as planned has
-    no snapshot. That leaves one race unfenced, on a table that has never had a snapshot: two first
-    registrations (or idle advances) both land, the later one wins, and the earlier writer's first commit
-    that asserts its fence is refused (protocol §6.4)."""
+    no snapshot — by catalogs that validate with pyiceberg (``validates_client_side``); a REST server
+    validates them itself, correctly. ``register_job`` first writes a genesis snapshot (asserting main
+    absent, which is exempt); what stays open is the first idle advance of a root that never had a
+    snapshot (protocol §6.4)."""
     return isinstance(requirement, AssertRefSnapshotId) and requirement.snapshot_id is None and requirement.ref != P.MAIN_BRANCH
 
 # --- retries ----------------------------------------------------------------------------------------
@@ -286,7 +292,7 @@ class TableStore:
         except CommitFailedException as exc:
             if take_fence is not None:
                 _delete_quietly(table, snapshot.manifest_list)
-            raise FencedError(f"{'.'.join(table.name())}: {what} was refused by the catalog: {exc}") from None
+            raise self._refused(table, what, exc, sent) from None
         if retired is not None:
             _delete_quietly(table, retired.manifest_list)
         return self.load_table(".".join(table.name()))
@@ -300,11 +306,28 @@ class TableStore:
         once with FencedError in every write mode (its written files are deleted). Returns False
         when the write produced no change to commit (e.g. overwriting nothing with nothing).
         """
-        if not table.metadata.snapshots:
+        if not table.metadata.snapshots and validates_client_side(table.catalog):
             requirements = [r for r in requirements if not absent_ref_unassertable(r)]
         try:
             tx = table.transaction()
             write(tx)
             return commit_transaction_once(tx, requirements)
         except CommitFailedException as exc:
-            raise FencedError(f"{'.'.join(table.name())}: {what} was refused by the catalog: {exc}") from None
+            raise self._refused(table, what, exc, requirements) from None
+
+    def _refused(self, table: Table, what: str, exc: Exception, sent: Iterable[TableRequirement]) -> FencedError:
+        """FencedError for a refused commit; when it asserted the fence, naming who holds the table now."""
+        name = ".".join(table.name())
+        message = f"{name}: {what} was refused by the catalog: {exc}"
+        if any(isinstance(r, AssertRefSnapshotId) and r.ref == P.FENCE_BRANCH for r in sent):
+            try:
+                now = self.load_table(name).metadata
+            except Exception:  # noqa: BLE001 - the refusal is the error; who holds the table is a hint
+                return FencedError(message)
+            ref = now.refs.get(P.FENCE_BRANCH)
+            moved = now.snapshot_by_id(ref.snapshot_id) if ref is not None else None
+            reason = (moved.summary or {}).get(P.FENCE_REASON) if moved is not None and moved.summary else None
+            holder, job = now.properties.get(P.LEASE_HOLDER), now.properties.get(P.JOB)
+            message += (f" — {P.FENCE_BRANCH} moved{f' ({reason})' if reason else ''}; {P.LEASE_HOLDER} is now "
+                        f"{holder or '-'} (job {job or '-'})")
+        return FencedError(message)

@@ -20,7 +20,14 @@ from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.update import AssertRefSnapshotId, SetPropertiesUpdate, SetSnapshotRefUpdate
 
 from consistent_catalog import properties as P
-from consistent_catalog.catalog import DEFAULT_LEASE_MS, ConsistentCatalog, Lease, empty_read, register_extension
+from consistent_catalog.catalog import (
+    DEFAULT_LEASE_MS,
+    ConsistentCatalog,
+    Lease,
+    empty_read,
+    register_extension,
+    write_genesis,
+)
 from consistent_catalog.commit import refs_at
 from consistent_catalog.completeness import Completeness
 from consistent_catalog.exceptions import FencedError, InvalidInputError, NotRegisteredError, TableNotFoundError
@@ -505,13 +512,7 @@ class EpochJob:
         table, state = self.cc.store.load(sink)
         expected = plan.sinks[sink].main_head
         if expected is None:
-            genesis = table.schema().as_arrow().empty_table()
-            self.cc.store.write(
-                table,
-                self._fenced(sink, plan, {P.MAIN_BRANCH: None}),
-                lambda tx: tx.append(genesis, snapshot_properties={P.JOB: self.job}),
-                what="creating the genesis snapshot",
-            )
+            write_genesis(self.cc.store, table, self.job, self._fenced(sink, plan, {P.MAIN_BRANCH: None}))
             table, state = self.cc.store.load(sink)
             expected = state.head()
             assert expected is not None

@@ -12,6 +12,7 @@ import threading
 import time
 import traceback
 from collections import Counter
+from collections.abc import Mapping
 
 from consistent_catalog import ConsistentCatalog, NoWatermarkError
 from consistent_catalog.demo import WORDS, epoch_words
@@ -24,7 +25,13 @@ def sink_names(jobs: int) -> list[str]:
     return [f"demo.counts_{i}" for i in range(jobs)]
 
 
-def open_cc(catalog_args: tuple[str, str, dict[str, str]]) -> ConsistentCatalog:
+def open_cc(catalog_args: tuple[str, str, dict[str, str]] | Mapping[str, str]) -> ConsistentCatalog:
+    """A SQL catalog from ``(uri, warehouse, properties)``, or any catalog from pyiceberg catalog properties
+    (``{"type": "rest", "uri": ..., "warehouse": ...}``: ``tests.harness.lake.catalog_spec``)."""
+    if isinstance(catalog_args, Mapping):
+        from tests.harness.lake import open_catalog
+
+        return ConsistentCatalog(open_catalog(catalog_args))
     from pyiceberg.catalog.sql import SqlCatalog
 
     uri, warehouse, properties = catalog_args
@@ -72,7 +79,13 @@ def _reader(catalog_args, index, sinks, stop, ready, out) -> None:
         ready.wait(120)
         cuts = 0
         violations = []
+        give_up: float | None = None  # once stopped, wait at most 60 s for a first cut (none may ever come)
         while not stop.is_set() or cuts == 0:
+            if stop.is_set():
+                give_up = give_up or time.monotonic() + 60
+                if time.monotonic() > give_up:
+                    violations.append("no consistent cut appeared")
+                    break
             try:
                 read = cc.read([WORDS, *sinks])
             except NoWatermarkError:
@@ -90,9 +103,10 @@ def _reader(catalog_args, index, sinks, stop, ready, out) -> None:
         out.put(("reader", index, 0, traceback.format_exc()))
 
 
-def run_concurrent_pipeline(catalog_args: tuple[str, str, dict[str, str]], *, jobs: int, ingesters: int, epochs: int,
+def run_concurrent_pipeline(catalog_args: tuple[str, str, dict[str, str]] | Mapping[str, str], *, jobs: int, ingesters: int, epochs: int,
                             rows_per_epoch: int, readers: int, timeout: float = 300) -> dict:
-    """``ingesters`` + ``jobs`` job + ``readers`` reader processes on one catalog (uri, warehouse, properties).
+    """``ingesters`` + ``jobs`` job + ``readers`` reader processes on one catalog ((uri, warehouse, properties)
+    of a SQL catalog, or catalog properties such as a REST catalog's).
 
     Every job counts the words of the one root into its own sink; readers check, at every cut over the
     root and all sinks, that each sink is the count of the root. Tables get generous commit retries.

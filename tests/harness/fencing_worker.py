@@ -31,13 +31,13 @@ from tests.harness.transforms import copy_increment
 WORDS, COUNTS, COPY = "demo.words", "demo.word_counts", "demo.words_copy"
 
 
-def open_cc(directory: str | Path) -> Any:
-    from pyiceberg.catalog.sql import SqlCatalog
-
+def open_cc(lake: str | Path | dict[str, str]) -> Any:
+    """The worker's own catalog: ``lake`` is a lake directory (SQLite ``catalog.db`` + ``warehouse/``) or
+    pyiceberg catalog properties (``{"type": "rest", "uri": ..., "warehouse": ...}``) for ``load_catalog``."""
     from consistent_catalog import ConsistentCatalog
+    from tests.harness.lake import open_catalog
 
-    root = Path(directory)
-    return ConsistentCatalog(SqlCatalog("lake", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/warehouse"))
+    return ConsistentCatalog(open_catalog(lake))
 
 
 def make_job(cc: Any, job: str, *, lease_ms: int, takeover: bool) -> Any:
@@ -59,6 +59,11 @@ def _frames(exc: BaseException | None) -> list[str]:
 def _commit_error_kind(exc: BaseException) -> str:
     """Where the ``CommitFailedException`` behind a FencedError / OwnershipError was raised (by its stack)."""
     frames = _frames(exc)
+    if "commit_table" in frames and "_handle_non_200_response" in frames:
+        # a REST catalog answered 409: the server validated the requirements against the metadata its
+        # compare-and-swap replaces (a lost swap is retried there and re-validated), so from the client
+        # every refusal inside the commit is a requirement refusal; there is no separate swap refusal
+        return "catalog-requirement"
     if "commit_table" in frames:
         # inside the catalog's commit: the requirement failed validation there, or the CAS UPDATE matched no row
         return "catalog-requirement" if "validate" in frames else "catalog-swap"
@@ -128,7 +133,7 @@ class _PauseInsideCommit:
     """
 
     def __init__(self, results: Any, resume: Any) -> None:
-        from pyiceberg.catalog.sql import SqlCatalog
+        from pyiceberg.catalog.sql import SqlCatalog  # SQLite lakes only: a REST server swaps inside its request
 
         self.results, self.resume = results, resume
         self.original = SqlCatalog._write_metadata
@@ -147,7 +152,7 @@ class _PauseInsideCommit:
         SqlCatalog._write_metadata = staticmethod(write_metadata)  # type: ignore[method-assign]
 
 
-def command_worker(directory: str, name: str, commands: Any, results: Any, resume: Any = None) -> None:
+def command_worker(directory: str | dict[str, str], name: str, commands: Any, results: Any, resume: Any = None) -> None:
     """Run commands sent by the test; reply ``(command, outcome)`` for each. Stops on ``exit``."""
     from consistent_catalog.exceptions import ConsistentCatalogError
 
@@ -199,12 +204,15 @@ def command_worker(directory: str, name: str, commands: Any, results: Any, resum
             outcome["ok"] = True
         except ConsistentCatalogError as exc:
             outcome = {"ok": False, **describe_error(exc)}
+        except Exception as exc:  # not a refusal: reported to the test (which fails on it), not a silent exit
+            outcome = {"ok": False, "error": type(exc).__name__, "kind": "unexpected",
+                       "message": " ".join(str(exc).split())[:1500], "traceback": traceback.format_exc()[-3000:]}
         outcome["seconds"] = round(time.monotonic() - started, 3)
         results.put((command, outcome))
 
 
 def race_worker(
-    directory: str,
+    directory: str | dict[str, str],
     name: str,
     job_id: str,
     takeover: bool,
@@ -221,6 +229,16 @@ def race_worker(
     A winner runs epochs until caught up; every instance that still holds the lease when both have
     finished the round (``finished``) unregisters, so the next round starts from a free sink.
     """
+    try:
+        _race(directory, name, job_id, takeover, rounds, start, finished, results, seed, stagger)
+    except Exception:  # not a refusal: tell the test (it fails with this) instead of dying silently
+        results.put(("error", {"name": name, "traceback": traceback.format_exc()[-3000:]}))
+        start.abort()
+        finished.abort()
+
+
+def _race(directory: Any, name: str, job_id: str, takeover: bool, rounds: int, start: Any, finished: Any,
+          results: Any, seed: int, stagger: tuple[float, ...]) -> None:
     from consistent_catalog.exceptions import FencedError, OwnershipError
 
     cc = open_cc(directory)

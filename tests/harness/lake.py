@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
@@ -16,6 +19,25 @@ def sqlite_catalog(directory: Path, name: str = "lake") -> SqlCatalog:
     """A pyiceberg SqlCatalog on ``directory/catalog.db`` with its warehouse in ``directory/warehouse``."""
     (directory / "warehouse").mkdir(parents=True, exist_ok=True)
     return SqlCatalog(name, uri=f"sqlite:///{directory}/catalog.db", warehouse=f"file://{directory}/warehouse")
+
+
+def open_catalog(lake: str | os.PathLike[str] | Mapping[str, str], name: str = "lake") -> Any:
+    """A catalog another process can open too: ``lake`` is a lake directory (``sqlite_catalog``) or
+    pyiceberg catalog properties for ``load_catalog`` (``catalog_spec``; e.g. a REST catalog)."""
+    if isinstance(lake, Mapping):
+        from pyiceberg.catalog import load_catalog
+
+        return load_catalog(name, **dict(lake))
+    return sqlite_catalog(Path(lake), name)
+
+
+def catalog_spec(catalog: Any) -> dict[str, str]:
+    """The properties that open ``catalog`` again in another process (``open_catalog``): plain strings."""
+    from pyiceberg.catalog.rest import RestCatalog
+
+    kind = "rest" if isinstance(catalog, RestCatalog) else "sql"
+    keep = {k: v for k, v in catalog.properties.items() if isinstance(v, str) and k != "prefix"}
+    return {**keep, "type": kind}
 
 
 def words(*items: str) -> pa.Table:

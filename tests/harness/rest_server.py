@@ -8,10 +8,19 @@ the reference servers: requirements are validated against the metadata the JDBC 
 replaces, a lost race is retried and re-validated, a stale requirement is a 409, and a body that does
 not parse (an unknown requirement type included) is a 400.
 
+One server, many catalogs: besides its root catalog (routes without a prefix) the server serves a
+catalog per REST prefix, each a ``JdbcCatalog`` on its own SQLite file under ``<directory>/catalogs``,
+created on first use. A client picks one with its ``warehouse`` property, which pyiceberg and Iceberg's
+Java client send to ``GET /v1/config?warehouse=...``: a name gets a warehouse under the server
+directory, a location URI (``file:///tmp/x/warehouse``) is used as the warehouse itself. So a test
+session starts one JVM and every test still gets a fresh, isolated catalog (``tests/conftest.py``).
+
 Usage::
 
     with RestCatalogServer(tmp_path) as server:      # SQLite file + warehouse under tmp_path
-        catalog = server.catalog()                   # pyiceberg RestCatalog on server.uri
+        catalog = server.catalog()                   # pyiceberg RestCatalog on server.uri (root catalog)
+        mine = server.catalog(warehouse=f"file://{tmp_path}/w")   # its own catalog, data under tmp_path/w
+        server.sqlite_path(f"file://{tmp_path}/w")   # that catalog's SQLite file (for independent reads)
         ...
 
     rest_server = rest_server_fixture()              # in a conftest: a session-scoped fixture
@@ -20,14 +29,19 @@ Usage::
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import threading
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -76,6 +90,7 @@ class RestCatalogServer:
     directory a temporary one is made and removed on stop. ``port=0`` (the default) lets the OS pick a
     free port, which the server reports in its ``READY <port>`` line: no race with other processes.
     ``properties`` are extra ``JdbcCatalog`` properties (``jdbc.user``, ``jdbc.schema-version``...).
+    ``catalogs_dir`` (default ``directory/catalogs``) holds the per-prefix catalogs; ``False`` disables them.
     """
 
     def __init__(
@@ -87,6 +102,7 @@ class RestCatalogServer:
         catalog_name: str = "lake",
         port: int = 0,
         properties: Mapping[str, str] | None = None,
+        catalogs_dir: str | os.PathLike[str] | bool | None = None,
         jvm_opts: Sequence[str] = DEFAULT_JVM_OPTS,
         startup_timeout: float = 120.0,
         stop_timeout: float = 15.0,
@@ -98,6 +114,12 @@ class RestCatalogServer:
         self.catalog_name = catalog_name
         self.requested_port = port
         self.properties = dict(properties or {})
+        if catalogs_dir is False:
+            self.catalogs_dir: Path | None = None
+        elif catalogs_dir is None or catalogs_dir is True:
+            self.catalogs_dir = self.directory / "catalogs"
+        else:
+            self.catalogs_dir = Path(catalogs_dir)
         self.jvm_opts = tuple(jvm_opts)
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
@@ -119,6 +141,9 @@ class RestCatalogServer:
         command = [java, *self.jvm_opts, "-cp", classpath, MAIN_CLASS, "--port", str(self.requested_port),
                    "--jdbc-uri", self.jdbc_uri, "--warehouse", self.warehouse, "--catalog-name", self.catalog_name,
                    "--exit-on-stdin-close"]
+        if self.catalogs_dir is not None:
+            self.catalogs_dir.mkdir(parents=True, exist_ok=True)
+            command += ["--catalogs-dir", str(self.catalogs_dir)]
         for key, value in self.properties.items():
             command += ["--property", f"{key}={value}"]
 
@@ -195,17 +220,62 @@ class RestCatalogServer:
             raise RuntimeError("server not started")
         return f"http://127.0.0.1:{self.port}"
 
-    def catalog(self, name: str = "lake", **properties: Any) -> RestCatalog:
-        """A new pyiceberg ``RestCatalog`` client on this server (no credentials: no OAuth call)."""
+    def catalog(self, name: str = "lake", *, warehouse: str | os.PathLike[str] | None = None,
+                **properties: Any) -> RestCatalog:
+        """A new pyiceberg ``RestCatalog`` client on this server (no credentials: no OAuth call).
+
+        Without ``warehouse``: the root catalog. With one: the catalog of that warehouse (a name, or a
+        location such as ``file:///tmp/x/warehouse`` or a plain directory path), created on first use.
+        """
         from pyiceberg.catalog import load_catalog
 
-        return load_catalog(name, type="rest", uri=self.uri, **properties)  # type: ignore[return-value]
+        return load_catalog(name, **self.catalog_properties(warehouse), **properties)  # type: ignore[return-value]
+
+    def catalog_properties(self, warehouse: str | os.PathLike[str] | None = None) -> dict[str, str]:
+        """The pyiceberg catalog properties for this server (``load_catalog(name, **props)``): plain strings,
+        so they can be handed to another process (a worker) as they are."""
+        props = {"type": "rest", "uri": self.uri}
+        if warehouse is not None:
+            props["warehouse"] = warehouse_location(warehouse)
+        return props
+
+    def prefix_for(self, warehouse: str | os.PathLike[str]) -> str:
+        """The REST prefix the server gives ``warehouse`` (asked from ``GET /v1/config``, as clients do)."""
+        query = urllib.parse.urlencode({"warehouse": warehouse_location(warehouse)})
+        with urllib.request.urlopen(f"{self.uri}/v1/config?{query}", timeout=30) as response:
+            return json.loads(response.read())["overrides"]["prefix"]
+
+    def sqlite_path(self, warehouse: str | os.PathLike[str]) -> Path:
+        """The SQLite file of ``warehouse``'s catalog (``iceberg_tables`` rows, catalog name ``lake``): for
+        independent reads of the catalog's pointers, never for writes."""
+        if self.catalogs_dir is None:
+            raise RuntimeError("this server serves no per-prefix catalogs (catalogs_dir=False)")
+        return self.catalogs_dir / self.prefix_for(warehouse) / "catalog.db"
 
     def log_tail(self, lines: int = 40) -> str:
         try:
             return "\n".join(self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+
+def warehouse_location(warehouse: str | os.PathLike[str]) -> str:
+    """A warehouse as a client sends it: a name or a URI unchanged, a plain path as ``file:///abs/path``."""
+    text = os.fspath(warehouse).strip()
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text) or re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", text):
+        return text
+    return "file://" + str(Path(text).expanduser().absolute())
+
+
+def expected_prefix(warehouse: str | os.PathLike[str]) -> str:
+    """The prefix the server derives (computed here independently of it): a name is its own prefix, a
+    location URI ``wh-`` + 16 hex digits of the SHA-256 of the URI without trailing slashes."""
+    location = warehouse_location(warehouse)
+    if "://" not in location:
+        return location
+    while location.endswith("/") and not location.endswith("://"):
+        location = location[:-1]
+    return "wh-" + hashlib.sha256(location.encode()).hexdigest()[:16]
 
 
 def _pump(stream: IO[str] | None, lines: queue.Queue[str | None]) -> None:

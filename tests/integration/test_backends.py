@@ -33,8 +33,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def make_catalog(request, backend: str, storage: str, tmp_path: Path):
-    """A pyiceberg SqlCatalog on ``backend`` (sqlite|postgres) with its warehouse on ``storage`` (local|s3)."""
+    """A pyiceberg SqlCatalog on ``backend`` (sqlite|postgres) with its warehouse on ``storage`` (local|s3), or
+    (``rest``, local only: the server writes metadata through Hadoop, which has no S3A here) a RestCatalog of
+    its own on the session's REST server."""
     from pyiceberg.catalog.sql import SqlCatalog
+
+    if backend == "rest":
+        assert storage == "local", "the test REST server has no S3 file system"
+        from tests.conftest import rest_catalog
+
+        return rest_catalog(request.getfixturevalue("rest_server"), tmp_path)
 
     properties: dict[str, str] = {}
     warehouse: str | Path = tmp_path / "warehouse"
@@ -55,7 +63,8 @@ def make_catalog(request, backend: str, storage: str, tmp_path: Path):
 # --- pyiceberg pipelines on every catalog x storage ---------------------------------------------------
 
 
-@pytest.mark.parametrize(("backend", "storage"), [("sqlite", "s3"), ("postgres", "local"), ("postgres", "s3")])
+@pytest.mark.parametrize(("backend", "storage"),
+                         [("sqlite", "s3"), ("postgres", "local"), ("postgres", "s3"), ("rest", "local")])
 def test_flip_pipeline_on_each_catalog_and_storage(request, tmp_path, backend, storage):
     catalog = make_catalog(request, backend, storage, tmp_path)
     cc = ConsistentCatalog(catalog)
@@ -93,13 +102,17 @@ def test_s3_warehouse_holds_the_files(request, tmp_path):
     assert summary["consistent.barrier"] == "1000"
 
 
-# --- processes racing on PostgreSQL -------------------------------------------------------------------
+# --- processes racing on PostgreSQL (and on a REST catalog) ------------------------------------------
 
 
-def _register(uri: str, warehouse: str, job: str, start, results) -> None:
+def _register(uri: str | dict, warehouse: str | None, job: str, start, results) -> None:
+    """``uri``: a SQL catalog's URI (with ``warehouse``), or catalog properties (``catalog_spec``)."""
     from pyiceberg.catalog.sql import SqlCatalog
 
-    cc = ConsistentCatalog(SqlCatalog("lake", uri=uri, warehouse=warehouse))
+    from tests.harness.lake import open_catalog
+
+    catalog = open_catalog(uri) if isinstance(uri, dict) else SqlCatalog("lake", uri=uri, warehouse=warehouse)
+    cc = ConsistentCatalog(catalog)
     start.wait()
     try:
         cc.register_job(job, [WORDS], [COUNTS])
@@ -127,6 +140,56 @@ def test_registration_race_on_postgres_has_exactly_one_winner(postgres_server, t
     winner = next(j for j, o in outcomes.items() if o == "won")
     assert catalog.load_table(COUNTS).metadata.properties["consistent.job"] == winner
     catalog.engine.dispose()
+
+
+def test_registration_race_on_rest_has_exactly_one_winner(rest_server, tmp_path):
+    """Four processes, each its own RestCatalog client, register for one sink at once: the server's
+    compare-and-swap lets exactly one registration commit land."""
+    from tests.conftest import rest_catalog
+    from tests.harness.lake import catalog_spec
+
+    catalog = rest_catalog(rest_server, tmp_path)
+    ensure_tables(ConsistentCatalog(catalog))
+    ctx = mp.get_context("spawn")
+    contenders = 4
+    start, results = ctx.Barrier(contenders), ctx.Queue()
+    spec = catalog_spec(catalog)
+    assert spec["type"] == "rest" and spec["uri"] == rest_server.uri
+    procs = [ctx.Process(target=_register, args=(spec, None, f"job-{i}", start, results)) for i in range(contenders)]
+    for p in procs:
+        p.start()
+    outcomes = dict(results.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(60)
+    assert sorted(o.split(":")[0] for o in outcomes.values()) == ["refused"] * (contenders - 1) + ["won"], outcomes
+    winner = next(j for j, o in outcomes.items() if o == "won")
+    assert catalog.load_table(COUNTS).metadata.properties["consistent.job"] == winner
+
+
+def test_concurrent_jobs_ingesters_and_readers_on_rest(rest_server, tmp_path):
+    """The PostgreSQL scenario below on a REST catalog: 2 ingesters, 4 jobs, 2 readers, each a process with
+    its own RestCatalog client, all committing through the one server."""
+    from tests.conftest import rest_catalog
+    from tests.harness.lake import catalog_spec
+
+    spec = catalog_spec(rest_catalog(rest_server, tmp_path))
+    result = run_concurrent_pipeline(spec, jobs=4, ingesters=2, epochs=5, rows_per_epoch=100, readers=2)
+    failures = [r for r in result["reports"] if r[3] is not None]
+    assert failures == [], failures
+    cc = open_cc(spec)
+    sinks = sink_names(4)
+    cut = cc.resolve([WORDS, *sinks])
+    words = pyiceberg_rows(cc, WORDS, cut[WORDS].snapshot_id)
+    assert len(words) == 2 * 5 * 100
+    expected = sorted(Counter(w for (w,) in words).items())
+    for sink in sinks:
+        assert pyiceberg_rows(cc, sink, cut[sink].snapshot_id) == expected
+    # the server's own catalog database holds every table (read with sqlite3, not through the server)
+    import sqlite3
+
+    with sqlite3.connect(rest_server.sqlite_path(spec["warehouse"])) as db:
+        names = {f"{ns}.{t}" for ns, t in db.execute('SELECT "table_namespace", "table_name" FROM "iceberg_tables"')}
+    assert names == {WORDS, *sinks}
 
 
 def test_concurrent_jobs_ingesters_and_readers_on_postgres(postgres_server, tmp_path):
@@ -273,3 +336,43 @@ def test_spark_conf_examples_carry_the_tested_settings():
                 "spark.executor.cores"):
         assert key in cluster
     assert cluster["spark.master"].startswith("spark://127.0.0.1:")
+
+
+def test_spark_conf_for_a_rest_catalog():
+    """A REST URI gives ``type=rest`` for the plain and the consistent catalog, no JDBC settings or drivers, and
+    the template renders to the same settings; spark-conf/rest.conf.example holds them all."""
+    from consistent_catalog.spark.session import (
+        find_plugin_jar,
+        parse_spark_defaults,
+        render_spark_defaults,
+        spark_conf,
+    )
+
+    conf = spark_conf("http://rest.example:8181/", "analytics")
+    assert conf["spark.sql.catalog.lake.type"] == "rest"
+    assert conf["spark.sql.catalog.lake.uri"] == "http://rest.example:8181"
+    assert conf["spark.sql.catalog.lake.warehouse"] == "analytics"  # a warehouse name is sent as it is
+    assert conf["spark.sql.catalog.lake.cache-enabled"] == "false"
+    assert not any(".jdbc." in k for k in conf), conf
+    assert not any("jdbc" in j or "postgresql" in j for j in conf.get("spark.jars", "").split(","))
+    assert "sqlite" not in conf.get("spark.jars.packages", "") and "postgresql" not in conf.get("spark.jars.packages", "")
+    assert spark_conf("https://r.example", None).get("spark.sql.catalog.lake.warehouse") is None
+    assert spark_conf("http://r:1", "/data/w")["spark.sql.catalog.lake.warehouse"] == "file:///data/w"
+    assert spark_conf("http://r:1", "s3://b/w/")["spark.sql.catalog.lake.warehouse"] == "s3://b/w/"
+    if find_plugin_jar() is not None:
+        shared = {k.split("lake.", 1)[1]: v for k, v in conf.items() if k.startswith("spark.sql.catalog.lake.")}
+        consistent = {k.split("lake_consistent.", 1)[1]: v for k, v in conf.items()
+                      if k.startswith("spark.sql.catalog.lake_consistent.")}
+        assert consistent == {**shared, "plain-catalog": "lake"}
+
+    rendered = parse_spark_defaults(render_spark_defaults(
+        (REPO / "spark-conf" / "spark-defaults.conf.template").read_text(encoding="utf-8"),
+        "http://rest.example:8181", "analytics"))
+    assert {k: rendered.get(k) for k in conf} == conf
+    assert not any(".jdbc." in k for k in rendered if k.startswith("spark.sql.catalog.")), rendered
+
+    example = parse_spark_defaults((REPO / "spark-conf" / "rest.conf.example").read_text(encoding="utf-8"))
+    tested = spark_conf("http://127.0.0.1:8181", "file:///tmp/warehouse")
+    assert sorted(set(tested) - set(example)) == []
+    assert {k for k, v in tested.items() if "<" not in example[k] and example[k] != v} <= {"spark.jars"}
+    assert not any(".jdbc." in k for k in example)

@@ -88,6 +88,39 @@ def test_a_zombie_woken_after_a_takeover_is_fenced(tmp_path: Path, point: str) -
     assert report.pauses == 1 and report.fenced == 1
 
 
+# --- the same on an Iceberg REST catalog (a subset) ------------------------------------------------
+# The session's Java REST server, a catalog of its own per test; workers open it from the lake's
+# catalog.json and the independent reader reads the server's SQLite file (read-only). On REST,
+# "during-publish" kills the worker inside its commit before the request is sent (the server validates
+# and swaps inside one request, so there is no client-side instant between the two).
+REST_POINTS = ("before-stage", "after-stage", "during-publish", "after-publish")
+
+
+def rest_lake(rest_server, directory: Path) -> Path:
+    from tests.harness.crash.common import write_catalog_config
+
+    warehouse = f"file://{directory}/warehouse"
+    write_catalog_config(directory, rest_server.catalog_properties(warehouse), rest_server.sqlite_path(warehouse))
+    return directory
+
+
+@pytest.mark.parametrize("point", REST_POINTS)
+def test_kill_at_a_chosen_point_then_resume_on_rest(rest_server, tmp_path: Path, point: str) -> None:
+    lake = rest_lake(rest_server, tmp_path / "lake")
+    report = chosen_point_scenario(lake, "copy", point)
+    assert_clean(report)
+    assert report.total_kills == (2 if point in LEAVES_A_STAGED_EPOCH else 1)
+    assert report.resumes == report.total_kills
+    assert report.republished == (1 if point in LEAVES_A_STAGED_EPOCH else 0)
+    assert not (lake / "catalog.db").exists()  # everything went through the server
+
+
+def test_a_zombie_woken_after_a_takeover_is_fenced_on_rest(rest_server, tmp_path: Path) -> None:
+    report = zombie_scenario(rest_lake(rest_server, tmp_path / "lake"), "copy", "after-stage")
+    assert_clean(report)
+    assert report.pauses == 1 and report.fenced == 1
+
+
 def test_random_kills(tmp_path: Path) -> None:
     seed = _seed()
     report = random_kill_scenario(tmp_path / "lake", RANDOM_KILLS, seed=seed)

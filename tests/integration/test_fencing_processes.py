@@ -21,6 +21,13 @@ catalog's compare-and-swap of the metadata pointer, as in production.
 
 Everything is checked from the parent with plain pyiceberg and the catalog's SQLite row, not with
 the project's resolver alone. Refusals are counted by kind and printed at the end of the module.
+
+The zombie-after-lapse and both race tests also run on an Iceberg REST catalog (``[rest]``: the session's
+Java REST server, a catalog of its own per test; the workers open a ``RestCatalog`` from its properties,
+and the catalog row is read from the server's SQLite file). There the requirements are validated by
+the server inside its compare-and-swap (a lost swap is retried and re-validated there), so every
+refusal inside a commit is a requirement refusal (HTTP 409); the pause between validation and swap
+exists only in the embedded SQL catalog, so that test is SQLite only.
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
 from consistent_catalog.demo import epoch_words
 from tests.harness.fencing_worker import COPY, COUNTS, WORDS, command_worker, race_worker
-from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA, sqlite_catalog
+from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA, open_catalog
 
 pytestmark = pytest.mark.integration
 
@@ -84,8 +91,33 @@ def count(test: str, outcome: dict[str, Any]) -> None:
 
 
 # --- the lake and independent reads ------------------------------------------------------------
-def make_lake(directory: Path) -> ConsistentCatalog:
-    catalog = sqlite_catalog(directory)
+class Lake:
+    """Where the test's catalog lives: ``spec`` is what a worker process opens (a SQLite lake directory, or
+    REST catalog properties), ``db`` the SQLite file holding the catalog's ``iceberg_tables`` rows."""
+
+    def __init__(self, directory: Path, rest_server: Any = None) -> None:
+        self.directory = directory
+        self.rest = rest_server is not None
+        if rest_server is None:
+            self.spec: str | dict[str, str] = str(directory)
+            self.db = directory / "catalog.db"
+        else:
+            self.spec = rest_server.catalog_properties(f"file://{directory}/warehouse")
+            self.db = rest_server.sqlite_path(self.spec["warehouse"])
+
+    def catalog(self) -> Any:
+        return open_catalog(self.spec)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("rest")])
+def lake(request: pytest.FixtureRequest, tmp_path: Path) -> Lake:
+    directory = tmp_path / "lake"
+    directory.mkdir()
+    return Lake(directory, request.getfixturevalue("rest_server") if request.param == "rest" else None)
+
+
+def make_lake(lake: Lake) -> ConsistentCatalog:
+    catalog = lake.catalog()
     catalog.create_namespace("demo")
     catalog.create_table(WORDS, schema=WORDS_SCHEMA)
     catalog.create_table(COUNTS, schema=COUNTS_SCHEMA)
@@ -98,20 +130,21 @@ def ingest(cc: ConsistentCatalog, epoch: int) -> int:
     return cc.ingest(WORDS, epoch_words(epoch, 40 + 7 * epoch), barrier=epoch * 1000).barrier
 
 
-def pointer(directory: Path, table: str) -> str:
+def pointer(lake: Lake, table: str) -> str:
     """The catalog row's metadata location, read with sqlite3 (the value the catalog swaps atomically)."""
     namespace, name = table.split(".")
-    with sqlite3.connect(directory / "catalog.db") as db:
+    with sqlite3.connect(lake.db) as db:
         rows = db.execute(
-            "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = ? AND table_name = ?", (namespace, name)
+            'SELECT "metadata_location" FROM "iceberg_tables" WHERE "table_namespace" = ? AND "table_name" = ?',
+            (namespace, name),
         ).fetchall()
     assert len(rows) == 1, rows
     return rows[0][0]
 
 
-def holder_history(directory: Path, table: str) -> list[str | None]:
+def holder_history(lake: Lake, table: str) -> list[str | None]:
     """``consistent.lease-holder`` in every metadata version of ``table``, oldest first (consecutive repeats merged)."""
-    current = urlparse(pointer(directory, table)).path
+    current = urlparse(pointer(lake, table)).path
     document = json.loads(Path(current).read_text())
     files = [urlparse(entry["metadata-file"]).path for entry in document.get("metadata-log", [])] + [current]
     history: list[str | None] = []
@@ -186,13 +219,13 @@ def words_at(cc: ConsistentCatalog, snapshot_id: int | None) -> Counter[str]:
 class Instance:
     """A ``command_worker`` process: send a command, wait for its reply."""
 
-    def __init__(self, directory: Path, name: str, *, pausable: bool = False) -> None:
+    def __init__(self, lake: Lake, name: str, *, pausable: bool = False) -> None:
         self.name = name
         self.commands = SPAWN.Queue()
         self.results = SPAWN.Queue()
         self.resume = SPAWN.Event() if pausable else None
         self.process = SPAWN.Process(
-            target=command_worker, args=(str(directory), name, self.commands, self.results, self.resume), daemon=True
+            target=command_worker, args=(lake.spec, name, self.commands, self.results, self.resume), daemon=True
         )
         self.process.start()
 
@@ -264,9 +297,8 @@ def check_counts_everywhere(cc: ConsistentCatalog, chain: list[dict[str, Any]]) 
 
 
 # --- 1. the zombie ----------------------------------------------------------------------------------
-def test_zombie_after_lease_lapse_is_refused_inside_the_catalog_commit(tmp_path: Path, instances: list[Instance]) -> None:
-    test = "zombie-after-lapse"
-    lake = tmp_path / "lake"
+def test_zombie_after_lease_lapse_is_refused_inside_the_catalog_commit(lake: Lake, instances: list[Instance]) -> None:
+    test = "zombie-after-lapse" + ("[rest]" if lake.rest else "")
     cc = make_lake(lake)
     a = Instance(lake, "A")
     b = Instance(lake, "B")
@@ -318,9 +350,14 @@ def test_zombie_after_lease_lapse_is_refused_inside_the_catalog_commit(tmp_path:
     assert "refused by the catalog" in refused["message"], refused["message"]
     assert P.LEASE_HOLDER in refused["message"] and instance_b in refused["message"], refused["message"]
     assert refused["inner_error"] == "CommitFailedException"
-    # the refusal was raised by the requirement's validation, called by the catalog's commit_table
-    assert "commit_table" in refused["inner_frames"] and "validate" in refused["inner_frames"], refused["inner_frames"]
-    assert refused["inner_frames"].index("commit_table") < refused["inner_frames"].index("validate")
+    if lake.rest:
+        # the server refused the commit (HTTP 409, its requirement check inside its compare-and-swap)
+        assert "commit_table" in refused["inner_frames"], refused["inner_frames"]
+        assert "_handle_non_200_response" in refused["inner_frames"], refused["inner_frames"]
+    else:
+        # the refusal was raised by the requirement's validation, called by the catalog's commit_table
+        assert "commit_table" in refused["inner_frames"] and "validate" in refused["inner_frames"], refused["inner_frames"]
+        assert refused["inner_frames"].index("commit_table") < refused["inner_frames"].index("validate")
     assert before == after, "the zombie's refused publish moved the sink's metadata pointer"
     metadata_after = cc.catalog.load_table(COUNTS).metadata
     assert metadata_after.refs == metadata_before.refs and metadata_after.properties == metadata_before.properties
@@ -359,7 +396,8 @@ def test_zombie_paused_inside_the_compare_and_swap_is_refused_by_the_swap(
     tmp_path: Path, instances: list[Instance]
 ) -> None:
     test = "zombie-inside-cas"
-    lake = tmp_path / "lake"
+    (tmp_path / "lake").mkdir()
+    lake = Lake(tmp_path / "lake")  # SQLite only: the pause sits between SqlCatalog's validation and its swap
     cc = make_lake(lake)
     a = Instance(lake, "A", pausable=True)
     b = Instance(lake, "B")
@@ -408,7 +446,7 @@ def test_zombie_paused_inside_the_compare_and_swap_is_refused_by_the_swap(
 
 # --- 2. two instances started at the same moment -------------------------------------------------
 def run_races(
-    lake: Path, cc: ConsistentCatalog, *, takeover: bool, rounds: int, stagger: tuple[float, ...] = ()
+    lake: Lake, cc: ConsistentCatalog, *, takeover: bool, rounds: int, stagger: tuple[float, ...] = ()
 ) -> list[list[dict[str, Any]]]:
     start = SPAWN.Barrier(3)
     finished = SPAWN.Barrier(2)
@@ -416,7 +454,7 @@ def run_races(
     workers = [
         SPAWN.Process(
             target=race_worker,
-            args=(str(lake), name, "copy", takeover, rounds, start, finished, results, seed, stagger if seed else ()),
+            args=(lake.spec, name, "copy", takeover, rounds, start, finished, results, seed, stagger if seed else ()),
             daemon=True,
         )
         for seed, name in enumerate(("X", "Y"))
@@ -433,6 +471,8 @@ def run_races(
             while len(outcomes) < 2:
                 try:
                     kind, outcome = results.get(timeout=1.0)
+                    if kind == "error":
+                        pytest.fail(f"race worker {outcome['name']} failed:\n{outcome['traceback']}")
                 except queue.Empty:
                     assert all(w.is_alive() for w in workers), [w.exitcode for w in workers]
                     assert time.monotonic() < deadline, "a race worker did not report"
@@ -463,9 +503,8 @@ def check_copy_exactly_once(cc: ConsistentCatalog, rounds: int) -> None:
     assert cc.status([COPY])[0].lease == "none"
 
 
-def test_two_instances_started_at_once_without_takeover(tmp_path: Path) -> None:
-    test = "race-no-takeover"
-    lake = tmp_path / "lake"
+def test_two_instances_started_at_once_without_takeover(lake: Lake) -> None:
+    test = "race-no-takeover" + ("[rest]" if lake.rest else "")
     cc = make_lake(lake)
     per_round = run_races(lake, cc, takeover=False, rounds=ROUNDS)
     for round_no, outcomes in enumerate(per_round):
@@ -489,9 +528,8 @@ def test_two_instances_started_at_once_without_takeover(tmp_path: Path) -> None:
     check_copy_exactly_once(cc, ROUNDS)
 
 
-def test_two_instances_started_at_once_both_taking_over(tmp_path: Path) -> None:
-    test = "race-takeover"
-    lake = tmp_path / "lake"
+def test_two_instances_started_at_once_both_taking_over(lake: Lake) -> None:
+    test = "race-takeover" + ("[rest]" if lake.rest else "")
     cc = make_lake(lake)
     per_round = run_races(lake, cc, takeover=True, rounds=len(TAKEOVER_STAGGER), stagger=TAKEOVER_STAGGER)
     holders = holder_history(lake, COPY)

@@ -15,6 +15,11 @@ Traps this module handles (each verified on Spark 3.5 / Iceberg 1.10; spark-conf
   ``snowpark-connect-deps-iceberg==1.0.2`` (1.0.3's jar is broken) and the JDBC drivers from Debian's
   ``/usr/share/java``; ``spark.jars.packages`` is only the fallback.
 
+An Iceberg REST catalog works too: give its URI (``http://host:8181``, ``https://...``) instead of a
+SQL one. Spark then uses ``type=rest`` and pyiceberg a ``RestCatalog`` on the same server; both send
+their ``warehouse`` to the server's ``GET /v1/config`` (a name or a location, whatever the server
+expects; omitted when None), no JDBC driver is needed, and there is no SQLite lock to avoid.
+
 Also a command that renders ``spark-conf/spark-defaults.conf`` for stock ``spark-sql``::
 
     consistent-catalog spark-conf --write spark-conf/spark-defaults.conf
@@ -142,6 +147,26 @@ def find_jdbc_jars() -> list[str]:
 
 
 # --- catalog URIs ---------------------------------------------------------------------------------
+def is_rest_uri(catalog_uri: str | os.PathLike[str] | None) -> bool:
+    """An Iceberg REST catalog's URI (``http://...``/``https://...``), as opposed to a SQL catalog's."""
+    if catalog_uri is None:
+        return False
+    return bool(re.match(r"^https?://", os.fspath(catalog_uri).strip(), re.IGNORECASE))
+
+
+def rest_warehouse(warehouse: str | os.PathLike[str] | None) -> str | None:
+    """The ``warehouse`` a REST client sends the server: a name (``analytics``) or a URI unchanged, a
+    path (``/data/w``, ``./w``, ``~/w``) as ``file:///absolute/path``; None or empty: none."""
+    if warehouse is None:
+        return None
+    text = os.fspath(warehouse).strip()
+    if not text:
+        return None
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text) or not re.match(r"^(/|\.|~|file:)", text):
+        return text
+    return normalize_warehouse(text)
+
+
 @dataclass(frozen=True)
 class SqlCatalogUri:
     """One SQL catalog database, in both spellings: SQLAlchemy (pyiceberg) and JDBC (Spark)."""
@@ -223,7 +248,11 @@ def normalize_warehouse(warehouse: str | os.PathLike[str]) -> str:
 
 # --- Spark configuration --------------------------------------------------------------------------
 def spark_conf(
-    catalog_uri: str | os.PathLike[str], warehouse: str | os.PathLike[str], *, name: str = "lake", consistent: bool = True
+    catalog_uri: str | os.PathLike[str],
+    warehouse: str | os.PathLike[str] | None,
+    *,
+    name: str = "lake",
+    consistent: bool = True,
 ) -> dict[str, str]:
     """The Spark settings for an Iceberg catalog ``name`` shared with pyiceberg's ``SqlCatalog(name, ...)``.
 
@@ -234,26 +263,40 @@ def spark_conf(
     ``catalog_uri`` is pyiceberg's (``sqlite:////abs/catalog.db``, ``postgresql+psycopg2://u:p@h:5432/db``),
     a JDBC URI or a SQLite file path. Jars come from ``find_iceberg_runtime_jar``/``find_jdbc_jars``; what
     is missing locally is requested from Maven with ``spark.jars.packages``.
+
+    ``catalog_uri`` may also be an Iceberg REST catalog (``http(s)://host:port[/path]``): then the
+    catalog is ``type=rest`` on that URI, ``warehouse`` is what the client sends the server
+    (``rest_warehouse``; None: none), and no JDBC driver jar is added.
     """
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise CatalogConfigError(f"catalog name {name!r} is not a valid Spark catalog name (letters, digits, _)")
-    target = parse_catalog_uri(catalog_uri)
     prefix = f"spark.sql.catalog.{name}"
+    rest = is_rest_uri(catalog_uri)
+    target = None if rest else parse_catalog_uri(catalog_uri)
     conf = {
         "spark.sql.extensions": EXTENSIONS,
         prefix: "org.apache.iceberg.spark.SparkCatalog",
-        f"{prefix}.type": "jdbc",
-        f"{prefix}.uri": target.jdbc_uri,
-        f"{prefix}.warehouse": normalize_warehouse(warehouse),
-        # SQLite: pyiceberg creates the tables first; Spark creating them would lock the file for the
-        # JVM's life. PostgreSQL has no such problem, so Spark may create them there.
-        f"{prefix}.jdbc.init-catalog-tables": "false" if target.kind == "sqlite" else "true",
         f"{prefix}.cache-enabled": "false",
     }
-    if target.user is not None:
-        conf[f"{prefix}.jdbc.user"] = target.user
-    if target.password is not None:
-        conf[f"{prefix}.jdbc.password"] = target.password
+    if target is None:
+        conf[f"{prefix}.type"] = "rest"
+        conf[f"{prefix}.uri"] = os.fspath(catalog_uri).strip().rstrip("/")
+        location = rest_warehouse(warehouse)
+        if location is not None:
+            conf[f"{prefix}.warehouse"] = location
+    else:
+        if warehouse is None:
+            raise CatalogConfigError("a SQL catalog needs a warehouse (a path or a URI such as s3://bucket/warehouse)")
+        conf[f"{prefix}.type"] = "jdbc"
+        conf[f"{prefix}.uri"] = target.jdbc_uri
+        conf[f"{prefix}.warehouse"] = normalize_warehouse(warehouse)
+        # SQLite: pyiceberg creates the tables first; Spark creating them would lock the file for the
+        # JVM's life. PostgreSQL has no such problem, so Spark may create them there.
+        conf[f"{prefix}.jdbc.init-catalog-tables"] = "false" if target.kind == "sqlite" else "true"
+        if target.user is not None:
+            conf[f"{prefix}.jdbc.user"] = target.user
+        if target.password is not None:
+            conf[f"{prefix}.jdbc.password"] = target.password
 
     jars: list[str] = []
     packages: list[str] = []
@@ -262,10 +305,11 @@ def spark_conf(
         packages.append(ICEBERG_RUNTIME_PACKAGE)
     else:
         jars.append(runtime)
-    jdbc_jars = find_jdbc_jars()
-    jars.extend(jdbc_jars)
-    if not any(target.kind in Path(j).name.lower() for j in jdbc_jars):
-        packages.append(JDBC_DRIVER_PACKAGES[target.kind])
+    if target is not None:  # a REST catalog needs no JDBC driver in Spark (the server has its own)
+        jdbc_jars = find_jdbc_jars()
+        jars.extend(jdbc_jars)
+        if not any(target.kind in Path(j).name.lower() for j in jdbc_jars):
+            packages.append(JDBC_DRIVER_PACKAGES[target.kind])
     plugin = find_plugin_jar() if consistent else None
     if plugin is not None:  # the consistent catalog over the same catalog database (README: Spark)
         target_prefix = f"spark.sql.catalog.{name}_consistent"
@@ -287,8 +331,11 @@ def ensure_sql_catalog(
     """Create a SQLite catalog database with pyiceberg before Spark opens it (the SQLite-lock trap).
 
     Returns the ``SqlCatalog`` for SQLite (its connection pool already disposed) and None for
-    PostgreSQL, where Spark may create the catalog tables itself.
+    PostgreSQL, where Spark may create the catalog tables itself, and for a REST catalog (its server
+    owns the catalog database).
     """
+    if is_rest_uri(catalog_uri):
+        return None
     target = parse_catalog_uri(catalog_uri)
     if target.kind != "sqlite":
         return None
@@ -306,7 +353,7 @@ def ensure_sql_catalog(
 
 def build_session(
     catalog_uri: str | os.PathLike[str],
-    warehouse: str | os.PathLike[str],
+    warehouse: str | os.PathLike[str] | None,
     *,
     name: str = "lake",
     app_name: str = "consistent-catalog",
@@ -403,8 +450,8 @@ def render_spark_defaults(
     values = {
         "catalog": name,
         "jdbc_uri": conf[f"{prefix}.uri"],
-        "warehouse": conf[f"{prefix}.warehouse"],
-        "init_catalog_tables": conf[f"{prefix}.jdbc.init-catalog-tables"],
+        "warehouse": conf.get(f"{prefix}.warehouse", ""),
+        "init_catalog_tables": conf.get(f"{prefix}.jdbc.init-catalog-tables", ""),
         "jdbc_user": conf.get(f"{prefix}.jdbc.user", ""),
         "jdbc_password": conf.get(f"{prefix}.jdbc.password", ""),
         "spark_jars": conf.get("spark.jars", ""),
@@ -428,6 +475,8 @@ def render_spark_defaults(
         if value_names and not any(values[n] for n in value_names):
             continue
         out.append(_PLACEHOLDER.sub(lambda m: _escape(values[m.group(1)]), line))
+    if conf[f"{prefix}.type"] == "rest":
+        out = _fit_catalog_lines(out, conf, name)
     rendered = parse_spark_defaults("\n".join(out))
     missing = {k: v for k, v in conf.items() if k not in rendered}
     if missing:
@@ -435,6 +484,28 @@ def render_spark_defaults(
         out.append("# Settings the template lacked, added by consistent_catalog.spark.session")
         out.extend(f"{key} {_escape(value)}" for key, value in missing.items())
     return "\n".join(out) + "\n"
+
+
+def _fit_catalog_lines(lines: list[str], conf: Mapping[str, str], name: str) -> list[str]:
+    """A REST catalog rendered from a JDBC-shaped template: the template's settings of the catalogs
+    ``name`` and ``name_consistent`` take ``conf``'s values (``type rest``), and those ``conf`` has no
+    place for (``jdbc.*``) are left out. Other lines are kept as written."""
+    catalogs = (f"spark.sql.catalog.{name}", f"spark.sql.catalog.{name}_consistent")
+    kept: list[str] = []
+    for line in lines:
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "!")):
+            kept.append(line)
+            continue
+        ((key, value),) = parse_spark_defaults(stripped).items()
+        if not any(key == c or key.startswith(c + ".") for c in catalogs):
+            kept.append(line)
+        elif key in conf:
+            spaced = re.match(r"^(\s*\S+?(?:\s*[=:]\s*|\s+))", line)  # keep the line's alignment
+            kept.append(line if conf[key] == value else f"{spaced.group(1) if spaced else key + ' '}{_escape(conf[key])}")
+        elif key.split(".")[-1] == "plain-catalog" or not key.startswith(tuple(f"{c}.jdbc." for c in catalogs)):
+            kept.append(line)  # a setting the user added (io-impl, credentials...): theirs to keep
+    return kept
 
 
 def repo_root(start: Path | None = None) -> Path:
@@ -477,10 +548,10 @@ def write_spark_defaults(
         text = FALLBACK_TEMPLATE
     rendered = render_spark_defaults(text, catalog_uri, warehouse, name=name)
     if init_catalog:
-        ensure_sql_catalog(catalog_uri, warehouse, name=name)
+        ensure_sql_catalog(catalog_uri, warehouse, name=name)  # nothing to create for a REST catalog
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(rendered, encoding="utf-8")
-    if parse_catalog_uri(catalog_uri).password is not None:
+    if not is_rest_uri(catalog_uri) and parse_catalog_uri(catalog_uri).password is not None:
         target.chmod(0o600)  # it holds the catalog database password
     return target

@@ -5,6 +5,7 @@ Standard library only: the worker imports this before its clock starts.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,43 @@ BASE_BARRIER = 1_700_000_000_000
 BARRIER_STEP = 1_000
 ROWS_PER_EPOCH = 12
 EXIT_FENCED = 3
+REST_NOT_SENT = "rest-request-not-sent"
+"""What a worker on a REST lake reports as the metadata file of a commit it was killed inside (the server
+writes the file, and never got the request)."""
+
+
+CATALOG_FILE = "catalog.json"
+"""In a lake directory: how to open its catalog when it is not the SQLite ``catalog.db`` next to it (a REST
+catalog: pyiceberg catalog properties, plus ``sqlite``: the server-side file holding the catalog rows)."""
+
+
+def catalog_config(directory: str | Path) -> dict[str, str] | None:
+    """The lake's ``catalog.json`` (see ``CATALOG_FILE``), or None for a SQLite lake."""
+    path = Path(directory).resolve() / CATALOG_FILE
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def write_catalog_config(directory: str | Path, properties: dict[str, str], sqlite: str | Path) -> None:
+    """Make ``directory`` a lake on another catalog (e.g. a REST server's), whose rows are in ``sqlite``."""
+    root = Path(directory).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    (root / CATALOG_FILE).write_text(json.dumps({**properties, "sqlite": str(sqlite)}), encoding="utf-8")
+
+
+def catalog_db(directory: str | Path) -> Path:
+    """The SQLite file holding the lake's ``iceberg_tables`` rows (the independent reader reads it)."""
+    config = catalog_config(directory)
+    return Path(config["sqlite"]) if config is not None else Path(directory).resolve() / "catalog.db"
 
 
 def open_catalog(directory: str | Path) -> Any:
+    config = catalog_config(directory)
+    if config is not None:
+        from pyiceberg.catalog import load_catalog
+
+        return load_catalog("lake", **{k: v for k, v in config.items() if k != "sqlite"})
     from pyiceberg.catalog.sql import SqlCatalog
 
     root = Path(directory).resolve()

@@ -16,14 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.harness.crash.common import COLUMNS, COPY, COUNTS, CUT_GROUPS, HISTOGRAM, JOBS, SINKS, WORDS
+from tests.harness.crash.common import COLUMNS, COPY, COUNTS, CUT_GROUPS, HISTOGRAM, JOBS, SINKS, WORDS, catalog_db
 
 _DATA_COUNTERS = ("added-data-files", "deleted-data-files", "added-delete-files", "removed-delete-files",
                   "added-records", "deleted-records")
 
 
 def local_path(location: str) -> str:
-    return location.removeprefix("file://")
+    """A local file location as a path: ``file:///x`` (pyiceberg) and ``file:/x`` (Hadoop, a REST server)."""
+    if location.startswith("file://"):
+        return location[len("file://"):]
+    return location.removeprefix("file:")
 
 
 @dataclass(frozen=True)
@@ -102,10 +105,12 @@ class TableMeta:
 
 def read_lake(directory: str | Path) -> dict[str, TableMeta]:
     """Every table's current metadata, from one read of the catalog's SQLite rows."""
-    connection = sqlite3.connect(f"{Path(directory).resolve()}/catalog.db", timeout=60)
+    # read-only: for a REST lake the file belongs to the server (it must never see a write from here)
+    connection = sqlite3.connect(f"file:{catalog_db(directory)}?mode=ro", uri=True, timeout=60)
     try:
         rows = connection.execute(
-            "SELECT table_namespace, table_name, metadata_location FROM iceberg_tables WHERE catalog_name = 'lake'"
+            'SELECT "table_namespace", "table_name", "metadata_location" FROM "iceberg_tables"'
+            " WHERE \"catalog_name\" = 'lake'"
         ).fetchall()
     finally:
         connection.close()

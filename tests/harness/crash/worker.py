@@ -6,7 +6,8 @@
                                          [--crash-at POINT | --pause-at POINT] [--crash-after-epochs K]
                                          [--crash-at-commit N [--commit-side before|after]]
 
-(run from the repository root). It opens the SQLite catalog at ``D``, registers its job(s) with
+(run from the repository root). It opens the lake's catalog (the SQLite catalog at ``D``, or the catalog
+``D/catalog.json`` names, e.g. a REST server's), registers its job(s) with
 ``takeover=True`` (a restarted instance takes over from the killed one) and runs epochs until caught up.
 ``all`` runs the three jobs in one process, in DAG order. Crash points are installed by monkeypatching
 inside this process only (never in ``src/``):
@@ -38,7 +39,7 @@ import signal
 import sys
 from typing import Any
 
-from tests.harness.crash.common import CRASH_POINTS, EXIT_FENCED, JOB_CHOICES, JOBS, open_catalog
+from tests.harness.crash.common import CRASH_POINTS, EXIT_FENCED, JOB_CHOICES, JOBS, REST_NOT_SENT, open_catalog
 from tests.harness.transforms import copy_increment
 
 
@@ -112,7 +113,11 @@ class _Injector:
             injector.hit("after-publish", job.job, head)
             return head
 
-        write_metadata = catalog._write_metadata  # a staticmethod; the instance attribute shadows it
+        # SqlCatalog writes the new metadata file itself, then swaps the row: "during" is between the two.
+        # A REST catalog does both on the server, inside one request: "during" is then the commit begun and
+        # its request not sent (the commit never happens, as in the SQL case, and no file is left behind).
+        write_metadata = getattr(catalog, "_write_metadata", None)  # a staticmethod; the instance attribute shadows it
+        rest = write_metadata is None or type(catalog).__name__ == "RestCatalog"
 
         def patched_write_metadata(metadata: Any, io: Any, metadata_path: str) -> None:
             write_metadata(metadata, io, metadata_path)
@@ -125,6 +130,10 @@ class _Injector:
 
         def patched_commit_table(table: Any, requirements: Any, updates: Any) -> Any:
             injector.commits += 1
+            if rest:
+                injector.hit_commit("before", REST_NOT_SENT)
+                if injector.inside is not None:
+                    injector.hit(f"during-{injector.inside}", "-", REST_NOT_SENT)
             response = commit_table(table, requirements, updates)
             _emit("COMMIT", injector.commits, ".".join(table.name()))
             injector.hit_commit("after", response.metadata_location)
@@ -133,7 +142,8 @@ class _Injector:
         epoch_job_class.run_epoch = patched_run_epoch
         epoch_job_class.stage = patched_stage
         epoch_job_class.publish = patched_publish
-        catalog._write_metadata = patched_write_metadata
+        if not rest:
+            catalog._write_metadata = patched_write_metadata
         catalog.commit_table = patched_commit_table
 
 

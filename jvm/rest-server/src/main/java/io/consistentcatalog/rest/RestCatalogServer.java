@@ -7,6 +7,7 @@ import java.io.InputStreamReader;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
@@ -15,7 +16,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.apache.hadoop.conf.Configuration;
 import org.apache.iceberg.CatalogProperties;
 import org.apache.iceberg.jdbc.JdbcCatalog;
 
@@ -26,8 +26,12 @@ import org.apache.iceberg.jdbc.JdbcCatalog;
  * <pre>
  * java -cp CLASSES:ICEBERG_RUNTIME_JAR:PYSPARK_JARS/*:JDBC_DRIVERS io.consistentcatalog.rest.RestCatalogServer \
  *   --port 0 --jdbc-uri jdbc:sqlite:/tmp/x/catalog.db --warehouse file:///tmp/x/warehouse \
- *   [--catalog-name lake] [--threads 8] [--property jdbc.user=...]... [--exit-on-stdin-close]
+ *   [--catalog-name lake] [--catalogs-dir DIR] [--threads 8] [--property jdbc.user=...]... [--exit-on-stdin-close]
  * </pre>
+ *
+ * <p>With {@code --catalogs-dir} the server also serves one catalog per REST prefix, each on its own
+ * SQLite file under that directory, chosen by a client's {@code warehouse} ({@link Catalogs}): one
+ * server, many isolated catalogs (a test session gives every test its own).
  *
  * <p>Prints one line {@code READY <port>} on stdout once listening (with {@code --port 0} the port is
  * chosen by the OS), logs to stderr, and stops cleanly on SIGTERM (shutdown hook). With {@code
@@ -41,12 +45,13 @@ public final class RestCatalogServer {
     System.err.println("RestCatalogServer: " + problem);
     System.err.println(
         "usage: RestCatalogServer --port N --jdbc-uri URI --warehouse W [--catalog-name NAME]"
-            + " [--threads N] [--property KEY=VALUE]... [--exit-on-stdin-close]");
+            + " [--catalogs-dir DIR] [--threads N] [--property KEY=VALUE]... [--exit-on-stdin-close]");
     System.exit(2);
   }
 
   public static void main(String[] args) throws Exception {
     Integer port = null;
+    String catalogsDir = null;
     String jdbcUri = null;
     String warehouse = null;
     String catalogName = "lake";
@@ -73,6 +78,9 @@ public final class RestCatalogServer {
           break;
         case "--warehouse":
           warehouse = value;
+          break;
+        case "--catalogs-dir":
+          catalogsDir = value;
           break;
         case "--catalog-name":
           catalogName = value;
@@ -101,10 +109,16 @@ public final class RestCatalogServer {
     props.putAll(extra);
 
     JdbcCatalog catalog = new JdbcCatalog();
-    catalog.setConf(new Configuration()); // HadoopFileIO (the JdbcCatalog default) needs one
+    catalog.setConf(Catalogs.hadoopConf()); // HadoopFileIO (the JdbcCatalog default) needs one
     catalog.initialize(catalogName, props);
 
-    RestRoutes routes = new RestRoutes(catalog, new TransactionCommitter(catalog, props));
+    Catalogs catalogs =
+        new Catalogs(
+            new Catalogs.Served(null, catalog, new TransactionCommitter(catalog, props), null),
+            catalogsDir == null ? null : Path.of(catalogsDir).toAbsolutePath(),
+            catalogName,
+            extra);
+    RestRoutes routes = new RestRoutes(catalogs);
     // TCP_NODELAY on accepted sockets: HttpServer writes headers and body separately, and on a
     // keep-alive connection (pyiceberg's requests.Session) Nagle + delayed ACK cost ~40 ms a request.
     // Read once by the JDK's ServerConfig, so set before the server is created.
@@ -129,11 +143,7 @@ public final class RestCatalogServer {
                   } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                   }
-                  try {
-                    catalog.close();
-                  } catch (RuntimeException e) {
-                    System.err.println("RestCatalogServer: closing the catalog: " + e);
-                  }
+                  catalogs.closeAll();
                   System.err.println("RestCatalogServer: stopped");
                 },
                 "rest-shutdown"));

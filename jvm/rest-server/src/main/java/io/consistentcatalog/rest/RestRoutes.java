@@ -51,7 +51,9 @@ import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.PropertyNamingStrategies;
 
 /**
- * Maps the Iceberg REST routes (no prefix) to {@link CatalogHandlers} calls, following Iceberg's
+ * Maps the Iceberg REST routes to {@link CatalogHandlers} calls on the catalog they address (no
+ * prefix: the root catalog; {@code /v1/<prefix>/...}: the catalog {@code GET /v1/config?warehouse=}
+ * handed out that prefix for, see {@link Catalogs}), following Iceberg's
  * reference {@code RESTCatalogAdapter} / {@code RESTCatalogServlet}: the same handlers (so table
  * commits validate their requirements against the metadata they compare-and-swap, with Iceberg's
  * retry on a lost race), the same exception to status mapping, and {@code {"error": {...}}} bodies.
@@ -86,12 +88,10 @@ final class RestRoutes implements HttpHandler {
               Endpoint.V1_REPORT_METRICS,
               Endpoint.V1_COMMIT_TRANSACTION));
 
-  private final JdbcCatalog catalog;
-  private final TransactionCommitter committer;
+  private final Catalogs catalogs;
 
-  RestRoutes(JdbcCatalog catalog, TransactionCommitter committer) {
-    this.catalog = catalog;
-    this.committer = committer;
+  RestRoutes(Catalogs catalogs) {
+    this.catalogs = catalogs;
   }
 
   /** Like Iceberg's (package-private) RESTObjectMapper. */
@@ -151,11 +151,25 @@ final class RestRoutes implements HttpHandler {
 
     if (p.length >= 2 && p[0].equals("v1")) {
       String[] r = Arrays.copyOfRange(p, 1, p.length);
+      if (method.equals("GET") && is(r, "config")) {
+        ConfigResponse.Builder config = ConfigResponse.builder().withEndpoints(ENDPOINTS);
+        String warehouse = query.get("warehouse");
+        if (warehouse != null && !warehouse.trim().isEmpty()) {
+          // a catalog of its own behind a prefix (Catalogs); without a warehouse: the root catalog
+          config.withOverride("prefix", catalogs.configure(warehouse));
+        }
+        return ok(config.build());
+      }
+      Catalogs.Served served;
+      if (r.length >= 2 && !Catalogs.RESERVED.contains(r[0]) && Catalogs.RESERVED.contains(r[1])) {
+        served = catalogs.forPrefix(RESTUtil.decodeString(r[0])); // /v1/<prefix>/namespaces/...
+        r = Arrays.copyOfRange(r, 1, r.length);
+      } else {
+        served = catalogs.root();
+      }
+      JdbcCatalog catalog = served.catalog;
       switch (method) {
         case "GET":
-          if (is(r, "config")) {
-            return ok(ConfigResponse.builder().withEndpoints(ENDPOINTS).build());
-          }
           if (is(r, "namespaces")) {
             Namespace parent =
                 query.containsKey("parent")
@@ -255,7 +269,7 @@ final class RestRoutes implements HttpHandler {
             return NO_CONTENT;
           }
           if (is(r, "transactions", "commit")) {
-            committer.commit(body(exchange, CommitTransactionRequest.class));
+            served.committer.commit(body(exchange, CommitTransactionRequest.class));
             return NO_CONTENT;
           }
           break;
