@@ -203,15 +203,16 @@ class TableStore:
     def commit(self, table: Table, requirements: Sequence[Any], updates: Sequence[Any], *, what: str) -> Table:
         """One atomic catalog commit of metadata ``updates``; a failed requirement or lost race is FencedError.
 
-        Returns the table as committed (loaded again).
+        Returns the table as committed: the metadata the catalog's response carries (what a load right
+        after would read, without loading it again; ``table`` itself is left as it was).
         """
         try:
-            self.catalog.commit_table(
+            response = self.catalog.commit_table(
                 table, (AssertTableUUID(uuid=table.metadata.table_uuid), *requirements), tuple(updates)
             )
         except CommitFailedException as exc:
             raise FencedError(f"{'.'.join(table.name())}: {what} was refused by the catalog: {exc}") from None
-        return self.load_table(".".join(table.name()))
+        return type(table)(table.name(), response.metadata, response.metadata_location, table.io, table.catalog)
 
     def write(self, table: Table, requirement: Any, write: Callable[[Transaction], Any], *, what: str) -> bool:
         """A pyiceberg data write (``write(tx)`` appends/overwrites) committed only if ``requirement`` holds.

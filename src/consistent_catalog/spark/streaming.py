@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any, Union
 from consistent_catalog.catalog import ConsistentCatalog, Lease
 from consistent_catalog.epoch import EpochJob, EpochResult
 from consistent_catalog.exceptions import FencedError, InvalidBarrierError, InvalidInputError
-from consistent_catalog.spark.job import SparkEpochJob, ingest_dataframe
+from consistent_catalog.spark.job import ingest_dataframe, max_event_time
 from consistent_catalog.util.durations import parse_duration
 from consistent_catalog.util.identifiers import normalize_identifier
 from consistent_catalog.util.time import now_ms
@@ -247,7 +247,7 @@ class RootStreamWriter:
                 if self.persist:
                     frame = frame.persist()
                     cached = True
-                latest = _max_event_time(frame, self.event_time_column)
+                latest = max_event_time(frame, self.event_time_column)
                 if latest is None:  # a batch without rows (Spark runs some for stateful queries): nothing to land
                     self.batches.append(RootBatch(batch_id, key, None, None, False, time.monotonic() - started))
                     return
@@ -496,11 +496,9 @@ def start_streaming_job(
     runs one epoch). The lease must outlast two triggers; it is renewed once half of it is gone.
     A job already registered (``job.register()``, ``with job:``) keeps its registration, which the
     query's end then releases. ``spark``: the session to run the query in (default: a
-    ``SparkEpochJob``'s own); a
-    ``SparkEpochJob`` then runs its transforms in a new session of its own (``spark.newSession()``:
-    the same SparkContext, catalogs and jars, its own temporary views and runtime settings), so that
-    jobs running side by side in one application never see each other's views. ``on_epoch`` is
-    called with each epoch's ``EpochResult`` on the micro-batch thread.
+    ``SparkEpochJob``'s own). Jobs running side by side in one session (one application) never read
+    each other's source views: ``SparkEpochContext.sql`` resolves its views before another job may
+    replace them. ``on_epoch`` is called with each epoch's ``EpochResult`` on the micro-batch thread.
     """
     spark = spark if spark is not None else getattr(job, "spark", None)
     if spark is None:
@@ -511,11 +509,6 @@ def start_streaming_job(
             f"job {job.job!r}: a trigger every {interval} ms would let its lease ({job.lease_ms} ms) lapse between "
             "epochs; use a shorter trigger or a longer lease_ms (more than two triggers)"
         )
-    if isinstance(job, SparkEpochJob) and job.spark is spark:
-        # Its own session (same SparkContext, catalogs and jars): SQL transforms register temp views
-        # named after their sources, and two jobs reading one source in one session would read each
-        # other's views (an incremental view replaced by a full one doubles an append epoch).
-        job.spark = spark.newSession()
     checkpoint = CheckpointInstances(spark, checkpoint_location)
     if job.lease is None:
         _register_from_checkpoint(job, checkpoint, job.takeover if takeover is None else takeover)
@@ -621,19 +614,3 @@ class _ReleaseOnTermination:
             registry.callbacks.pop(str(query.runId), None)
             release()
 
-
-def _max_event_time(frame: DataFrame, column: str) -> int | None:
-    """The batch's largest event time in ms (None: no rows)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import DateType, NumericType, TimestampNTZType, TimestampType
-
-    if column not in frame.columns:
-        raise InvalidInputError(f"event-time column {column!r} is not in the stream (columns: {frame.columns})")
-    dtype = frame.schema[column].dataType
-    if isinstance(dtype, (TimestampType, TimestampNTZType, DateType)):
-        value = frame.select(F.max(F.unix_millis(F.col(column).cast("timestamp")))).first()[0]
-    elif isinstance(dtype, NumericType):
-        value = frame.select(F.max(F.col(column))).first()[0]
-    else:
-        raise InvalidInputError(f"event-time column {column!r} has type {dtype.simpleString()}; use a timestamp or epoch ms")
-    return None if value is None else int(value)
