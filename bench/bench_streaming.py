@@ -51,82 +51,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-HIST = "demo.count_histogram"
+from bench.common import DEMO_TABLES, DelaySampler, barrier_snapshots, demo_catalog, describe, load, quantile
 
-
-def load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
-
-
-def quantile(values: list[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default)."""
-    ordered = sorted(values)
-    if len(ordered) == 1:
-        return ordered[0]
-    pos = q * (len(ordered) - 1)
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
-
-
-def describe(values: list[float], unit: str = "s") -> str:
-    if not values:
-        return "no samples"
-    return (f"n={len(values)} median {statistics.median(values):.2f}{unit} p95 {quantile(values, 0.95):.2f}{unit} "
-            f"min {min(values):.2f}{unit} max {max(values):.2f}{unit}")
+HIST = DEMO_TABLES[2]
 
 
 # --- (a) freshness ------------------------------------------------------------------------------------
 
 
-class Sampler(threading.Thread):
-    """Every ``every`` seconds: wall time and now - W(count_histogram), from pyiceberg metadata."""
-
-    def __init__(self, root: Path, every: float) -> None:
-        super().__init__(daemon=True)
-        self.root, self.every = root, every
-        self.samples: list[tuple[float, int | None]] = []
-        self.errors: list[str] = []
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        from pyiceberg.catalog.sql import SqlCatalog
-
-        from consistent_catalog import ConsistentCatalog
-
-        cc = ConsistentCatalog(SqlCatalog("lake", uri=f"sqlite:///{self.root}/catalog.db",
-                                          warehouse=f"file://{self.root}/warehouse"))
-        next_at = time.time()
-        while not self.stop.is_set():
-            try:
-                row = cc.status([HIST])[0]
-                self.samples.append((time.time(), row.delay_ms))
-            except Exception as exc:  # tables not created yet, a SQLite lock: note it and go on
-                self.errors.append(f"{type(exc).__name__}: {exc}"[:200])
-            next_at += self.every
-            self.stop.wait(max(0.0, next_at - time.time()))
-
-
 def anatomy(root: Path, since_ms: float, until_ms: float) -> dict[str, list[float]]:
     """Per root barrier B in the window: seconds after B at which ``main`` of each table moved onto the snapshot
     carrying B (the snapshot log's time of the publish; for the root, of the ingest's publish)."""
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    catalog = SqlCatalog("lake", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/warehouse")
+    catalog = demo_catalog(root)
     out: dict[str, list[float]] = {}
-    for table in ("demo.words", "demo.word_counts", HIST):
-        metadata = catalog.load_table(table).metadata
-        published = {e.snapshot_id: e.timestamp_ms for e in metadata.snapshot_log}
-        steps = out.setdefault(table, [])
-        seen: set[int] = set()
-        for snapshot in sorted(metadata.snapshots, key=lambda s: -s.timestamp_ms):  # newest snapshot of a barrier
-            raw = (snapshot.summary.additional_properties if snapshot.summary else {}).get("consistent.barrier")
-            if raw is None or int(raw) in seen or snapshot.snapshot_id not in published:
-                continue
-            seen.add(int(raw))
-            if since_ms <= int(raw) <= until_ms:
-                steps.append((published[snapshot.snapshot_id] - int(raw)) / 1000)
+    for table in DEMO_TABLES:
+        newest, published = barrier_snapshots(catalog, table, published_only=True)
+        out[table] = [(published[s.snapshot_id] - barrier) / 1000 for barrier, s in sorted(newest.items())
+                      if s.snapshot_id in published and since_ms <= barrier <= until_ms]
     catalog.engine.dispose()
     return out
 
@@ -136,11 +77,11 @@ def freshness(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(tmp) / "demo"
     exe = shutil.which("consistent-catalog", path=str(Path(sys.executable).parent)) or "consistent-catalog"
     command = [exe, "demo", "--streaming", "--dir", str(root), "--epochs", str(args.files),
-               "--rows-per-epoch", str(args.words), "--interval", "1", "--output", "json"]
+               "--rows-per-epoch", str(args.words), "--interval", "1", "--engine", args.engine, "--output", "json"]
     load_start = load()
     print(f"running {shlex.join(command)}; load {load_start}", file=sys.stderr)
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
-    sampler = Sampler(root, args.sample_every)
+    sampler = DelaySampler(root, args.sample_every, [HIST])
     chunks: list[str] = []
     assert proc.stdout is not None and proc.stderr is not None
     stdout = proc.stdout
@@ -171,7 +112,7 @@ def freshness(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"the streaming demo failed (exit {proc.returncode})")
     report = json.loads(chunks[0])
     until = feeding_from + args.files - 1  # the warm-up file is written before the line; the rest 1/s
-    independent = [d / 1000 for t, d in sampler.samples if feeding_from <= t <= until and d is not None]
+    independent = sampler.delays(HIST, feeding_from, until)
     own = [d / 1000 for d in report["delays_ms"]]
     return {"command": shlex.join(command).replace(str(root), "D"), "independent": independent, "demo": own,
             "violations": report["violations"], "cuts_checked": report["cuts_checked"], "anatomy": steps,
@@ -276,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=60, help="(a) files fed, one per second")
     parser.add_argument("--words", type=int, default=200, help="(a) words per file")
     parser.add_argument("--sample-every", type=float, default=0.5, help="(a) seconds between independent samples")
+    parser.add_argument("--engine", choices=("spark", "pyiceberg"), default="spark",
+                        help="(a) the jobs' transforms: Spark SQL, or pyarrow (each job still a streaming query)")
     parser.add_argument("--rows", type=int, default=100_000, help="(b) rows per micro-batch")
     parser.add_argument("--rounds", type=int, default=6, help="(b) alternating rounds")
     parser.add_argument("--batches", type=int, default=4, help="(b) micro-batches per block (the first is discarded)")
