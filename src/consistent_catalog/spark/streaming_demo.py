@@ -25,11 +25,12 @@ import random
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from consistent_catalog.catalog import ConsistentCatalog, ConsistentRead
+from consistent_catalog.epoch import EpochContext, EpochJob
 from consistent_catalog.exceptions import ConsistentCatalogError, InvalidInputError, TableNotFoundError
 from consistent_catalog.spark.job import SparkEpochJob
 from consistent_catalog.spark.streaming import StreamingQueryHandle, start_root_stream, start_streaming_job
@@ -94,6 +95,7 @@ def run_streaming_demo(
     spark_catalog: str | None = None,
     on_cut: Callable[[ConsistentRead], Any] | None = None,
     echo: Callable[[str], Any] = print,
+    transforms: Mapping[str, Callable[[EpochContext], Any]] | None = None,
 ) -> dict[str, Any]:
     """Feed ``files`` files of ``rows_per_file`` words, one per ``interval`` s, through the streaming pipeline.
 
@@ -103,7 +105,10 @@ def run_streaming_demo(
     "delays_ms"}`` (protocol §10.8; ``delays_ms``: now minus the cut's barrier at each sample taken
     while files were being fed). The catalog is ``cc`` or a SQLite catalog under ``directory``; the
     session is ``spark`` or a local[2] one over the same catalog (stopped at the end), whose Iceberg
-    catalog is named ``spark_catalog`` (default: the catalog's name).
+    catalog is named ``spark_catalog`` (default: the catalog's name). ``transforms`` (job id ->
+    pyarrow transform, ``"word-count"`` and ``"count-histogram"``): run the jobs as pyiceberg
+    ``EpochJob``s, still each driven by its own streaming query (the CLI's ``--engine pyiceberg``);
+    by default they are ``SparkEpochJob``s with the SQL above.
     """
     root = Path(directory).resolve()
     if cc is None:
@@ -127,9 +132,15 @@ def run_streaming_demo(
                                          trigger=trigger, spark_catalog=spark_catalog))
         for job_id, source, sink, sql in (("word-count", WORDS, COUNTS, WORD_COUNT_SQL),
                                           ("count-histogram", COUNTS, HISTOGRAM, HISTOGRAM_SQL)):
-            job = SparkEpochJob(cc, spark, job_id, sources=[source], sinks=[sink], transform=sql, mode="overwrite",
-                                takeover=takeover, spark_catalog=spark_catalog)
-            queries.append(start_streaming_job(job, checkpoint_location=str(checkpoints / job_id), trigger=trigger))
+            job: EpochJob
+            if transforms is not None:
+                job = EpochJob(cc, job_id, sources=[source], sinks=[sink], transform=transforms[job_id],
+                               mode="overwrite", takeover=takeover)
+            else:
+                job = SparkEpochJob(cc, spark, job_id, sources=[source], sinks=[sink], transform=sql,
+                                    mode="overwrite", takeover=takeover, spark_catalog=spark_catalog)
+            queries.append(start_streaming_job(job, checkpoint_location=str(checkpoints / job_id), trigger=trigger,
+                                               spark=spark))
         first, _ = fed_rows(incoming)
         if files > 0:  # warm-up: the first file, then wait for the first cut (JVM, first commits), then stream
             write_words_file(incoming, first, file_words(first, rows_per_file))
