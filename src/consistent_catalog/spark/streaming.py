@@ -437,8 +437,12 @@ class StreamingJobQuery(StreamingQueryHandle):
 class _EpochDriver:
     """The ``foreachBatch`` function of a streaming epoch job, and its registration."""
 
-    def __init__(self, job: EpochJob, *, keep: int = 1000, on_epoch: Callable[[EpochResult], Any] | None = None) -> None:
+    def __init__(self, job: EpochJob, *, keep: int = 1000, on_epoch: Callable[[EpochResult], Any] | None = None,
+                 wait_ms: int = 0, poll_ms: int = 50) -> None:
         self.job = job
+        self.wait_ms = wait_ms
+        """How long an epoch that found no new input waits for a source to move (within the trigger interval)."""
+        self.poll_ms = poll_ms
         self.results: deque[EpochResult] = deque(maxlen=keep)
         self.on_epoch = on_epoch
         self.run_id: str | None = None
@@ -451,14 +455,32 @@ class _EpochDriver:
     def __call__(self, frame: DataFrame, batch_id: int) -> None:  # the micro-batch's rows are only its clock
         if self.stopping.is_set() or self._released:
             return
+        deadline = time.monotonic() + self.wait_ms / 1000
         with self.busy:
             if self.stopping.is_set():
                 return
-            result = self.job.run_epoch()
-            self.results.append(result)
-            self.renew_if_due()
+            result = self._epoch()
+            if not result.did_work and self.wait_ms > 0:
+                # Nothing new: rather than idle until the next trigger, watch the sources (one catalog
+                # query per poll) and run the epoch as soon as one moves, so a hop of the DAG costs
+                # its epoch, not also the wait for the next trigger.
+                seen = self._sources()
+                while time.monotonic() + self.poll_ms / 1000 < deadline and not self.stopping.wait(self.poll_ms / 1000):
+                    if self._sources() != seen:
+                        result = self._epoch()
+                        break
         if self.on_epoch is not None:
             self.on_epoch(result)
+
+    def _epoch(self) -> EpochResult:
+        result = self.job.run_epoch()
+        self.results.append(result)
+        self.renew_if_due()
+        return result
+
+    def _sources(self) -> tuple[tuple[int | None, int | None], ...]:
+        """Where the job's sources stand: (main's head, watermark) of each."""
+        return tuple((s.head(), s.watermark()) for s in self.job.cc.store.states(self.job.sources))
 
     def renew_if_due(self) -> None:
         """Renew the lease once half of it is gone (a publish renews it too; an idle job only here)."""
@@ -493,7 +515,10 @@ def start_streaming_job(
     sinks; ``takeover`` defaults to the job's own setting, and a restart from the same checkpoint
     always takes over from that checkpoint's earlier instances). ``trigger``: a processing-time
     interval (``"1 second"``) or ``DataStreamWriter.trigger`` keywords (``{"availableNow": True}``
-    runs one epoch). The lease must outlast two triggers; it is renewed once half of it is gone.
+    runs one epoch). With a processing-time trigger, an epoch that finds no new input watches the
+    sources (a catalog query every 50 ms) for most of the interval and runs once one moves, so a job
+    follows its upstream within ~50 ms instead of at its next trigger. The lease must outlast two
+    triggers; it is renewed once half of it is gone.
     A job already registered (``job.register()``, ``with job:``) keeps its registration, which the
     query's end then releases. ``spark``: the session to run the query in (default: a
     ``SparkEpochJob``'s own). Jobs running side by side in one session (one application) never read
@@ -512,7 +537,8 @@ def start_streaming_job(
     checkpoint = CheckpointInstances(spark, checkpoint_location)
     if job.lease is None:
         _register_from_checkpoint(job, checkpoint, job.takeover if takeover is None else takeover)
-    driver = _EpochDriver(job, on_epoch=on_epoch)
+    # an epoch without new input waits for its sources during most of a processing-time trigger's interval
+    driver = _EpochDriver(job, on_epoch=on_epoch, wait_ms=int(interval * 0.8) if interval else 0)
     # one new offset per trigger, whatever the interval: every trigger runs a micro-batch (its row is never read)
     ticks = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 1).option("numPartitions", 1).load()
     stream = ticks.writeStream.foreachBatch(driver).option("checkpointLocation", checkpoint_location)
