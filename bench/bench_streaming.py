@@ -3,7 +3,7 @@
 Not a test. Two parts (``--part freshness|overhead|both``):
 
 **(a) freshness.** Runs ``consistent-catalog demo --streaming --dir D --epochs N --rows-per-epoch K
---interval 1 --output json`` as a subprocess: one Spark application (local[2]) with a file-source
+--interval 1 [--engine pyiceberg] --output json`` as a subprocess: one Spark application (local[2]) with a file-source
 streaming root into ``demo.words`` and the streaming jobs ``word-count`` and ``count-histogram``,
 all at a 1 s trigger, while a feeder writes one JSON file of K words per second. A thread of this
 script opens the same SQLite catalog with pyiceberg and, every ``--sample-every`` seconds, records
@@ -31,7 +31,7 @@ progress gives ``triggerExecution`` (everything: offsets log, the batch, commit 
 At the end the row counts of both tables are checked with pyiceberg.
 
 Usage:
-    python -m bench.bench_streaming [--part both] [--files 60] [--words 200] [--sample-every 0.5]
+    python -m bench.bench_streaming [--part both] [--files 60] [--words 200] [--sample-every 0.5] [--engine spark]
                                     [--rows 100000] [--rounds 6] [--batches 4] [--event-time] [--markdown]
 """
 
