@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shlex
 import shutil
@@ -38,60 +37,15 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
-TABLES = ("demo.words", "demo.word_counts", "demo.count_histogram")
+from bench.common import DEMO_TABLES, DelaySampler, barrier_snapshots, demo_catalog, describe, load, quantile
+
+TABLES = DEMO_TABLES
 EPOCH_LINE = re.compile(r"^epoch (\d+)/(\d+): ingested barrier (\d+)(?:, consistent cut at (\d+))?")
 
 
-def load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
-
-
-def quantile(values: list[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default)."""
-    ordered = sorted(values)
-    if len(ordered) == 1:
-        return ordered[0]
-    pos = q * (len(ordered) - 1)
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
-
-
 def summary(values_s: list[float]) -> str:
-    return (f"n={len(values_s)} median {statistics.median(values_s):.2f}s p95 {quantile(values_s, 0.95):.2f}s "
-            f"min {min(values_s):.2f}s max {max(values_s):.2f}s mean {statistics.fmean(values_s):.2f}s")
-
-
-class Sampler(threading.Thread):
-    """Every ``every`` seconds: wall time and now - W(X) of each table, from pyiceberg metadata."""
-
-    def __init__(self, root: Path, every: float) -> None:
-        super().__init__(daemon=True)
-        self.root, self.every = root, every
-        self.samples: list[tuple[float, dict[str, int | None], float]] = []
-        self.errors: list[str] = []
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        from pyiceberg.catalog.sql import SqlCatalog
-
-        from consistent_catalog import ConsistentCatalog
-
-        cc = ConsistentCatalog(SqlCatalog("lake", uri=f"sqlite:///{self.root}/catalog.db",
-                                          warehouse=f"file://{self.root}/warehouse"))
-        next_at = time.time()
-        while not self.stop.is_set():
-            started = time.perf_counter()
-            try:
-                rows = cc.status(list(TABLES))
-                self.samples.append((time.time(), {r.table: r.delay_ms for r in rows}, time.perf_counter() - started))
-            except Exception as exc:  # tables not created yet, a SQLite lock: note it and go on
-                self.errors.append(f"{type(exc).__name__}: {exc}"[:200])
-            next_at += self.every
-            self.stop.wait(max(0.0, next_at - time.time()))
+    return describe(values_s, mean=True)
 
 
 def timeline(root: Path) -> dict[int, dict[str, float]]:
@@ -101,21 +55,10 @@ def timeline(root: Path) -> dict[int, dict[str, float]]:
     timestamp of its newest snapshot tagged ``consistent.barrier = B`` and ``published`` the
     snapshot-log entry of ``main`` moving onto it (pyiceberg stamps the publish commit's wall time).
     """
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    catalog = SqlCatalog("lake", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/warehouse")
+    catalog = demo_catalog(root)
     steps: dict[int, dict[str, float]] = {}
     for table, short in zip(TABLES, ("words", "word_counts", "count_histogram")):
-        metadata = catalog.load_table(table).metadata
-        published = {e.snapshot_id: e.timestamp_ms for e in metadata.snapshot_log}
-        newest: dict[int, Any] = {}
-        for snap in metadata.snapshots:
-            raw = (snap.summary.additional_properties if snap.summary else {}).get("consistent.barrier")
-            if raw is None:
-                continue
-            barrier = int(raw)
-            if barrier not in newest or snap.timestamp_ms > newest[barrier].timestamp_ms:
-                newest[barrier] = snap
+        newest, published = barrier_snapshots(catalog, table)
         for barrier, snap in newest.items():
             row = steps.setdefault(barrier, {})
             if short == "words":
@@ -152,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"running {shlex.join(demo_cmd)}; load {load_start}", file=sys.stderr)
     started = time.time()
     proc = subprocess.Popen(demo_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
-    sampler = Sampler(root, args.sample_every)
+    sampler = DelaySampler(root, args.sample_every, TABLES)
     lines: list[tuple[float, str]] = []
     other_stderr: list[str] = []
     stdout_chunks: list[str] = []

@@ -47,6 +47,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.schema import Schema
 from pyiceberg.types import DoubleType, IntegerType, LongType, NestedField, StringType
 
+from bench.common import load
 from consistent_catalog import ConsistentCatalog
 
 SRC, PLAIN, OURS = "bench.src", "bench.sink_plain", "bench.sink_ours"
@@ -58,11 +59,6 @@ SCHEMA = Schema(
     NestedField(4, "amount", DoubleType(), required=False),
 )
 STEPS = ("plan", "transform", "prepare", "spark write", "verify", "publish")
-
-
-def load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
 
 
 def epoch_frame(spark: Any, epoch: int, rows: int) -> Any:

@@ -272,8 +272,9 @@ class TableStore:
     ) -> Table:
         """One atomic catalog commit of metadata ``updates``; a failed requirement or lost race is FencedError.
 
-        ``take_fence`` also moves the fence ref (see ``TakeFence``). Returns the table as committed
-        (loaded again).
+        ``take_fence`` also moves the fence ref (see ``TakeFence``). Returns the table as committed: the
+        metadata the catalog's response carries (what a load right after would read, without loading it
+        again; ``table`` itself is left as it was).
         """
         sent = requirement_list(table, requirements, fence=take_fence)
         retired = None
@@ -288,14 +289,14 @@ class TableStore:
             if retired is not None:  # one fence snapshot at a time: the old one goes in the same commit
                 updates = (*updates, remove_snapshots_keeping_parents([retired.snapshot_id]))
         try:
-            self.catalog.commit_table(table, sent, tuple(updates))
+            response = self.catalog.commit_table(table, sent, tuple(updates))
         except CommitFailedException as exc:
             if take_fence is not None:
                 _delete_quietly(table, snapshot.manifest_list)
             raise self._refused(table, what, exc, sent) from None
         if retired is not None:
             _delete_quietly(table, retired.manifest_list)
-        return self.load_table(".".join(table.name()))
+        return type(table)(table.name(), response.metadata, response.metadata_location, table.io, table.catalog)
 
     def write(
         self, table: Table, requirements: Sequence[TableRequirement], write: Callable[[Transaction], Any], *, what: str

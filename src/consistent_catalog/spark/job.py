@@ -6,6 +6,7 @@ staged write go through Spark, with the summary keys set by ``snapshot-property.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from consistent_catalog.util.identifiers import normalize_identifier, qualified_
 from consistent_catalog.util.time import now_ms
 
 WAP_ENABLED = "write.wap.enabled"
+VIEWS_LOCK = threading.RLock()
+"""Held from registering an epoch's temp views until its SQL is analysed (jobs sharing a session, ``SparkEpochContext.sql``)."""
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -96,7 +99,12 @@ class SparkEpochContext:
         return self.spark.read.format("iceberg").option("snapshot-id", str(head)).load(self._qualified(name))
 
     def register_views(self, incremental: bool = False) -> dict[str, str]:
-        """Temp views named after the sources (``words`` for ``demo.words``) at the epoch's snapshots."""
+        """Temp views named after the sources (``words`` for ``demo.words``) at the epoch's snapshots.
+
+        The names are the session's: two jobs sharing a SparkSession (streaming jobs run side by side)
+        replace each other's ``words``. ``sql`` is safe (it holds ``VIEWS_LOCK`` until the query is
+        analysed); a callable transform that registers views and then runs SQL should hold it too.
+        """
         names = view_names(sorted(self.inputs))
         for table, view in names.items():
             frame = self.read_increment(table) if incremental else self.read(table)
@@ -104,8 +112,15 @@ class SparkEpochContext:
         return names
 
     def sql(self, query: str, incremental: bool = False) -> DataFrame:
-        self.register_views(incremental)
-        return self.spark.sql(query)
+        """``query`` over the sources' views; the views are resolved before another job can replace them.
+
+        ``spark.sql`` analyses the query at once, binding each view name to the plan registered just
+        before (a pinned snapshot or an increment), so the returned DataFrame no longer depends on the
+        names; ``VIEWS_LOCK`` keeps another job's ``register_views`` out of that window.
+        """
+        with VIEWS_LOCK:
+            self.register_views(incremental)
+            return self.spark.sql(query)
 
 
 class SparkEpochJob(EpochJob):
@@ -271,7 +286,10 @@ def ingest_dataframe(
         if barrier is not None:
             wanted = to_barrier(barrier)
         elif event_time_column is not None:
-            wanted = _max_event_time(frame, event_time_column)
+            latest = max_event_time(frame, event_time_column)
+            if latest is None:
+                raise InvalidInputError(f"event-time column {event_time_column!r} has no values; pass barrier= explicitly")
+            wanted = latest
         else:
             wanted = now_ms()
         check_not_future(state, wanted, allow_future=allow_future, what="barrier")
@@ -285,10 +303,10 @@ def ingest_dataframe(
             assert head is not None
             return IngestResult(name, head, effective)
         properties[P.INGEST_KEY] = key
-        staged = _stage_with_wap(cc, frame, name, target, properties, loaded)
+        staged, loaded = _stage_with_wap(cc, frame, name, target, properties, loaded)
         try:
-            cc.store.commit(
-                cc.load_table(name),
+            cc.store.commit(  # the catalog validates the fence against its current metadata, not ``loaded``'s
+                loaded,
                 refs_at({P.MAIN_BRANCH: state.head(), P.FENCE_BRANCH: state.head(P.FENCE_BRANCH)}),
                 [SetSnapshotRefUpdate(ref_name=P.MAIN_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=staged)],
                 what=f"publishing ingest key {key!r}",
@@ -304,13 +322,17 @@ def ingest_dataframe(
 
 def _stage_with_wap(
     cc: ConsistentCatalog, frame: DataFrame, name: str, target: str, properties: Mapping[str, str], table: Any
-) -> int:
-    """Write ``frame`` as a staged snapshot (Iceberg's write-audit-publish) on top of main; returns its id."""
+) -> tuple[int, Any]:
+    """Write ``frame`` as a staged snapshot (Iceberg's write-audit-publish) on top of main.
+
+    Returns its id and ``table`` (as committed, if staged writes had to be enabled first).
+    """
     for _ in RetryPolicy(5).attempts():  # another ingester may be enabling it at the same moment
         if table.metadata.properties.get(WAP_ENABLED) == "true":
             break
         try:
-            cc.store.commit(table, [], [SetPropertiesUpdate(updates={WAP_ENABLED: "true"})], what="enabling staged writes")
+            table = cc.store.commit(table, [], [SetPropertiesUpdate(updates={WAP_ENABLED: "true"})],
+                                    what="enabling staged writes")
             break
         except FencedError:
             table = cc.load_table(name)
@@ -328,10 +350,15 @@ def _stage_with_wap(
     staged = [s for s in cc.store.state(name).snapshots.values() if s.summary.get("wap.id") == wap_id]
     if len(staged) != 1:
         raise FencedError(f"{name}: Spark's staged write {wap_id} left {len(staged)} snapshot(s), expected 1; retry")
-    return staged[0].snapshot_id
+    return staged[0].snapshot_id, table
 
 
-def _max_event_time(frame: DataFrame, column: str) -> int:
+def max_event_time(frame: DataFrame, column: str) -> int | None:
+    """The largest value of ``column`` in ``frame`` as a barrier (epoch ms); None when it has no rows (one Spark job).
+
+    ``column``: a timestamp, date or epoch-milliseconds column. Serves ``ingest_dataframe``'s
+    ``event_time_column`` and the streaming root's event-time barriers.
+    """
     from pyspark.sql import functions as F
     from pyspark.sql.types import DateType, NumericType, TimestampNTZType, TimestampType
 
@@ -344,9 +371,7 @@ def _max_event_time(frame: DataFrame, column: str) -> int:
         value = frame.select(F.max(F.col(column))).first()[0]
     else:
         raise InvalidInputError(f"event-time column {column!r} has type {dtype.simpleString()}; use a timestamp or epoch ms")
-    if value is None:
-        raise InvalidInputError(f"event-time column {column!r} has no values; pass barrier= explicitly")
-    return to_barrier(int(value))
+    return None if value is None else to_barrier(int(value))
 
 
 # --- consistent reads ----------------------------------------------------------------------------

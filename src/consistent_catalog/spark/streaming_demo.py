@@ -1,0 +1,264 @@
+"""FLIP-276's three-table pipeline as Structured Streaming queries (``consistent-catalog demo --streaming``).
+
+One Spark application (local[2]) runs three streaming queries over the demo's tables (protocol §7):
+
+- a **streaming root**: Spark's file source watches ``DIR/streaming/incoming``; each micro-batch of
+  JSON files (``{"word": "w017"}`` per line) lands in ``demo.words`` as one snapshot, exactly once;
+- **word-count** and **count-histogram** as **streaming epoch jobs**, one epoch per trigger.
+
+A feeder thread writes a file of words every ``interval`` seconds; a sampler reads the
+repeatable-read cut over the three tables every ``sample_every`` seconds while it runs and checks
+protocol §7's invariants at each one (``check``; once per distinct cut: the same snapshot ids
+hold the same rows). Checkpoints live in ``DIR/streaming/checkpoints``,
+so a second run on the same directory resumes (files already ingested are not ingested again).
+
+This module sits with the engines and so cannot import ``consistent_catalog.demo`` (the layer
+above): the invariant check is passed in (the CLI passes ``demo.check_invariants``) and the three
+tables are declared again here with the same names, columns and SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import statistics
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from consistent_catalog.catalog import ConsistentCatalog, ConsistentRead
+from consistent_catalog.epoch import EpochContext, EpochJob
+from consistent_catalog.exceptions import ConsistentCatalogError, InvalidInputError, TableNotFoundError
+from consistent_catalog.spark.job import SparkEpochJob
+from consistent_catalog.spark.streaming import StreamingQueryHandle, start_root_stream, start_streaming_job
+from consistent_catalog.util.time import fmt_barrier, now_ms
+
+WORDS, COUNTS, HISTOGRAM = "demo.words", "demo.word_counts", "demo.count_histogram"
+TABLES = (WORDS, COUNTS, HISTOGRAM)
+COLUMNS = {WORDS: "word string", COUNTS: "word string, cnt bigint", HISTOGRAM: "cnt bigint, words bigint"}
+WORD_COUNT_SQL = "SELECT word, count(*) AS cnt FROM words GROUP BY word"
+HISTOGRAM_SQL = "SELECT cnt, count(*) AS words FROM word_counts GROUP BY cnt"
+VOCABULARY = [f"w{i:03d}" for i in range(200)]
+
+Check = Callable[[ConsistentRead], "list[str]"]
+
+
+def file_words(index: int, rows: int) -> list[str]:
+    """Deterministic words of the ``index``-th file (Zipf-like, so counts differ)."""
+    rng = random.Random(index)
+    weights = [1 / (i + 1) for i in range(len(VOCABULARY))]
+    return rng.choices(VOCABULARY, weights=weights, k=rows)
+
+
+def write_words_file(directory: Path, index: int, words: list[str]) -> Path:
+    """Write one JSON-lines file atomically: a hidden temporary name (the file source skips those), then a rename."""
+    target = directory / f"words-{index:06d}.json"
+    temporary = directory / f".words-{index:06d}.json.tmp"
+    temporary.write_text("".join(json.dumps({"word": w}) + "\n" for w in words), encoding="utf-8")
+    os.replace(temporary, target)
+    return target
+
+
+def fed_rows(directory: Path) -> tuple[int, int]:
+    """(files, lines) already in the watched directory."""
+    files = sorted(directory.glob("words-*.json"))
+    return len(files), sum(sum(1 for _ in f.open(encoding="utf-8")) for f in files)
+
+
+def ensure_streaming_tables(cc: ConsistentCatalog, spark: Any, spark_catalog: str) -> None:
+    """The three tables, created through Spark when missing (same columns as ``consistent-catalog demo``)."""
+    if ("demo",) not in cc.catalog.list_namespaces():
+        cc.catalog.create_namespace("demo")
+    for name, columns in COLUMNS.items():
+        try:
+            cc.load_table(name)
+        except TableNotFoundError:
+            spark.sql(f"CREATE TABLE IF NOT EXISTS {spark_catalog}.{name} ({columns}) USING iceberg")
+
+
+def run_streaming_demo(
+    directory: str | Path,
+    *,
+    check: Check,
+    cc: ConsistentCatalog | None = None,
+    spark: Any = None,
+    files: int = 20,
+    rows_per_file: int = 200,
+    interval: float = 1.0,
+    trigger: str = "1 second",
+    sample_every: float = 1.0,
+    catch_up_timeout: float = 300.0,
+    takeover: bool = False,
+    spark_catalog: str | None = None,
+    on_cut: Callable[[ConsistentRead], Any] | None = None,
+    echo: Callable[[str], Any] = print,
+    transforms: Mapping[str, Callable[[EpochContext], Any]] | None = None,
+) -> dict[str, Any]:
+    """Feed ``files`` files of ``rows_per_file`` words, one per ``interval`` s, through the streaming pipeline.
+
+    Samples and checks a cut every ``sample_every`` s while it runs, waits until every word fed is
+    in a consistent cut over the three tables (at most ``catch_up_timeout`` s), stops the queries
+    (the jobs unregister) and returns the demo's report: ``{"cut", "cuts_checked", "violations",
+    "delays_ms"}`` (protocol §10.8; ``delays_ms``: now minus the cut's barrier at each sample taken
+    while files were being fed). The catalog is ``cc`` or a SQLite catalog under ``directory``; the
+    session is ``spark`` or a local[2] one over the same catalog (stopped at the end), whose Iceberg
+    catalog is named ``spark_catalog`` (default: the catalog's name). ``transforms`` (job id ->
+    pyarrow transform, ``"word-count"`` and ``"count-histogram"``): run the jobs as pyiceberg
+    ``EpochJob``s, still each driven by its own streaming query (the CLI's ``--engine pyiceberg``);
+    by default they are ``SparkEpochJob``s with the SQL above.
+    """
+    root = Path(directory).resolve()
+    if cc is None:
+        cc = _open_catalog(root)
+    spark_catalog = spark_catalog or cc.name
+    own_session = spark is None
+    if own_session:
+        spark = _session(cc)
+    incoming = root / "streaming" / "incoming"
+    checkpoints = root / "streaming" / "checkpoints"
+    incoming.mkdir(parents=True, exist_ok=True)
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    violations: list[str] = []
+    delays: list[int] = []
+    cuts_checked = 0
+    queries: list[StreamingQueryHandle] = []
+    try:
+        ensure_streaming_tables(cc, spark, spark_catalog)
+        words_stream = spark.readStream.schema(COLUMNS[WORDS]).json(str(incoming))
+        queries.append(start_root_stream(words_stream, cc, WORDS, checkpoint_location=str(checkpoints / "words"),
+                                         trigger=trigger, spark_catalog=spark_catalog))
+        for job_id, source, sink, sql in (("word-count", WORDS, COUNTS, WORD_COUNT_SQL),
+                                          ("count-histogram", COUNTS, HISTOGRAM, HISTOGRAM_SQL)):
+            job: EpochJob
+            if transforms is not None:
+                job = EpochJob(cc, job_id, sources=[source], sinks=[sink], transform=transforms[job_id],
+                               mode="overwrite", takeover=takeover)
+            else:
+                job = SparkEpochJob(cc, spark, job_id, sources=[source], sinks=[sink], transform=sql,
+                                    mode="overwrite", takeover=takeover, spark_catalog=spark_catalog)
+            queries.append(start_streaming_job(job, checkpoint_location=str(checkpoints / job_id), trigger=trigger,
+                                               spark=spark))
+        first, _ = fed_rows(incoming)
+        if files > 0:  # warm-up: the first file, then wait for the first cut (JVM, first commits), then stream
+            write_words_file(incoming, first, file_words(first, rows_per_file))
+            first, files = first + 1, files - 1
+        _wait_for_cut(cc, queries, catch_up_timeout)
+        feeding = threading.Event()
+        feeding.set()
+
+        def feed() -> None:
+            try:
+                for index in range(first, first + files):
+                    started = time.monotonic()
+                    write_words_file(incoming, index, file_words(index, rows_per_file))
+                    time.sleep(max(0.0, interval - (time.monotonic() - started)))
+            finally:
+                feeding.clear()
+
+        feeder = threading.Thread(target=feed, name="demo-feeder", daemon=True)
+        feeder.start()
+        echo(f"streaming {files} more files of {rows_per_file} words into {incoming}, one every {interval:g}s; "
+             f"queries: {', '.join(q.name for q in queries)} (trigger {trigger})")
+        last_barrier: int | None = None
+        checked: dict[tuple[Any, ...], list[str]] = {}  # a cut's snapshot ids -> its violations (checked once)
+        read: ConsistentRead | None = None
+        deadline: float | None = None
+        while True:
+            time.sleep(sample_every)
+            _check_running(queries)
+            try:
+                read = cc.read(TABLES)
+            except ConsistentCatalogError:  # no cut yet: a table has no watermark (its job has not published)
+                read = None
+            if read is not None and read.cut.barrier is not None:
+                ids = tuple(part.snapshot_id for part in read.cut.tables.values())
+                if ids not in checked:  # the same snapshots hold the same rows: no need to read them again
+                    checked[ids] = check(read)
+                    violations += checked[ids]
+                    cuts_checked += 1
+                    if on_cut is not None:
+                        on_cut(read)
+                if feeding.is_set():
+                    delays.append(now_ms() - read.cut.barrier)
+                if read.cut.barrier != last_barrier:
+                    last_barrier = read.cut.barrier
+                    echo(f"cut at {fmt_barrier(read.cut.barrier)}: {_rows(read, WORDS)} words, "
+                         f"{(now_ms() - read.cut.barrier) / 1000:.1f}s behind, invariants "
+                         f"{'OK' if not checked[ids] else 'VIOLATED: ' + '; '.join(checked[ids])}")
+            if feeding.is_set():
+                continue
+            deadline = deadline or time.monotonic() + catch_up_timeout
+            _, lines = fed_rows(incoming)
+            if read is not None and _rows(read, WORDS) == lines:
+                break
+            if time.monotonic() > deadline:
+                raise InvalidInputError(f"the pipeline did not catch up with the {lines} words fed within "
+                                        f"{catch_up_timeout:g}s; `consistent-catalog status` shows where it stands")
+        for query in reversed(queries):
+            query.stop()
+        final = cc.read(TABLES)
+        problems = check(final)
+        violations += problems
+        cuts_checked += 1
+        for row in cc.status(TABLES):
+            echo(f"  {row.table:22} {row.role:8} job={row.job or '-':16} lease={row.lease:8} "
+                 f"watermark={fmt_barrier(row.watermark)}")
+        if delays:
+            echo(f"end-to-end delay while streaming (now - cut barrier): median {statistics.median(delays) / 1000:.1f}s, "
+                 f"max {max(delays) / 1000:.1f}s over {len(delays)} samples")
+        echo(f"protocol §7 invariants at {cuts_checked} cuts: "
+             f"{'OK' if not violations else 'VIOLATED: ' + '; '.join(violations)}")
+    finally:
+        for query in queries:
+            if query.isActive:
+                query.stop()
+        if own_session:
+            spark.stop()
+    return {"cut": final.cut.to_json(), "cuts_checked": cuts_checked, "violations": violations, "delays_ms": delays}
+
+
+def _rows(read: ConsistentRead, table: str) -> int:
+    """Rows of ``table`` in the cut, from its snapshot's summary (a scan only if the summary lacks the count)."""
+    snapshot_id = read.cut.tables[table].snapshot_id
+    if snapshot_id is None:
+        return 0
+    snapshot = read.table(table).metadata.snapshot_by_id(snapshot_id)
+    total = snapshot.summary.additional_properties.get("total-records") if snapshot and snapshot.summary else None
+    return int(total) if total is not None else read.to_arrow(table).num_rows
+
+
+def _check_running(queries: list[StreamingQueryHandle]) -> None:
+    for query in queries:
+        if not query.isActive:
+            raise InvalidInputError(f"streaming query {query.name} stopped: {query.exception()}")
+
+
+def _wait_for_cut(cc: ConsistentCatalog, queries: list[StreamingQueryHandle], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _check_running(queries)
+        try:
+            cc.resolve(TABLES)
+            return
+        except ConsistentCatalogError:
+            time.sleep(0.5)
+    raise InvalidInputError(f"no consistent cut over {', '.join(TABLES)} within {timeout:g}s of starting the queries")
+
+
+def _open_catalog(root: Path) -> ConsistentCatalog:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    (root / "warehouse").mkdir(parents=True, exist_ok=True)
+    return ConsistentCatalog(SqlCatalog("lake", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/warehouse"))
+
+
+def _session(cc: ConsistentCatalog) -> Any:
+    from consistent_catalog.spark.session import build_session
+
+    properties = cc.catalog.properties
+    if "uri" not in properties or "warehouse" not in properties:
+        raise InvalidInputError(f"the streaming demo needs a SQL catalog with a uri and a warehouse; {cc.name!r} has neither")
+    return build_session(properties["uri"], properties["warehouse"], name=cc.name, app_name="flip-streaming-demo")

@@ -1,0 +1,395 @@
+"""Structured Streaming (issue #14): streaming roots, streaming epoch jobs, the streaming FLIP demo, kill -9.
+
+In-process tests share one local[2] SparkSession; Spark's file source reads JSON files the tests
+write. What landed is read back with plain pyiceberg (snapshot summaries, scans at snapshot ids).
+The kill tests run ``tests/harness/streaming_worker.py`` as separate Spark applications and SIGKILL
+them (JVM included) at chosen points and at random; ``streaming_worker.check_lake`` is the
+independent reader (row counts per Spark batch id from Spark's own checkpoint logs, no row twice,
+none lost, derived tables exactly their recorded inputs, each barrier published once).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from consistent_catalog import ConsistentCatalog, OwnershipError
+from consistent_catalog import properties as P
+from consistent_catalog.util.time import now_ms
+from tests.harness import streaming_worker as sw
+from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA, sqlite_catalog
+
+pytestmark = pytest.mark.spark
+
+VENV_BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    from consistent_catalog.spark.session import build_session
+
+    root = tmp_path_factory.mktemp("spark-streaming")
+    catalog = sqlite_catalog(root)
+    spark = build_session(f"sqlite:///{root}/catalog.db", root / "warehouse", app_name="test-streaming")
+    yield root, catalog, spark
+    for query in spark.streams.active:
+        query.stop()
+    spark.stop()
+
+
+@pytest.fixture
+def ns(env, request):
+    """A fresh namespace, input directory and checkpoint directory per test (one session serves the module)."""
+    root, catalog, spark = env
+    name = "st_" + request.node.name.split("[")[0].replace("test_", "")[:40]
+    catalog.create_namespace(name)
+    base = root / name
+    (base / "in").mkdir(parents=True)
+    return name, base
+
+
+def write_json(directory: Path, name: str, rows: list[dict]) -> None:
+    temporary = directory / f".{name}.tmp"
+    temporary.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    temporary.rename(directory / name)
+
+
+def main_chain(table):
+    out, snapshot = [], table.metadata.snapshot_by_name("main")
+    while snapshot is not None:
+        out.append(snapshot)
+        snapshot = table.metadata.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
+    return out[::-1]
+
+
+def summaries(catalog, table) -> list[dict]:
+    return [dict(s.summary.additional_properties) | {"id": s.snapshot_id} for s in main_chain(catalog.load_table(table))]
+
+
+def rows(catalog, table, snapshot_id=None) -> list[dict]:
+    loaded = catalog.load_table(table)
+    if snapshot_id is None:
+        head = loaded.metadata.snapshot_by_name("main")
+        if head is None:
+            return []
+        snapshot_id = head.snapshot_id
+    return loaded.scan(snapshot_id=snapshot_id).to_arrow().to_pylist()
+
+
+def wait_for(condition, timeout=120.0, every=0.3, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+# --- streaming roots ------------------------------------------------------------------------------------
+
+
+def test_each_micro_batch_lands_once_as_one_tagged_snapshot(env, ns):
+    from consistent_catalog.spark.streaming import start_root_stream
+
+    root, catalog, spark = env
+    name, base = ns
+    table = f"{name}.words"
+    catalog.create_table(table, schema=WORDS_SCHEMA)
+    cc = ConsistentCatalog(catalog)
+    write_json(base / "in", "a.json", [{"word": "a"}, {"word": "b"}])
+    before = now_ms()
+    query = start_root_stream(spark.readStream.schema("word string").json(str(base / "in")), cc, table,
+                              checkpoint_location=str(base / "chk"), trigger=0.2, idle_after=None)
+    try:
+        query.processAllAvailable()
+        write_json(base / "in", "b.json", [{"word": "c"}])
+        query.processAllAvailable()
+        # a replay of batch 0 (what Spark does after a crash before its commit log): skipped
+        replay = spark.createDataFrame([("a",), ("b",)], "word string")
+        query.writer(replay, 0)
+    finally:
+        query.stop()
+    tagged = [s for s in summaries(catalog, table) if P.INGEST_KEY in s]
+    assert [s[P.INGEST_KEY] for s in tagged] == [f"{query.id}/0", f"{query.id}/1"]
+    assert [int(s["added-records"]) for s in tagged] == [2, 1]
+    barriers = [int(s[P.BARRIER]) for s in tagged]
+    assert before <= barriers[0] < barriers[1] <= now_ms()  # processing time, increasing
+    assert query.batches[-1].skipped and query.batches[-1].snapshot_id == tagged[0]["id"]
+    assert Counter(r["word"] for r in rows(catalog, table)) == {"a": 1, "b": 1, "c": 1}
+
+
+def test_event_time_barriers_follow_the_watermark_and_late_rows_never_reopen_a_barrier(env, ns):
+    from consistent_catalog.spark.streaming import start_root_stream
+
+    root, catalog, spark = env
+    name, base = ns
+    table = f"{name}.words"
+    catalog.create_table(table, schema=WORDS_SCHEMA)  # the event time is not a column of the table
+    cc = ConsistentCatalog(catalog)
+    t0 = (now_ms() - 3600_000) // 1000 * 1000
+    stream = spark.readStream.schema("word string, ts timestamp").json(str(base / "in"))
+    query = start_root_stream(stream, cc, table, checkpoint_location=str(base / "chk"), trigger=0.2,
+                              event_time_column="ts", watermark_delay="2 seconds", idle_after=None)
+    try:
+        write_json(base / "in", "1.json", [{"word": "a", "ts": iso(t0 + 4000)}, {"word": "b", "ts": iso(t0 + 10_000)}])
+        query.processAllAvailable()
+        first = summaries(catalog, table)[-1]
+        assert int(first[P.BARRIER]) == t0 + 8000  # max event time - delay
+        frozen = rows(catalog, table, first["id"])
+
+        write_json(base / "in", "2.json", [{"word": "late", "ts": iso(t0 + 1000)}])  # behind the watermark
+        query.processAllAvailable()
+        late = summaries(catalog, table)[-1]
+        assert int(late[P.BARRIER]) == t0 + 8001  # lands one above the completed barrier (protocol §3.2)
+        # Spark's own watermark for this batch is the barrier the first batch got
+        assert query.lastProgress["eventTime"]["watermark"] == iso(t0 + 8000)
+
+        write_json(base / "in", "3.json", [{"word": "c", "ts": iso(t0 + 20_000)}])
+        query.processAllAvailable()
+        assert int(summaries(catalog, table)[-1][P.BARRIER]) == t0 + 18_000
+    finally:
+        query.stop()
+    # what barrier t0+8000 holds never changed: snap(words, t0+8000) is still the first batch
+    state = cc.store.state(table)
+    assert state.branch().snap_at(t0 + 8000)[0] == first["id"]
+    assert rows(catalog, table, state.branch().snap_at(t0 + 8000)[0]) == frozen
+    assert cc.resolve([table], as_of=t0 + 8000).tables[table].snapshot_id == first["id"]
+    assert Counter(r["word"] for r in rows(catalog, table)) == {"a": 1, "b": 1, "late": 1, "c": 1}
+
+
+def test_an_idle_stream_keeps_the_dag_moving(env, ns):
+    from consistent_catalog.spark.job import SparkEpochJob
+    from consistent_catalog.spark.streaming import start_root_stream, start_streaming_job
+
+    root, catalog, spark = env
+    name, base = ns
+    words, counts = f"{name}.words", f"{name}.word_counts"
+    catalog.create_table(words, schema=WORDS_SCHEMA)
+    catalog.create_table(counts, schema=COUNTS_SCHEMA)
+    cc = ConsistentCatalog(catalog)
+    write_json(base / "in", "1.json", [{"word": "a"}])
+    roots = start_root_stream(spark.readStream.schema("word string").json(str(base / "in")), cc, words,
+                              checkpoint_location=str(base / "chk-root"), trigger=0.3, idle_after="1s")
+    job = SparkEpochJob(cc, spark, f"{name}-count", sources=[words], sinks=[counts],
+                        transform="SELECT word, count(*) AS cnt FROM words GROUP BY word", mode="overwrite")
+    jobs = start_streaming_job(job, checkpoint_location=str(base / "chk-job"), trigger=0.5)
+    try:
+        landed = wait_for(lambda: roots.batches and roots.batches[0].barrier, what="the first batch")
+        # no new rows: the root's watermark follows the clock, the job publishes watermark-only epochs
+        moved = wait_for(lambda: (cc.store.state(counts).watermark() or 0) > landed + 1000 and
+                         cc.store.state(counts).watermark(), timeout=60, what="the sink's watermark to move")
+        assert roots.writer.idle_advances and cc.store.state(words).head() == roots.batches[0].snapshot_id
+        assert any(a == "watermark" for r in jobs.results for a in r.actions.values())
+        assert now_ms() - cc.resolve([words, counts]).barrier < 15_000  # the cut keeps up with the clock
+        # data arriving after the idle advance lands above it (late), and flows downstream
+        write_json(base / "in", "2.json", [{"word": "a"}, {"word": "b"}])
+        wait_for(lambda: len(roots.batches) == 2, what="the second batch")
+        assert roots.batches[1].barrier > moved
+        wait_for(lambda: {r["word"]: r["cnt"] for r in cc.read([words, counts]).to_arrow(counts).to_pylist()}
+                 == {"a": 2, "b": 1}, what="the counts to include the late batch")
+    finally:
+        jobs.stop()
+        roots.stop()
+
+
+# --- streaming epoch jobs -------------------------------------------------------------------------------
+
+
+def test_a_streaming_job_aligns_sources_reads_exact_increments_and_renews_its_lease(env, ns):
+    from consistent_catalog.spark.job import SparkEpochJob, ingest_dataframe
+    from consistent_catalog.spark.streaming import start_streaming_job
+
+    root, catalog, spark = env
+    name, base = ns
+    left, right, sink = f"{name}.east", f"{name}.west", f"{name}.both"
+    for table in (left, right, sink):
+        catalog.create_table(table, schema=WORDS_SCHEMA)
+    cc = ConsistentCatalog(catalog)
+
+    def frame(*words):
+        return spark.createDataFrame([(w,) for w in words], "word string")
+
+    t0 = now_ms() - 600_000
+    ingest_dataframe(cc, frame("l1"), left, barrier=t0 + 100)
+    ingest_dataframe(cc, frame("l2", "l3"), left, barrier=t0 + 300)  # left is ahead of right
+    ingest_dataframe(cc, frame("r1"), right, barrier=t0 + 200)
+    job = SparkEpochJob(cc, spark, f"{name}-union", sources=[left, right], sinks=[sink], mode="append",
+                        incremental=True, transform="SELECT word FROM east UNION ALL SELECT word FROM west",
+                        lease_ms=4000)
+    query = start_streaming_job(job, checkpoint_location=str(base / "chk"), trigger=0.5)
+    try:
+        first = wait_for(lambda: [r for r in query.results if r.did_work], what="the first epoch")[0]
+        assert first.barrier == t0 + 200  # aligned at the barrier both sources are complete at
+        head = summaries(catalog, sink)[-1]
+        recorded = json.loads(head[P.SOURCES])
+        left_snaps = [s["id"] for s in summaries(catalog, left)]
+        assert recorded == {left: left_snaps[0], right: summaries(catalog, right)[0]["id"]}
+        assert sorted(r["word"] for r in rows(catalog, sink)) == ["l1", "r1"]
+
+        ingest_dataframe(cc, frame("r2"), right, barrier=t0 + 400)
+        wait_for(lambda: cc.store.state(sink).watermark() == t0 + 300, what="the epoch at the left's barrier")
+        ingest_dataframe(cc, frame("l4"), left, barrier=t0 + 500)
+        wait_for(lambda: cc.store.state(sink).watermark() == t0 + 400, what="the epoch at the right's barrier")
+        # each epoch appended exactly the rows new since the previous one: nothing doubled, nothing lost
+        assert Counter(r["word"] for r in rows(catalog, sink)) == Counter(["l1", "r1", "l2", "l3", "r2"])
+        # idle now (nothing new): the lease is renewed anyway, it never lapses
+        renewed = int(catalog.load_table(sink).metadata.properties[P.LEASE_UNTIL])
+        time.sleep(5)  # longer than the lease
+        later = int(catalog.load_table(sink).metadata.properties[P.LEASE_UNTIL])
+        assert later > renewed and later > now_ms()
+        assert not [r for r in query.results[-5:] if r.did_work]
+        assert query.lastProgress is not None and query.isActive
+    finally:
+        query.stop()
+    properties = catalog.load_table(sink).metadata.properties
+    assert P.JOB not in properties and P.LEASE_HOLDER not in properties  # released on stop()
+
+
+def test_stop_restart_with_another_trigger_and_take_over_from_the_own_checkpoint(env, ns):
+    from consistent_catalog.spark.job import SparkEpochJob
+    from consistent_catalog.spark.streaming import CheckpointInstances, start_root_stream, start_streaming_job
+
+    root, catalog, spark = env
+    name, base = ns
+    words, counts = f"{name}.words", f"{name}.word_counts"
+    catalog.create_table(words, schema=WORDS_SCHEMA)
+    catalog.create_table(counts, schema=COUNTS_SCHEMA)
+    cc = ConsistentCatalog(catalog)
+    stream = spark.readStream.schema("word string").json(str(base / "in"))
+    sql = "SELECT word, count(*) AS cnt FROM words GROUP BY word"
+
+    def job():
+        return SparkEpochJob(cc, spark, f"{name}-count", sources=[words], sinks=[counts], transform=sql, mode="overwrite")
+
+    write_json(base / "in", "1.json", [{"word": "a"}])
+    first = start_root_stream(stream, cc, words, checkpoint_location=str(base / "chk-root"), trigger=0.3,
+                              idle_after=None)
+    first.processAllAvailable()
+    first.stop()
+    counting = start_streaming_job(job(), checkpoint_location=str(base / "chk-job"), trigger=0.4)
+    wait_for(lambda: cc.store.state(counts).watermark() == first.batches[0].barrier, what="the first epoch")
+    counting.stop()
+    assert P.LEASE_HOLDER not in catalog.load_table(counts).metadata.properties
+
+    # restart both with another trigger: the root once over what is new, the job as often as it likes
+    write_json(base / "in", "2.json", [{"word": "b"}, {"word": "a"}])
+    second = start_root_stream(stream, cc, words, checkpoint_location=str(base / "chk-root"),
+                               trigger={"availableNow": True}, idle_after=None)
+    second.awaitTermination(120)
+    assert second.id == first.id and [b.batch_id for b in second.batches] == [1]  # same query, next batch
+    once = start_streaming_job(job(), checkpoint_location=str(base / "chk-job"), trigger={"availableNow": True})
+    assert once.awaitTermination(120) is not False and not once.isActive
+    # one epoch did the work (a micro-batch the stop left unfinished may be replayed first: a no-op)
+    assert [r.actions[counts] for r in once.results if r.did_work] == ["published"]
+    assert {r["word"]: r["cnt"] for r in rows(catalog, counts)} == {"a": 2, "b": 1}
+    assert P.LEASE_HOLDER not in catalog.load_table(counts).metadata.properties  # released when it ended
+
+    # a crashed run of this checkpoint still holds a live lease: a restart from it takes over ...
+    dead = "0123456789ab"
+    CheckpointInstances(spark, str(base / "chk-job")).write([dead])
+    cc.register_job(f"{name}-count", [words], [counts], instance=dead)
+    resumed = start_streaming_job(job(), checkpoint_location=str(base / "chk-job"), trigger=0.5)
+    assert resumed.lease.instance != dead
+    resumed.stop()
+    # ... another deployment (another checkpoint) is refused while that lease lives
+    cc.register_job(f"{name}-count", [words], [counts], instance=dead)
+    with pytest.raises(OwnershipError):
+        start_streaming_job(job(), checkpoint_location=str(base / "elsewhere"), trigger=0.5)
+    assert catalog.load_table(counts).metadata.properties[P.LEASE_HOLDER] == dead
+
+
+def test_the_streaming_flip_demo_holds_its_invariants_at_every_sampled_cut(env, tmp_path):
+    from consistent_catalog.demo import TABLES, check_invariants
+    from consistent_catalog.spark.streaming_demo import run_streaming_demo
+
+    root, catalog, spark = env
+    cc = ConsistentCatalog(catalog)
+    cuts = []
+    report = run_streaming_demo(tmp_path, check=check_invariants, cc=cc, spark=spark, files=6, rows_per_file=50,
+                                interval=0.7, sample_every=0.5, on_cut=lambda read: cuts.append(read.cut.barrier),
+                                echo=lambda line: None)
+    assert report["violations"] == [] and report["cuts_checked"] == len(cuts) + 1 >= 3
+    assert cuts == sorted(cuts)  # repeatable-read cuts never go back
+    final = cc.read(TABLES)
+    assert final.to_arrow("demo.words").num_rows == 300 and check_invariants(final) == []
+    assert all(s.lease == "none" for s in cc.status(TABLES))  # the streaming jobs released their sinks
+
+
+@pytest.mark.slow
+def test_demo_streaming_command(tmp_path):
+    result = subprocess.run(
+        [str(VENV_BIN / "consistent-catalog"), "demo", "--streaming", "--dir", str(tmp_path), "--epochs", "5",
+         "--rows-per-epoch", "40", "--output", "json"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["violations"] == [] and report["cuts_checked"] >= 2
+    assert "protocol §7 invariants" in result.stderr
+
+
+# --- kill -9 ------------------------------------------------------------------------------------------
+
+
+def kill_and_resume(directory: Path, plan: list[dict], kills: Counter) -> list[sw.WorkerRun]:
+    """Run the worker once per entry of ``plan`` (each should die), checking the lake after each kill."""
+    runs = []
+    for options in plan:
+        run = sw.run_worker(directory, feed_every=0.8, stay=True, **options)
+        runs.append(run)
+        assert run.killed or run.done, run.describe()
+        if run.killed:
+            kills[options.get("crash_at") or "random"] += 1
+        findings = sw.check_lake(directory, complete=False)
+        assert findings["problems"] == [], (options, findings, run.describe())
+    return runs
+
+
+def finish(directory: Path) -> dict:
+    run = sw.run_worker(directory)
+    assert run.done, run.describe()
+    findings = sw.check_lake(directory, complete=True)
+    assert findings["problems"] == [], findings
+    return findings
+
+
+def test_sigkill_at_chosen_points_is_exactly_once(tmp_path):
+    sw.create_lake(tmp_path)
+    for index in range(2):
+        sw.feed(tmp_path, index)
+    kills: Counter = Counter()
+    plan = [{"crash_at": point} for point in sw.POINTS]
+    runs = kill_and_resume(tmp_path, plan, kills)
+    assert kills == {point: 1 for point in sw.POINTS}, [r.describe() for r in runs if not r.killed]
+    # the restart after a kill between the commit and Spark's checkpoint replayed that batch, and skipped it
+    after_commit = sw.POINTS.index("root-after-commit")
+    key = runs[after_commit].marker("CRASH")[0][2]
+    assert ["BATCH", key, "skipped"] == runs[after_commit + 1].marker("BATCH")[0][:3]
+    findings = finish(tmp_path)
+    assert findings["rows"] == findings["rows_fed"] and findings["batches_landed"] >= 3
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_moments_is_exactly_once(tmp_path):
+    sw.create_lake(tmp_path)
+    sw.feed(tmp_path, 0)
+    rng = random.Random(14)
+    kills: Counter = Counter()
+    plan = [{"kill_after": rng.uniform(0.5, 12.0)} for _ in range(15)]
+    kill_and_resume(tmp_path, plan, kills)
+    assert kills["random"] >= 14  # (with the 6 chosen points: 20 and more kills in all)
+    findings = finish(tmp_path)
+    assert findings["rows"] == findings["rows_fed"]
