@@ -159,3 +159,28 @@ def test_a_nessie_catalog_is_refused_before_anything_is_written(tmp_path):
                          **{"nessie.is-nessie-catalog": "true"})
     with pytest.raises(CatalogConfigError, match="Nessie"):
         ConsistentCatalog(catalog)
+
+
+def test_a_table_fenced_the_old_way_keeps_working_and_is_migrated_by_the_next_registration(cc, catalog, flip_tables):
+    from pyiceberg.table.update import RemoveSnapshotRefUpdate
+
+    cc.ingest(WORDS, words("a"), barrier=1_000)
+    old = cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite")
+    old.register()
+    old.run_epoch()
+    # what an earlier version left: the ownership properties, the epochs, no consistent-fence
+    table = catalog.load_table(COUNTS)
+    catalog.commit_table(table, (), (RemoveSnapshotRefUpdate(ref_name=P.FENCE_BRANCH),))
+    assert fence_of(catalog, COUNTS) is None and cc.store.state(COUNTS).lease_holder == old.lease.instance
+    cc.ingest(WORDS, words("b"), barrier=2_000)
+    assert old.run_epoch().actions == {COUNTS: "published"}  # keeps working: asserts the fence absent
+    new = ConsistentCatalog(type(catalog)(catalog.name, **catalog.properties)).job(
+        "word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite", takeover=True)
+    new.register()  # migrates: creates the fence
+    assert fence_of(catalog, COUNTS) is not None
+    cc.ingest(WORDS, words("c"), barrier=3_000)
+    with pytest.raises(FencedError, match="taken over"):
+        old.run_epoch()
+    assert new.run_epoch().actions == {COUNTS: "published"}
+    counts = {r["word"]: r["cnt"] for r in catalog.load_table(COUNTS).scan().to_arrow().to_pylist()}
+    assert counts == {"a": 1, "b": 1, "c": 1}
