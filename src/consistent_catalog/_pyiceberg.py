@@ -247,14 +247,17 @@ def open_table(catalog: Catalog, identifier: str, location: str) -> Table:
 EMPTY_TOTALS = {key: "0" for key in ("total-records", "total-files-size", "total-data-files", "total-delete-files",
                                      "total-position-deletes", "total-equality-deletes")}
 
-def empty_snapshot(table: Table, summary: Mapping[str, str], *, metadata: TableMetadata | None = None) -> Snapshot:
+def empty_snapshot(
+    table: Table, summary: Mapping[str, str], *, metadata: TableMetadata | None = None, sequence_number: int | None = None
+) -> Snapshot:
     """A new snapshot of ``table`` holding no data, without a parent, its empty manifest list written.
 
     Without a parent it starts no history of its own (expiry keeps only what a ref points at) and the
     catalogs accept any sequence number for it (``parent-snapshot-id`` null is exempt from the
     "older than last sequence number" check in pyiceberg and Java); it takes ``last-sequence-number + 1``
-    of ``metadata`` (default: the table's), which is exact as long as the commit also asserts every
-    branch head of that metadata (no other snapshot can land in between).
+    of ``metadata`` (default: the table's) unless ``sequence_number`` is given (a second snapshot of the
+    same commit), which is exact as long as the commit also asserts every branch head of that metadata
+    (no other snapshot can land in between).
     """
     import uuid
 
@@ -263,7 +266,7 @@ def empty_snapshot(table: Table, summary: Mapping[str, str], *, metadata: TableM
 
     base = table.metadata if metadata is None else metadata
     snapshot_id = base.new_snapshot_id()
-    sequence = base.next_sequence_number() if base.format_version >= 2 else None
+    sequence = (sequence_number or base.next_sequence_number()) if base.format_version >= 2 else None
     path = table.location_provider().new_metadata_location(f"snap-{snapshot_id}-0-{uuid.uuid4()}.avro")
     with write_manifest_list(
         format_version=base.format_version,

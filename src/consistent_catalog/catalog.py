@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.update import (
+    AddSnapshotUpdate,
     RemovePropertiesUpdate,
     RemoveSnapshotRefUpdate,
     SetPropertiesUpdate,
@@ -18,6 +18,7 @@ from pyiceberg.table.update import (
 )
 
 from consistent_catalog import properties as P
+from consistent_catalog._pyiceberg import empty_snapshot
 from consistent_catalog.barrier import BarrierLike, to_barrier
 from consistent_catalog.commit import RetryPolicy, TableStore, TakeFence, fence_head, refs_at
 from consistent_catalog.exceptions import (
@@ -101,12 +102,13 @@ def check_not_future(state: TableState, barrier: int, *, allow_future: bool, wha
         )
 
 
-def write_genesis(store: TableStore, table: Table, job: str, requirements: Sequence[Any]) -> None:
-    """Give an empty sink its first snapshot: an empty append on ``main``, untagged but for ``consistent.job``
-    (Iceberg branches need a snapshot; protocol §5.2). FencedError when ``requirements`` fail."""
-    empty = table.schema().as_arrow().empty_table()
-    store.write(table, requirements, lambda tx: tx.append(empty, snapshot_properties={P.JOB: job}),
-                what="creating the genesis snapshot")
+def genesis_updates(table: Table, job: str) -> list[Any]:
+    """The updates that give an empty sink its first snapshot on ``main``: no data, untagged but for
+    ``consistent.job`` (Iceberg branches need a snapshot; protocol §5.2). Commit them with ``main``
+    asserted absent."""
+    genesis = empty_snapshot(table, {P.JOB: job})
+    return [AddSnapshotUpdate(snapshot=genesis),
+            SetSnapshotRefUpdate(ref_name=P.MAIN_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=genesis.snapshot_id)]
 
 
 def refuse_unsupported(catalog: Catalog) -> None:
@@ -366,18 +368,15 @@ class ConsistentCatalog:
             for sink in sink_names:
                 table, state = self.store.load(sink)
                 self._check_can_own(state, job, instance, takeover)
-                if not table.metadata.snapshots:
-                    # first the genesis, asserting main absent (which every catalog can check on a table
-                    # without snapshots): the registration's own fence assertion is then checkable too
-                    with contextlib.suppress(FencedError):  # another registration made it: theirs serves
-                        write_genesis(self.store, table, job, refs_at({P.MAIN_BRANCH: None}))
-                    table, state = self.store.load(sink)
-                    self._check_can_own(state, job, instance, takeover)
                 previous = {k: state.properties.get(k) for k in (P.JOB, P.LEASE_HOLDER, P.LEASE_UNTIL, P.SOURCES)}
+                # an empty sink gets its genesis in the same commit, with main asserted absent: every catalog
+                # checks that (also on a table without snapshots), so of two racing registrations one wins
+                genesis = genesis_updates(table, job) if state.head() is None else []
                 self.store.commit(
                     table,
-                    [],
+                    refs_at({P.MAIN_BRANCH: None}) if genesis else [],
                     [
+                        *genesis,
                         SetPropertiesUpdate(
                             updates={
                                 P.JOB: job,

@@ -161,8 +161,8 @@ def absent_ref_unassertable(requirement: TableRequirement) -> bool:
     validation refuses on a table without snapshots (``Table has no snapshots and can only be written to
     the main BRANCH``) although it holds there. Such assertions are left out when the table as planned has
     no snapshot — by catalogs that validate with pyiceberg (``validates_client_side``); a REST server
-    validates them itself, correctly. ``register_job`` first writes a genesis snapshot (asserting main
-    absent, which is exempt); what stays open is the first idle advance of a root that never had a
+    validates them itself, correctly. ``register_job`` commits an empty sink's genesis with main asserted
+    absent (which is exempt); what stays open is the first idle advance of a root that never had a
     snapshot (protocol §6.4)."""
     return isinstance(requirement, AssertRefSnapshotId) and requirement.snapshot_id is None and requirement.ref != P.MAIN_BRANCH
 
@@ -279,7 +279,9 @@ class TableStore:
         sent = requirement_list(table, requirements, fence=take_fence)
         retired = None
         if take_fence is not None:
-            snapshot = empty_snapshot(table, take_fence.summary())
+            added = [u.snapshot.sequence_number or 0 for u in updates if isinstance(u, AddSnapshotUpdate)]
+            sequence = max([table.metadata.last_sequence_number, *added]) + 1
+            snapshot = empty_snapshot(table, take_fence.summary(), sequence_number=sequence)
             updates = (
                 *updates,
                 AddSnapshotUpdate(snapshot=snapshot),

@@ -25,8 +25,8 @@ from consistent_catalog.catalog import (
     ConsistentCatalog,
     Lease,
     empty_read,
+    genesis_updates,
     register_extension,
-    write_genesis,
 )
 from consistent_catalog.commit import refs_at
 from consistent_catalog.completeness import Completeness
@@ -512,7 +512,8 @@ class EpochJob:
         table, state = self.cc.store.load(sink)
         expected = plan.sinks[sink].main_head
         if expected is None:
-            write_genesis(self.cc.store, table, self.job, self._fenced(sink, plan, {P.MAIN_BRANCH: None}))
+            self.cc.store.commit(table, self._fenced(sink, plan, {P.MAIN_BRANCH: None}), genesis_updates(table, self.job),
+                                 what="creating the genesis snapshot")
             table, state = self.cc.store.load(sink)
             expected = state.head()
             assert expected is not None

@@ -105,8 +105,9 @@ class TableMeta:
 
 def read_lake(directory: str | Path) -> dict[str, TableMeta]:
     """Every table's current metadata, from one read of the catalog's SQLite rows."""
-    # read-only: for a REST lake the file belongs to the server (it must never see a write from here)
-    connection = sqlite3.connect(f"file:{catalog_db(directory)}?mode=ro", uri=True, timeout=60)
+    # only SELECTs (for a REST lake the file belongs to the server); not mode=ro: that cannot open a WAL database
+    # whose -shm file another process must first create
+    connection = sqlite3.connect(catalog_db(directory), timeout=60)
     try:
         rows = connection.execute(
             'SELECT "table_namespace", "table_name", "metadata_location" FROM "iceberg_tables"'
