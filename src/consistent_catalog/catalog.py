@@ -427,13 +427,12 @@ class ConsistentCatalog:
                 if table.metadata.properties.get(P.LEASE_HOLDER) != instance:
                     continue  # registered by someone else meanwhile: not ours to undo
                 removals = [k for k in (P.JOB, P.LEASE_HOLDER, P.LEASE_UNTIL, P.SOURCES) if k not in previous]
-                restored = TakeFence.keeping_holder(table.metadata, "unregister")
                 self.store.commit(
                     table,
                     [],
                     [SetPropertiesUpdate(updates=dict(previous)), RemovePropertiesUpdate(removals=removals)],
                     what="undoing a partial registration",
-                    take_fence=TakeFence(restored.expected, "unregister", previous.get(P.LEASE_HOLDER), previous.get(P.JOB)),
+                    take_fence=TakeFence(fence_head(table), "unregister", previous.get(P.LEASE_HOLDER), previous.get(P.JOB)),
                 )
             except ConsistentCatalogError:
                 pass
@@ -502,7 +501,7 @@ class ConsistentCatalog:
             refs_at({P.MAIN_BRANCH: state.head()}),
             [SetPropertiesUpdate(updates=state.watermark_properties(value))],
             what="advancing the watermark",
-            take_fence=TakeFence.keeping_holder(loaded.metadata, "advance", expected=state.head(P.FENCE_BRANCH)),
+            take_fence=TakeFence.keeping_holder(loaded.metadata, "advance", state.head(P.FENCE_BRANCH)),
         )
         return value
 
@@ -654,7 +653,7 @@ class ConsistentCatalog:
                     refs_at(expected_refs),
                     updates,
                     what=f"revising to barrier {fmt_barrier(barrier)}",
-                    take_fence=TakeFence.keeping_holder(table.metadata, "revise", expected=state.head(P.FENCE_BRANCH)),
+                    take_fence=TakeFence.keeping_holder(table.metadata, "revise", state.head(P.FENCE_BRANCH)),
                 )
                 return step
             except FencedError:

@@ -116,15 +116,10 @@ class TakeFence:
     job: str | None = None
 
     @classmethod
-    def keeping_holder(cls, metadata: TableMetadata, reason: str, *, expected: int | None | str = "current") -> TakeFence:
-        """A move that keeps the lease holder (a revision, tag, expiry...): the holder re-reads the fence and
-        carries on; ``expected`` defaults to the fence head of ``metadata``."""
-        if expected == "current":
-            ref = metadata.refs.get(P.FENCE_BRANCH)
-            expected = None if ref is None else ref.snapshot_id
-        assert not isinstance(expected, str)
-        properties = metadata.properties
-        return cls(expected, reason, properties.get(P.LEASE_HOLDER), properties.get(P.JOB))
+    def keeping_holder(cls, metadata: TableMetadata, reason: str, expected: int | None) -> TakeFence:
+        """A move from ``expected`` that keeps the lease holder of ``metadata`` (a revision, tag, expiry...):
+        the holder re-reads the fence and carries on."""
+        return cls(expected, reason, metadata.properties.get(P.LEASE_HOLDER), metadata.properties.get(P.JOB))
 
     def summary(self) -> dict[str, str]:
         out = {P.FENCE_REASON: self.reason}

@@ -123,13 +123,11 @@ def _register(uri: str | dict, warehouse: str | None, job: str, start, results) 
         results.put((job, f"error: {exc!r}"))
 
 
-def test_registration_race_on_postgres_has_exactly_one_winner(postgres_server, tmp_path):
-    catalog = postgres_sql_catalog(postgres_server, tmp_path / "warehouse")
-    ensure_tables(ConsistentCatalog(catalog))
+def _registration_race(catalog, args) -> None:
+    """4 processes register a job on the same sink at once (``_register(*args, job, ...)``): exactly one wins."""
     ctx = mp.get_context("spawn")
     contenders = 4
     start, results = ctx.Barrier(contenders), ctx.Queue()
-    args = (catalog.properties["uri"], catalog.properties["warehouse"])
     procs = [ctx.Process(target=_register, args=(*args, f"job-{i}", start, results)) for i in range(contenders)]
     for p in procs:
         p.start()
@@ -139,31 +137,24 @@ def test_registration_race_on_postgres_has_exactly_one_winner(postgres_server, t
     assert sorted(o.split(":")[0] for o in outcomes.values()) == ["refused"] * (contenders - 1) + ["won"], outcomes
     winner = next(j for j, o in outcomes.items() if o == "won")
     assert catalog.load_table(COUNTS).metadata.properties["consistent.job"] == winner
+
+
+def test_registration_race_on_postgres_has_exactly_one_winner(postgres_server, tmp_path):
+    catalog = postgres_sql_catalog(postgres_server, tmp_path / "warehouse")
+    ensure_tables(ConsistentCatalog(catalog))
+    _registration_race(catalog, (catalog.properties["uri"], catalog.properties["warehouse"]))
     catalog.engine.dispose()
 
 
 def test_registration_race_on_rest_has_exactly_one_winner(rest_server, tmp_path):
-    """Four processes, each its own RestCatalog client, register for one sink at once: the server's
-    compare-and-swap lets exactly one registration commit land."""
     from tests.conftest import rest_catalog
     from tests.harness.lake import catalog_spec
 
     catalog = rest_catalog(rest_server, tmp_path)
     ensure_tables(ConsistentCatalog(catalog))
-    ctx = mp.get_context("spawn")
-    contenders = 4
-    start, results = ctx.Barrier(contenders), ctx.Queue()
     spec = catalog_spec(catalog)
     assert spec["type"] == "rest" and spec["uri"] == rest_server.uri
-    procs = [ctx.Process(target=_register, args=(spec, None, f"job-{i}", start, results)) for i in range(contenders)]
-    for p in procs:
-        p.start()
-    outcomes = dict(results.get(timeout=120) for _ in procs)
-    for p in procs:
-        p.join(60)
-    assert sorted(o.split(":")[0] for o in outcomes.values()) == ["refused"] * (contenders - 1) + ["won"], outcomes
-    winner = next(j for j, o in outcomes.items() if o == "won")
-    assert catalog.load_table(COUNTS).metadata.properties["consistent.job"] == winner
+    _registration_race(catalog, (spec, None))
 
 
 def test_concurrent_jobs_ingesters_and_readers_on_rest(rest_server, tmp_path):

@@ -96,7 +96,7 @@ def commit_expiry(cc: ConsistentCatalog, table: Table, planned: TableExpiry) -> 
         refs_at(planned.refs),
         updates,
         what=f"expiring {len(planned.expire)} snapshot(s)",
-        take_fence=TakeFence.keeping_holder(table.metadata, "expire", expected=planned.refs.get(P.FENCE_BRANCH)),
+        take_fence=TakeFence.keeping_holder(table.metadata, "expire", planned.refs.get(P.FENCE_BRANCH)),
     )
 
 

@@ -26,7 +26,7 @@ from pyiceberg.table.update import AssertRefSnapshotId, RemoveSnapshotRefUpdate
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import BarrierLike
 from consistent_catalog.catalog import ConsistentRead
-from consistent_catalog.commit import RetryPolicy, TakeFence
+from consistent_catalog.commit import RetryPolicy, TakeFence, fence_head
 from consistent_catalog.exceptions import FencedError, InvalidInputError
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut
 from consistent_catalog.retention.refs import PIN_PREFIX, TagInfo, collect_tags, ref_age_for, tag_update
@@ -81,7 +81,7 @@ class Pin:
                 [AssertRefSnapshotId(ref=self.tag, snapshot_id=snapshot_id)],
                 [tag_update(self.tag, snapshot_id, ref_age_for(expires_at, snapshot.timestamp_ms))],
                 what=f"renewing pin {self.tag}",
-                take_fence=TakeFence.keeping_holder(table.metadata, "tag"),  # an expiry planned before this is refused
+                take_fence=TakeFence.keeping_holder(table.metadata, "tag", fence_head(table)),  # an expiry planned before this is refused
             )
         self.expires_at = expires_at
         return expires_at
@@ -149,7 +149,7 @@ def pin(
                     [tag_update(tag, snapshot.snapshot_id, ref_age_for(expires_at, snapshot.timestamp_ms))],
                     what=f"pinning {tag}",
                     # an expiry after this load moves the fence (refused: re-pinned); one planned before it is refused
-                    take_fence=TakeFence.keeping_holder(table.metadata, "tag"),
+                    take_fence=TakeFence.keeping_holder(table.metadata, "tag", fence_head(table)),
                 )
                 done[name] = snapshot.snapshot_id
         except FencedError:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pyiceberg.table.update import AssertRefSnapshotId
 
 from consistent_catalog import properties as P
-from consistent_catalog.commit import TakeFence
+from consistent_catalog.commit import TakeFence, fence_head
 from consistent_catalog.exceptions import FencedError, InvalidInputError
 from consistent_catalog.lineage import LineageGraph
 from consistent_catalog.retention.plan import latest_cut
@@ -129,7 +129,7 @@ def retain(
                         [AssertRefSnapshotId(ref=tag, snapshot_id=None if ref is None else ref.snapshot_id)],
                         [tag_update(tag, snapshot_id, ref_age_for(expires_at, timestamp))],
                         what=f"tagging the {tier} cut {tag}",
-                        take_fence=TakeFence.keeping_holder(table.metadata, "tag"),  # refuses an expiry planned before
+                        take_fence=TakeFence.keeping_holder(table.metadata, "tag", fence_head(table)),  # refuses an expiry planned before
                     )
                 except FencedError as exc:
                     raise FencedError(f"{exc}; another process tagged or expired it meanwhile — run retain again") from None
