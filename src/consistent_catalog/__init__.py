@@ -36,7 +36,18 @@ from consistent_catalog.exceptions import (
 from consistent_catalog.lineage import LineageGraph
 from consistent_catalog.report import EpochEntry, HistoryEntry, TableStatus
 from consistent_catalog.resolver import LEVELS, Cut, Level, TableCut
-from consistent_catalog.retention import ExpiryResult, Pin, PinInfo, RetainedCut, RetainedTag, RetentionPolicy
+from consistent_catalog.retention import (
+    ExpiryPlan,
+    ExpiryResult,
+    OrphanResult,
+    Pin,
+    PinInfo,
+    Pins,
+    RetainedCut,
+    RetainedTag,
+    Retention,
+    RetentionPolicy,
+)
 from consistent_catalog.revision import RevisionResult, RevisionStep
 
 __version__ = "0.1.0"
@@ -54,6 +65,7 @@ __all__ = [
     "EpochJob",
     "EpochPlan",
     "EpochResult",
+    "ExpiryPlan",
     "ExpiryResult",
     "FencedError",
     "HistoryEntry",
@@ -68,12 +80,15 @@ __all__ = [
     "MalformedMetadataError",
     "NoWatermarkError",
     "NotRegisteredError",
+    "OrphanResult",
     "OwnershipError",
     "Pin",
     "PinInfo",
+    "Pins",
     "ResolutionError",
     "RetainedCut",
     "RetainedTag",
+    "Retention",
     "RetentionPolicy",
     "RevisionResult",
     "RevisionStep",

@@ -38,7 +38,7 @@ from consistent_catalog.retention import RetentionPolicy
 from consistent_catalog.state import TableState
 from tests.conformance.corpus import cut_json, load_cases, python_answer
 from tests.harness.lake import sqlite_catalog, words
-from tests.unit.test_metadata import REFUSED, assert_same
+from tests.harness.metadata_docs import REFUSED, assert_same
 
 WORDS, COUNTS, HIST = "demo.words", "demo.word_counts", "demo.count_histogram"
 FLIP = (WORDS, COUNTS, HIST)

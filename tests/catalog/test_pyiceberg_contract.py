@@ -14,9 +14,18 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from pyiceberg.avro.file import AvroFile
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
-from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID, RemoveSnapshotsUpdate
+from pyiceberg.manifest import read_manifest_list
+from pyiceberg.table.refs import SnapshotRefType
+from pyiceberg.table.update import (
+    AddSnapshotUpdate,
+    AssertRefSnapshotId,
+    AssertTableUUID,
+    RemoveSnapshotsUpdate,
+    SetSnapshotRefUpdate,
+)
 from sqlalchemy import text as sql_text
 
 from consistent_catalog import _pyiceberg
@@ -205,6 +214,106 @@ def test_a_metadata_file_is_read_and_opened_as_load_table_does(table, tmp_path: 
     assert opened.scan().to_arrow().equals(loaded.scan().to_arrow())
     table.append(rows(["c"]))  # a later commit: the opened table stays at its metadata file
     assert _pyiceberg.open_table(catalog, "demo.words", location).scan().to_arrow().num_rows == 2
+
+
+def add_on_branch(table, snapshot, branch: str) -> None:
+    """Commit ``snapshot`` as the head of ``branch``, as ``genesis_updates`` and a fence take do."""
+    updates = (AddSnapshotUpdate(snapshot=snapshot),
+               SetSnapshotRefUpdate(ref_name=branch, type=SnapshotRefType.BRANCH, snapshot_id=snapshot.snapshot_id))
+    table.catalog.commit_table(table, (), updates)
+
+
+def manifest_list_header(table, path: str) -> dict[str, str]:
+    """The key-value metadata of a manifest list's Avro header (Avro's own keys but the codec left out)."""
+    with AvroFile(table.io.new_input(path)) as reader:
+        meta = reader.header.meta
+    return {k: v for k, v in meta.items() if not k.startswith("avro.") or k == "avro.codec"}
+
+
+@pytest.mark.parametrize("format_version", [1, 2])
+def test_an_empty_snapshot_is_parentless_holds_no_data_and_pyiceberg_builds_on_it(tmp_path: Path, format_version: int) -> None:
+    """``empty_snapshot`` as the genesis of an empty sink: the snapshot it builds is the one pyiceberg stores and
+    reads back, its manifest list is one pyiceberg reads as empty, and pyiceberg's next append continues from it."""
+    (tmp_path / "warehouse").mkdir()
+    catalog = SqlCatalog("lake", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/warehouse")
+    try:
+        catalog.create_namespace("demo")
+        table = catalog.create_table("demo.words", schema=SCHEMA, properties={"format-version": str(format_version)})
+        assert table.metadata.format_version == format_version
+        genesis = _pyiceberg.empty_snapshot(table, {"consistent.job": "job-a"})
+        assert genesis.parent_snapshot_id is None
+        assert table.metadata.snapshot_by_id(genesis.snapshot_id) is None  # a new id
+        assert genesis.schema_id == table.metadata.current_schema_id
+        assert genesis.sequence_number == (table.metadata.next_sequence_number() if format_version >= 2 else None)
+        operation, properties = _pyiceberg.summary_parts(genesis.summary)
+        assert operation == "append"
+        assert dict(properties) == {**_pyiceberg.EMPTY_TOTALS, "consistent.job": "job-a"}
+        # the manifest list: written before the commit, where pyiceberg writes its own, empty, read back as empty
+        metadata_dir = Path(table.metadata.location.removeprefix("file://")) / "metadata"
+        written = Path(genesis.manifest_list.removeprefix("file://"))
+        assert written.parent == metadata_dir and written.exists()
+        assert list(read_manifest_list(table.io.new_input(genesis.manifest_list))) == []
+
+        add_on_branch(table, genesis, "main")
+        table = catalog.load_table("demo.words")
+        stored = table.metadata.snapshot_by_id(genesis.snapshot_id)
+        assert stored is not None and table.metadata.current_snapshot_id == genesis.snapshot_id
+        assert stored.parent_snapshot_id is None
+        assert stored.manifest_list == genesis.manifest_list
+        assert _pyiceberg.summary_parts(stored.summary) == (operation, properties)
+        if format_version >= 2:
+            assert stored.sequence_number == genesis.sequence_number == table.metadata.last_sequence_number
+        assert stored.manifests(table.io) == []  # zero manifests, so zero entries
+        assert table.inspect.entries(snapshot_id=genesis.snapshot_id).num_rows == 0
+        scanned = table.scan(snapshot_id=genesis.snapshot_id).to_arrow()
+        assert scanned.num_rows == 0 and scanned.column_names == ["word"]
+        assert table.scan().to_arrow().num_rows == 0
+
+        # pyiceberg's own append continues from it: parent, totals from its summary, a manifest list like ours
+        table.append(rows(["a", "b"]))
+        table = catalog.load_table("demo.words")
+        head = table.current_snapshot()
+        assert head is not None and head.parent_snapshot_id == genesis.snapshot_id
+        assert head.summary["total-records"] == "2" and head.summary["total-data-files"] == "1"
+        assert {k for k in head.summary.additional_properties if k.startswith("total-")} == set(_pyiceberg.EMPTY_TOTALS)
+        assert Path(head.manifest_list.removeprefix("file://")).parent == metadata_dir
+        ours, theirs = manifest_list_header(table, genesis.manifest_list), manifest_list_header(table, head.manifest_list)
+        assert ours.keys() == theirs.keys() and ours["avro.codec"] == theirs["avro.codec"]
+        assert ours["snapshot-id"] == str(genesis.snapshot_id) and ours["parent-snapshot-id"] == "null"
+        assert ours["format-version"] == str(format_version)
+        if format_version >= 2:
+            assert ours["sequence-number"] == str(genesis.sequence_number)
+        assert table.scan(snapshot_id=genesis.snapshot_id).to_arrow().num_rows == 0
+        assert table.scan().to_arrow().num_rows == 2
+    finally:
+        catalog.engine.dispose()
+
+
+def test_an_empty_snapshot_without_parent_is_exempt_from_the_sequence_number_check(table) -> None:
+    """The fence snapshot: a parentless empty snapshot on its own branch, built from metadata a concurrent commit
+    has since overtaken (its sequence number no longer above the table's), is still accepted; with a parent, the
+    same sequence number is refused. ``sequence_number`` is taken as given (a second snapshot of one commit)."""
+    table.append(rows(["a"]))
+    stale = table.metadata
+    table.append(rows(["b"]))  # another commit lands meanwhile
+    table.refresh()
+    head = table.metadata.current_snapshot_id
+    fence = _pyiceberg.empty_snapshot(table, {"consistent.fence": "1"}, metadata=stale)
+    assert fence.sequence_number == stale.last_sequence_number + 1 <= table.metadata.last_sequence_number
+    assert fence.parent_snapshot_id is None
+    add_on_branch(table, fence, "consistent-fence")
+    table.refresh()
+    assert table.metadata.refs["consistent-fence"].snapshot_id == fence.snapshot_id
+    assert table.metadata.current_snapshot_id == head  # main untouched
+    assert table.scan(snapshot_id=fence.snapshot_id).to_arrow().num_rows == 0
+    assert table.scan().to_arrow().num_rows == 2
+    assert table.metadata.snapshot_by_id(fence.snapshot_id).manifests(table.io) == []
+
+    given = _pyiceberg.empty_snapshot(table, {}, sequence_number=table.metadata.last_sequence_number + 5)
+    assert given.sequence_number == table.metadata.last_sequence_number + 5
+    with_parent = given.model_copy(update={"parent_snapshot_id": head, "sequence_number": stale.last_sequence_number})
+    with pytest.raises(ValueError, match="older than last sequence number"):
+        add_on_branch(table, with_parent, "other")
 
 
 def test_nothing_is_registered_at_import() -> None:

@@ -10,39 +10,21 @@ compared in ``tests/catalog/test_loading.py``.
 
 from __future__ import annotations
 
-import copy
 import gzip
 import json
 from typing import Any
 
 import pytest
-from pyiceberg.table.metadata import TableMetadataUtil
 
 from consistent_catalog.exceptions import ConsistentCatalogError, TableNotFoundError
 from consistent_catalog.metadata import LeanDecodeError, decode_state
 from consistent_catalog.resolver import DEFAULT_LEVEL, resolve
 from consistent_catalog.state import TableState
 from tests.conformance.corpus import cut_json, load_cases
+from tests.harness.metadata_docs import REFUSED, assert_same, base, reference, variant
 
 CORPUS = load_cases()
 CORPUS_TABLES = sorted((case, name) for case, body in CORPUS.items() for name in body["tables"])
-
-
-def reference(identifier: str, document: dict[str, Any]) -> TableState:
-    return TableState.from_metadata(identifier, TableMetadataUtil.parse_raw(json.dumps(document)))
-
-
-def assert_same(lean: TableState, full: TableState) -> None:
-    """Equal field by field, and in the same order (dicts compare without order)."""
-    assert lean == full
-    assert list(lean.snapshots.items()) == list(full.snapshots.items())
-    for a, b in zip(lean.snapshots.values(), full.snapshots.values()):
-        assert list(a.summary.items()) == list(b.summary.items())
-        assert type(a.operation) is str and type(b.operation) is str
-    assert list(lean.branches.items()) == list(full.branches.items())
-    assert list(lean.tags.items()) == list(full.tags.items())
-    assert list(lean.properties.items()) == list(full.properties.items())
-    assert lean.main_log == full.main_log
 
 
 def test_the_corpus_is_there() -> None:
@@ -64,32 +46,6 @@ def test_every_corpus_table_is_read_by_the_lean_decoder() -> None:
 
 
 # --- edge cases of the format -------------------------------------------------------------------------
-def base() -> dict[str, Any]:
-    """A small v2 table: three snapshots on main, a branch, a tag, properties and a snapshot log."""
-    case = CORPUS[sorted(CORPUS)[0]]
-    document = copy.deepcopy(next(iter(case["tables"].values())))
-    document["snapshots"] = [
-        {"snapshot-id": 1, "timestamp-ms": 1000, "manifest-list": "s3://b/1.avro",
-         "summary": {"operation": "append", "consistent.barrier": "1000", "added-records": "5", "total-records": "5"}},
-        {"snapshot-id": 2, "parent-snapshot-id": 1, "timestamp-ms": 2000, "manifest-list": "s3://b/2.avro",
-         "summary": {"operation": "overwrite", "consistent.barrier": "2000"}},
-        {"snapshot-id": 3, "parent-snapshot-id": 2, "timestamp-ms": 3000, "manifest-list": "s3://b/3.avro",
-         "summary": {"operation": "replace"}},
-    ]
-    document["refs"] = {"main": {"snapshot-id": 3, "type": "branch"}, "consistent-staged": {"snapshot-id": 2, "type": "branch"},
-                        "consistent-pin-1": {"snapshot-id": 1, "type": "tag", "max-ref-age-ms": 60000}}
-    document["current-snapshot-id"] = 3
-    document["properties"] = {"consistent.watermark": "2500", "a": "b"}
-    document["snapshot-log"] = [{"snapshot-id": 1, "timestamp-ms": 1000}, {"snapshot-id": 3, "timestamp-ms": 3000}]
-    return document
-
-
-def variant(change) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    document = base()
-    change(document)
-    return document
-
-
 EDGE_CASES = {
     "base": base(),
     "no refs: main from current-snapshot-id": variant(lambda d: d.pop("refs")),
@@ -117,21 +73,6 @@ EDGE_CASES = {
 def test_lean_state_equals_pyiceberg_state_on_edge_cases(name: str) -> None:
     document = EDGE_CASES[name]
     assert_same(decode_state("db.t", json.dumps(document).encode()), reference("db.t", document))
-
-
-REFUSED = {
-    "a summary without operation (pyiceberg warns and says overwrite)": variant(lambda d: d["snapshots"][0]["summary"].pop("operation")),
-    "an unknown operation": variant(lambda d: d["snapshots"][0]["summary"].update(operation="merge")),
-    "a summary value that is not a string": variant(lambda d: d["snapshots"][0]["summary"].update(x=1)),
-    "a property that is not a string (pyiceberg converts it)": variant(lambda d: d["properties"].update(flag=True)),
-    "a null property": variant(lambda d: d["properties"].update(flag=None)),
-    "a snapshot id that is a string": variant(lambda d: d["snapshots"][0].update({"snapshot-id": "1"})),
-    "a timestamp missing (pyiceberg takes now)": variant(lambda d: d["snapshots"][0].pop("timestamp-ms")),
-    "no manifest list": variant(lambda d: d["snapshots"][0].pop("manifest-list")),
-    "an unknown ref type": variant(lambda d: d["refs"]["main"].update(type="other")),
-    "format version 4": variant(lambda d: d.update({"format-version": 4})),
-    "no format version": variant(lambda d: d.pop("format-version")),
-}
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
@@ -188,12 +129,12 @@ def test_random_histories_decode_and_resolve_as_with_pyiceberg() -> None:
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import strategies as st
 
-    from tests.conformance.test_conformance import _random_case
+    from tests.harness.random_histories import random_case
 
     @settings(max_examples=20, deadline=None, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
     @given(st.data())
     def check(data: st.DataObject) -> None:
-        case = _random_case(data, 0)  # its expected answers come from pyiceberg's parse (the corpus's reference)
+        case = random_case(data, 0)  # its expected answers come from pyiceberg's parse (the corpus's reference)
         lean = {name: decode_state(name, json.dumps(doc).encode()) for name, doc in case["tables"].items()}
         for name, doc in case["tables"].items():
             assert_same(lean[name], reference(name, doc))
