@@ -156,13 +156,13 @@ def bench_zombies(catalog: Any, rounds: int, rows: int) -> dict[str, Any]:
         a = cc_a.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite",
                      takeover=True)
         a.register()
-        cc_a.ingest(WORDS, epoch_words(round_no, rows))
+        cc_a.ingest(WORDS, epoch_words(round_no, rows), key=f"zombies-round-{round_no}-a")
         plan = a.plan()
         staged = a.stage(COUNTS, plan, a.run_transform(plan).get(COUNTS))
         b = cc_b.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite",
                      takeover=True)
         with b:
-            cc_b.ingest(WORDS, epoch_words(1000 + round_no, rows))
+            cc_b.ingest(WORDS, epoch_words(1000 + round_no, rows), key=f"zombies-round-{round_no}-b")
             list(b.run_until_caught_up())  # a generator: run it to the end
             before = observer.load_table(COUNTS).metadata
             started = time.perf_counter()

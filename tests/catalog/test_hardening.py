@@ -7,6 +7,7 @@ against the library's own report of what it did.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 
 import pyarrow as pa
@@ -22,6 +23,7 @@ from consistent_catalog import (
 )
 from consistent_catalog import properties as P
 from consistent_catalog.demo import count_words, histogram
+from consistent_catalog.retention import PIN_PREFIX
 from consistent_catalog.util.time import now_ms
 from tests.harness.catalogue import refused, snapshot_of
 from tests.harness.lake import COUNTS_SCHEMA, words
@@ -137,6 +139,43 @@ def test_a_watermark_in_the_future_is_refused_unless_insisted(pipeline, catalog)
     assert catalog.load_table(WORDS).metadata.properties[P.WATERMARK] == str(far)
 
 
+def set_clock_skew(catalog, name: str, skew_ms: int) -> None:
+    """Set the table property the way a user does: a plain pyiceberg property update."""
+    with catalog.load_table(name).transaction() as tx:
+        tx.set_properties({P.CLOCK_SKEW: str(skew_ms)})
+
+
+def test_the_clock_skew_property_widens_and_narrows_the_allowance(pipeline, catalog) -> None:
+    cc = pipeline
+    assert P.CLOCK_SKEW == "consistent.clock-skew-ms"  # the documented key (docs/protocol.md §2)
+    hour, day = 3_600_000, 86_400_000
+    refused(catalog, InvalidBarrierError, "in the future", lambda: cc.advance_watermark(WORDS, now_ms() + hour))
+
+    set_clock_skew(catalog, WORDS, 2 * day)  # wider: an hour ahead is now accepted, three days still are not
+    ahead = now_ms() + hour
+    assert cc.advance_watermark(WORDS, ahead) == ahead
+    assert catalog.load_table(WORDS).metadata.properties[P.WATERMARK] == str(ahead)
+    refused(catalog, InvalidBarrierError, r"consistent\.clock-skew-ms",
+            lambda: cc.advance_watermark(WORDS, now_ms() + 3 * day))
+    later = now_ms() + 2 * hour
+    assert cc.ingest(WORDS, words("x"), barrier=later).barrier == later  # ingests follow the same allowance
+    head = catalog.load_table(WORDS).metadata.current_snapshot_id
+    assert catalog.load_table(WORDS).metadata.snapshot_by_id(head).summary[P.BARRIER] == str(later)
+
+    idle = "demo.idle"  # narrower: a root allowing no barrier beyond the clock at all
+    catalog.create_table(idle, schema=words().schema)
+    soon = now_ms() + 60_000
+    assert cc.advance_watermark(idle, soon) == soon  # within the default allowance...
+    set_clock_skew(catalog, idle, 0)
+    refused(catalog, InvalidBarrierError, "in the future", lambda: cc.advance_watermark(idle, now_ms() + 120_000))
+    refused(catalog, InvalidBarrierError, "in the future",  # ...and no longer, for ingests too
+            lambda: cc.ingest(idle, words("y"), barrier=now_ms() + 120_000))
+    assert catalog.load_table(idle).metadata.properties[P.WATERMARK] == str(soon)
+    far = now_ms() + 3 * day
+    assert cc.advance_watermark(idle, far, allow_future=True) == far  # insisting still works
+    assert catalog.load_table(idle).metadata.properties[P.WATERMARK] == str(far)
+
+
 # --- item 5: barriers that cannot be meant ---------------------------------------------------------
 def test_an_as_of_in_seconds_is_refused(cc, catalog, flip_tables) -> None:
     cc.ingest(WORDS, words("a"))  # barriers at the current time, as in a real pipeline
@@ -146,6 +185,25 @@ def test_an_as_of_in_seconds_is_refused(cc, catalog, flip_tables) -> None:
     refused(catalog, InvalidBarrierError, "milliseconds", lambda: cc.resolve([WORDS, COUNTS], as_of=seconds))
     refused(catalog, InvalidBarrierError, "before the first barrier", lambda: cc.pins.pin([WORDS, COUNTS], as_of=5))
     assert all(not ref.startswith(P.TAG_PREFIX) for ref in catalog.load_table(WORDS).metadata.refs)
+
+
+def test_a_pin_of_a_cut_that_holds_nothing_is_refused_and_tags_nothing(cc, catalog) -> None:
+    """An as-of before any barrier of tables that have none (empty roots with only a watermark) passes
+    the as-of guard, but the cut holds no snapshot: there is nothing to pin."""
+    empty = ["demo.left", "demo.right"]
+    watermark = now_ms() - 60_000
+    for name in empty:
+        catalog.create_table(name, schema=words().schema)
+        cc.advance_watermark(name, watermark)
+    refs_before = {name: set(catalog.load_table(name).metadata.refs) for name in empty}
+    for as_of in (watermark - 10_000, None):
+        refused(catalog, InvalidInputError, "nothing to pin", lambda as_of=as_of: cc.pins.pin(empty, as_of=as_of))
+    for name in empty:
+        refs = catalog.load_table(name).metadata.refs
+        assert set(refs) == refs_before[name]
+        assert not any(ref.startswith(PIN_PREFIX) for ref in refs)
+        assert all(ref.snapshot_ref_type.value != "tag" for ref in refs.values())
+    assert cc.pins.list() == []
 
 
 # --- item 6: a revise that changes nothing commits nothing -----------------------------------------
@@ -225,6 +283,43 @@ def test_an_idle_root_keeps_the_dag_moving(cc, catalog, flip_tables) -> None:
     assert started - 60_000 - 5_000 <= watermark <= now_ms() - 60_000
     assert cc.resolve([COUNTS]).barrier == watermark
     refused(catalog, InvalidInputError, "only root tables", lambda: cc.set_idle(COUNTS, "1m"))
+
+
+# --- run_continuously: max_epochs counts attempts, not epochs that did work -----------------------
+@pytest.mark.parametrize("backend", ["sqlite"])  # the loop is the same on every catalog
+def test_run_continuously_stops_after_max_epochs_attempts_even_when_idle(cc, catalog, flip_tables) -> None:
+    cc.ingest(WORDS, words("a", "b", "a"), key="batch-1", barrier=now_ms() - 10_000)
+    job = cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite")
+    attempts: list = []
+    run_epoch = job.run_epoch
+
+    def counted():
+        attempts.append(run_epoch())
+        return attempts[-1]
+
+    job.run_epoch = counted  # type: ignore[method-assign]
+    lines: list[str] = []
+    interval = 0.05
+    with job:
+        started = time.monotonic()
+        first = job.run_continuously(interval=interval, max_epochs=3, echo=lines.append)
+        took = time.monotonic() - started
+        assert len(attempts) == 3 and took >= 2 * interval  # no sleep after the last attempt
+        assert [r.did_work for r in attempts] == [True, False, False]
+        assert first == attempts[:1] and first[0].actions == {COUNTS: "published"}  # only the epochs that did work
+        assert len(lines) == 1 and lines[0]  # one progress line per epoch that did work
+        head = catalog.load_table(COUNTS).metadata.current_snapshot_id
+        assert catalog.load_table(COUNTS).metadata.snapshot_by_id(head).summary[P.JOB] == "word-count"
+
+        attempts.clear()
+        lines.clear()
+        assert job.run_continuously(interval=interval, max_epochs=4, echo=lines.append) == []  # nothing new at all
+        assert len(attempts) == 4 and not any(r.did_work for r in attempts) and lines == []
+        assert catalog.load_table(COUNTS).metadata.current_snapshot_id == head
+
+        with pytest.raises(InvalidInputError, match="max_epochs"):
+            job.run_continuously(interval=interval, max_epochs=0)
+    assert {r["word"]: r["cnt"] for r in rows(catalog, COUNTS)} == {"a": 2, "b": 1}
 
 
 # --- found in review: epochs that raced a revision, multi-sink jobs, interfering writers ---------

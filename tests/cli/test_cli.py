@@ -126,6 +126,25 @@ def test_advance_watermark(lake, tmp_path):
     assert back.returncode == 1 and "never moves back" in back.stderr
 
 
+def test_advance_watermark_allow_future(lake):
+    catalog, env, _ = lake
+    catalog.create_table("demo.future", schema=WORDS_SCHEMA)
+    far = "2999-01-01T00:00:00Z"
+    plain = run(env, "-c", "lake", "advance-watermark", "demo.future", far, check=False)
+    assert plain.returncode == 1 and "in the future" in plain.stderr and "Traceback" not in plain.stderr
+    assert P.WATERMARK not in catalog.load_table("demo.future").metadata.properties
+    named = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", plain.stderr))
+    assert "--allow-future" in named  # the way out is named...
+    command = cli.commands["advance-watermark"]
+    existing = {opt for param in command.params for opt in param.opts if opt.startswith("--")}
+    assert named <= existing, named - existing  # ...and every option it names exists
+    assert "--allow-future" in run(env, "advance-watermark", "--help").stdout
+
+    out = json.loads(run(env, "-c", "lake", "-o", "json", "advance-watermark", "demo.future", far, "--allow-future").stdout)
+    assert out == {"table": "demo.future", "watermark": 32_472_144_000_000}
+    assert catalog.load_table("demo.future").metadata.properties[P.WATERMARK] == "32472144000000"
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
