@@ -22,6 +22,7 @@ from consistent_catalog.commit import RetryPolicy, refs_at
 from consistent_catalog.epoch import EpochJob, EpochPlan, Staged, check_append_only
 from consistent_catalog.exceptions import FencedError, InvalidInputError
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut
+from consistent_catalog.spark import _jvm
 from consistent_catalog.sql import view_names
 from consistent_catalog.util.identifiers import normalize_identifier, qualified_name, quote_identifier
 from consistent_catalog.util.time import now_ms
@@ -237,11 +238,8 @@ def with_commit_properties(spark: SparkSession, properties: Mapping[str, str], r
     Relies on PySpark's pinned threads (the default): the callback runs Spark SQL on the JVM thread
     that set Iceberg's commit-properties thread-local.
     """
-    from pyspark.java_gateway import ensure_callback_server_started
-
-    gateway = spark.sparkContext._gateway
-    ensure_callback_server_started(gateway)
-    jvm = spark._jvm
+    _jvm.start_callback_server(spark)
+    jvm = _jvm.jvm(spark)
     jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
         jvm.java.util.HashMap(dict(properties)),
         _JavaCallable(run),
@@ -320,13 +318,9 @@ def ingest_dataframe(
     )
 
 
-def _stage_with_wap(
-    cc: ConsistentCatalog, frame: DataFrame, name: str, target: str, properties: Mapping[str, str], table: Any
-) -> tuple[int, Any]:
-    """Write ``frame`` as a staged snapshot (Iceberg's write-audit-publish) on top of main.
-
-    Returns its id and ``table`` (as committed, if staged writes had to be enabled first).
-    """
+def enable_staged_writes(cc: ConsistentCatalog, name: str, table: Any = None) -> Any:
+    """Set ``write.wap.enabled`` on root ``name`` if it is not set; returns the table (as committed, if it changed)."""
+    table = cc.load_table(name) if table is None else table
     for _ in RetryPolicy(5).attempts():  # another ingester may be enabling it at the same moment
         if table.metadata.properties.get(WAP_ENABLED) == "true":
             break
@@ -336,6 +330,17 @@ def _stage_with_wap(
             break
         except FencedError:
             table = cc.load_table(name)
+    return table
+
+
+def _stage_with_wap(
+    cc: ConsistentCatalog, frame: DataFrame, name: str, target: str, properties: Mapping[str, str], table: Any
+) -> tuple[int, Any]:
+    """Write ``frame`` as a staged snapshot (Iceberg's write-audit-publish) on top of main.
+
+    Returns its id and ``table`` (as committed, if staged writes had to be enabled first).
+    """
+    table = enable_staged_writes(cc, name, table)
     spark = frame.sparkSession
     wap_id = f"consistent-{uuid.uuid4().hex[:16]}"
     previous = spark.conf.get("spark.wap.id", None)
