@@ -133,7 +133,7 @@ def overhead(args: argparse.Namespace) -> dict[str, Any]:
 
     from consistent_catalog import ConsistentCatalog
     from consistent_catalog.spark.session import build_session
-    from consistent_catalog.spark.streaming import RootStreamWriter
+    from consistent_catalog.spark.streaming import start_root_stream
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-streaming-overhead-"))
     (tmp / "warehouse").mkdir()
@@ -170,11 +170,9 @@ def overhead(args: argparse.Namespace) -> dict[str, Any]:
                     .trigger(processingTime="0 seconds").option("checkpointLocation", checkpoint)
                     .toTable(f"lake.{tables[name]}"))
         extra = {"event_time_column": "ts", "persist": args.et_persist} if name == "ours+et" else {}
-        writer = RootStreamWriter(cc, tables[name], **extra)
         stream = source(name) if name == "ours+et" else source(name).drop("ts")
-        query = (stream.writeStream.foreachBatch(writer).option("checkpointLocation", checkpoint)
-                 .trigger(processingTime="0 seconds").start())
-        return writer.watch(query, idle_after=None)
+        return start_root_stream(stream, cc, tables[name], checkpoint_location=checkpoint, trigger="0 seconds",
+                                 idle_after=None, **extra)
 
     timings: dict[str, dict[str, list[float]]] = {n: {"trigger": [], "addBatch": []} for n in contenders}
     batches: dict[str, int] = dict.fromkeys(contenders, 0)
