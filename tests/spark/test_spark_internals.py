@@ -54,6 +54,7 @@ def test_jvm_accessors_reach_the_driver(env) -> None:
     assert session.sparkContext().appName() == "test-spark-internals"
     fs = jvm.org.apache.hadoop.fs.Path("file:///tmp").getFileSystem(_jvm.hadoop_configuration(spark))
     assert jvm.java.lang.Class.forName("org.apache.hadoop.fs.LocalFileSystem").isInstance(fs)
+    assert _jvm.catalog_plugin(spark, "lake").name() == "lake"
     gateway = _jvm.start_callback_server(spark)
     assert gateway.get_callback_server() is not None
 

@@ -36,3 +36,8 @@ def start_callback_server(spark: SparkSession) -> Any:
     gateway = spark.sparkContext._gateway
     ensure_callback_server_started(gateway)
     return gateway
+
+
+def catalog_plugin(spark: SparkSession, name: str) -> Any:
+    """Spark's catalog plugin ``name`` in this session, instantiated now if it was not yet (with the conf as it is)."""
+    return java_session(spark).sessionState().catalogManager().catalog(name)

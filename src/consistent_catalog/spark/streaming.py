@@ -413,15 +413,20 @@ def _stream_catalog_cache(spark: SparkSession, catalog: str) -> Iterator[None]:
     has staged writes enabled (``RootStreamWriter`` sets it before the query starts).
     """
     key = f"spark.sql.catalog.{catalog}.cache-enabled"
-    previous = spark.conf.get(key, None)
-    spark.conf.set(key, "true")
-    try:
-        yield
-    finally:
-        if previous is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, previous)
+    with _CONF_LOCK:
+        _jvm.catalog_plugin(spark, catalog)  # the caller's own catalog exists before the flip and keeps its setting
+        previous = spark.conf.get(key, None)
+        spark.conf.set(key, "true")
+        try:
+            yield
+        finally:
+            if previous is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, previous)
+
+
+_CONF_LOCK = threading.Lock()
 
 
 # --- streaming epoch jobs ----------------------------------------------------------------------------
