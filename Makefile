@@ -37,6 +37,7 @@ bench-all: bench
 	$(PY) -m bench.bench_backends --markdown
 	$(PY) -m bench.bench_retention --epochs 2000 --markdown
 	$(PY) -m bench.bench_streaming --part both --files 60 --words 200 --rows 100000 --rounds 6 --batches 6 --markdown
+	$(PY) -m bench.bench_plugin --repeat 15 --markdown
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache build src/*.egg-info

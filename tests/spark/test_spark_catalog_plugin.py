@@ -364,6 +364,31 @@ def test_version_as_of_and_selectors_pass_through(lake: Lake) -> None:
     assert lake.sql("SELECT count(*) AS n FROM lake_consistent.demo.words.snapshots")[0]["n"] == len(snapshots)
 
 
+def test_loading_one_table_after_the_other_serves_the_same_cuts(lake: Lake) -> None:
+    """``load-threads=1`` (the tables of a component loaded one after the other on the querying thread)
+    and the default (loaded on several threads) serve the same cuts; a bad value is refused."""
+    lake.stop_demo()
+    prefix = f"spark.sql.catalog.{CONSISTENT}"
+    for name, threads in (("lake_consistent_seq", "1"), ("lake_consistent_bad", "0")):
+        for key, value in lake.conf.items():
+            if key == prefix or key.startswith(prefix + "."):
+                lake.spark.conf.set(f"spark.sql.catalog.{name}" + key[len(prefix):], value)
+        lake.spark.conf.set(f"spark.sql.catalog.{name}.plain-catalog", "lake")
+        lake.spark.conf.set(f"spark.sql.catalog.{name}.load-threads", threads)
+    for level in ("repeatable-read", "read-committed"):
+        lake.sql(f"SET spark.sql.consistent.level={level}")
+        try:
+            for table in TABLES:
+                rows = {name: {r["table"]: r.asDict() for r in lake.sql(f"CALL {name}.system.current_cut('{table}')")}
+                        for name in (CONSISTENT, "lake_consistent_seq")}
+                assert rows[CONSISTENT] == rows["lake_consistent_seq"], (level, table, rows)
+            assert _count(lake, WORDS) == lake.sql(f"SELECT count(*) AS n FROM lake_consistent_seq.{WORDS}")[0]["n"]
+        finally:
+            lake.sql("RESET spark.sql.consistent.level")
+    with pytest.raises(Exception, match="load-threads=0 is not a positive number of threads"):
+        lake.sql(f"SELECT * FROM lake_consistent_bad.{WORDS}")
+
+
 def _error(lake: Lake, sql: str) -> str:
     with pytest.raises(Exception) as caught:  # pyspark.errors.AnalysisException
         lake.sql(sql)

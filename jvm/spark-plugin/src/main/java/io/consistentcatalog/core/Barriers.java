@@ -242,10 +242,11 @@ public final class Barriers {
   }
 
   /**
-   * {@code branch_barriers}: SPEC 3 over the ancestry of {@code headId}. Replace keeps the parent's
-   * barrier, late snapshots get b(p)+1, on a root a raw barrier equal to the parent's is late too;
-   * the floor lifts every snapshot after the watermark's marker above it; overrides stand in for raw
-   * barriers; a data-changing snapshot of a derived table without a barrier makes it untracked.
+   * {@code branch_barriers}: the effective barriers of docs/protocol.md §3.2 over the ancestry of
+   * {@code headId}. Replace keeps the parent's barrier, late snapshots get b(p)+1, on a root a raw
+   * barrier equal to the parent's is late too; the floor lifts every snapshot after the watermark's
+   * marker above it and overrides stand in for raw barriers (§3.6, §3.1); a data-changing snapshot of
+   * a derived table without a barrier makes it untracked (§3.3).
    */
   static BranchBarriers branchBarriers(
       String table,

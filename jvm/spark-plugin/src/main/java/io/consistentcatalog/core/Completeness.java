@@ -53,7 +53,8 @@ public final class Completeness {
             || (content == null && state.branch(branch).headBarrier() == null);
     Long watermarkProperty = state.watermarkProperty();
     if (watermarkProperty != null && barrier == watermarkProperty && atHead && markedOn(state, content)) {
-      // SPEC 5.3: an empty epoch published only the watermark on top of this content
+      // docs/protocol.md §4.2, watermark-only epochs (published as in §5.3): an empty epoch published only
+      // the watermark on top of this content
       for (String source : state.sources()) {
         if (!complete(source, barrier)) {
           return false;

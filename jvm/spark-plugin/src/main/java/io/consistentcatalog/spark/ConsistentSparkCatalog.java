@@ -3,10 +3,18 @@ package io.consistentcatalog.spark;
 import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.core.Cut;
 import io.consistentcatalog.core.ErrorKind;
+import io.consistentcatalog.core.Keys;
 import io.consistentcatalog.core.Resolver;
 import io.consistentcatalog.core.TableCut;
 import io.consistentcatalog.core.TableState;
+import java.io.IOException;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.lang.ref.WeakReference;
+import java.security.PrivilegedExceptionAction;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
@@ -14,13 +22,26 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.Callable;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
+import java.util.concurrent.FutureTask;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Consumer;
+import org.apache.hadoop.security.UserGroupInformation;
 import org.apache.iceberg.BaseMetadataTable;
+import org.apache.iceberg.CatalogProperties;
 import org.apache.iceberg.HasTableOperations;
 import org.apache.iceberg.SnapshotRef;
 import org.apache.iceberg.TableMetadata;
 import org.apache.iceberg.catalog.Catalog;
 import org.apache.iceberg.catalog.TableIdentifier;
+import org.apache.iceberg.jdbc.JdbcCatalog;
+import org.apache.iceberg.jdbc.JdbcClientPool;
 import org.apache.iceberg.spark.SparkCatalog;
 import org.apache.iceberg.spark.source.SparkTable;
 import org.apache.spark.sql.SparkSession;
@@ -62,6 +83,18 @@ import scala.Option;
  * cannot take part). Every table of that component the statement loads is served at that cut; a table
  * of another component gets that component's own cut.
  *
+ * <p><b>Loading.</b> Resolving needs every table of the catalog (a downstream table names its sources,
+ * not the other way round), so the first load of a statement lists the catalog and loads (or, when
+ * the session loaded it before, refreshes) each table once; the tables it serves are those very loads,
+ * pinned to the cut's snapshots, never loaded again. Over Iceberg's JDBC catalog the listing is one
+ * query that also reads each table's current metadata file, and a table the session holds at that file
+ * already is not refreshed; other catalogs are listed through their API (the asked table loading
+ * meanwhile, the others from when the listing finds them). The loads run on {@code load-threads} daemon
+ * threads (catalog option, default {@value #DEFAULT_LOAD_THREADS}; {@code 1}: one after the other on the
+ * querying thread), as the querying thread's Hadoop user; the querying thread runs those no loading
+ * thread has started yet. A table's state is parsed from the TableMetadata its load holds, and kept by
+ * metadata file.
+ *
  * <p><b>Refresh rule.</b> {@code spark.sql.consistent.refresh=statement} (default): a statement is one
  * query planning (one Spark QueryExecution: a SQL statement, a {@code spark.table(...)} call); every
  * statement takes a fresh cut at its first table load and keeps it for all its loads.
@@ -78,6 +111,12 @@ import scala.Option;
  */
 public class ConsistentSparkCatalog extends SparkCatalog {
   public static final String PLAIN_CATALOG = "plain-catalog";
+  /**
+   * Catalog option {@code load-threads}: how many tables a resolution loads at once (default
+   * {@value #DEFAULT_LOAD_THREADS}; 1 loads them one after the other on the querying thread).
+   */
+  public static final String LOAD_THREADS = "load-threads";
+  static final int DEFAULT_LOAD_THREADS = 8;
   private static final String SUFFIX = "_consistent";
   private static final ThreadLocal<Boolean> BYPASS = ThreadLocal.withInitial(() -> Boolean.FALSE);
 
@@ -89,9 +128,24 @@ public class ConsistentSparkCatalog extends SparkCatalog {
   private final ThreadLocal<Statement> statement = new ThreadLocal<>();
   private Statement held;
   private final Map<String, Floor> floors = new HashMap<>();
-  private final Map<String, TableState> parsed = new HashMap<>();
-  /** The session's loaded tables: refreshed at each resolution (one catalog query each, a metadata read only when changed). */
+  /** TableStates by table and metadata file (built by the loading threads, hence concurrent). */
+  private final Map<String, TableState> parsed = new ConcurrentHashMap<>();
+  /**
+   * The session's loaded tables: refreshed at each resolution (one catalog query each, or none when the
+   * listing read the same metadata file; a metadata read only when changed).
+   */
   private final Map<String, org.apache.iceberg.Table> loadedTables = new HashMap<>();
+  /** How many tables a resolution loads (or refreshes) at once ({@link #LOAD_THREADS}; 1: one after the other). */
+  private int loadThreads = DEFAULT_LOAD_THREADS;
+  private ThreadPoolExecutor loader;
+  /** The options the Iceberg catalog underneath was built with (a JDBC catalog's listing query connects with them). */
+  private Map<String, String> catalogOptions = Collections.emptyMap();
+  /** One connection of our own to a JDBC catalog's database, for {@link #listJdbcTables}. */
+  private JdbcClientPool listingConnection;
+  /** Whether {@link #listJdbcTables} may be tried (false once the catalog turned out not to be Iceberg's JDBC catalog). */
+  private boolean jdbcListing = true;
+  /** Whether the JDBC catalog's table has the iceberg_type column (tables and views; false: tables only). */
+  private boolean jdbcTypeColumn = true;
 
   // --- set-up ----------------------------------------------------------------------------------------
 
@@ -109,6 +163,19 @@ public class ConsistentSparkCatalog extends SparkCatalog {
         defaults.put(key, value);
       }
     }
+    String threads = options.get(LOAD_THREADS);
+    if (threads != null && !threads.trim().isEmpty()) {
+      try {
+        loadThreads = Integer.parseInt(threads.trim());
+      } catch (NumberFormatException e) {
+        loadThreads = 0;
+      }
+      if (loadThreads < 1) {
+        throw new IllegalArgumentException(
+            "spark.sql.catalog." + name + "." + LOAD_THREADS + "=" + threads + " is not a positive number of threads");
+      }
+    }
+    this.catalogOptions = new HashMap<>(options.asCaseSensitiveMap());
     return super.buildIcebergCatalog(plainName, options);
   }
 
@@ -121,8 +188,8 @@ public class ConsistentSparkCatalog extends SparkCatalog {
     SparkSession session = activeSession();
     if (session != null) {
       // SET spark.sql.consistent.cut=latest: a one-shot refresh of a held cut (refresh=manual), consumed here
-      Option<String> cut = session.conf().getOption(Settings.PREFIX + "cut");
-      if (cut.isDefined() && cut.get().trim().equalsIgnoreCase("latest")) {
+      String cut = Settings.conf(session, Settings.PREFIX + "cut");
+      if (cut != null && cut.trim().equalsIgnoreCase("latest")) {
         session.conf().unset(Settings.PREFIX + "cut");
         refresh();
       }
@@ -282,8 +349,64 @@ public class ConsistentSparkCatalog extends SparkCatalog {
     return scope;
   }
 
-  /** Every table of the catalog, in every (nested) namespace, sorted. */
-  List<String> listAllTables() {
+  private static final String JDBC_TABLES =
+      "SELECT table_namespace, table_name, metadata_location FROM iceberg_tables WHERE catalog_name = ?";
+  private static final String JDBC_TABLES_ONLY = JDBC_TABLES + " AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)";
+
+  /**
+   * Every table of the catalog with its current metadata file, in one query, when the catalog underneath
+   * is Iceberg's JDBC catalog: the rows its {@code listTables} reads namespace by namespace (and its
+   * {@code loadTable} one by one), read at once from its {@code iceberg_tables} table (views left out, as
+   * {@code listTables} leaves them out), as {@code consistent_catalog.loading} does for pyiceberg's SQL
+   * catalog. Null for another catalog, or when the query fails (the caller then lists through the API).
+   */
+  Map<String, String> listJdbcTables() {
+    if (!jdbcListing) {
+      return null;
+    }
+    if (icebergCatalog().getClass() != JdbcCatalog.class || catalogOptions.get(CatalogProperties.URI) == null) {
+      jdbcListing = false; // another catalog (REST, Hive, Glue, a caching or custom one): its own API
+      return null;
+    }
+    try {
+      if (listingConnection == null) {
+        listingConnection = new JdbcClientPool(1, catalogOptions.get(CatalogProperties.URI), catalogOptions);
+      }
+      Map<String, String> found = new TreeMap<>();
+      listingConnection.run(
+          connection -> {
+            SQLException failed = null;
+            for (String sql : jdbcTypeColumn ? new String[] {JDBC_TABLES_ONLY, JDBC_TABLES} : new String[] {JDBC_TABLES}) {
+              try (PreparedStatement query = connection.prepareStatement(sql)) {
+                query.setString(1, plainName);
+                try (ResultSet rows = query.executeQuery()) {
+                  while (rows.next()) {
+                    String namespace = rows.getString(1);
+                    String table = rows.getString(2);
+                    found.put(namespace == null || namespace.isEmpty() ? table : namespace + "." + table, rows.getString(3));
+                  }
+                }
+                return null;
+              } catch (SQLException e) { // a catalog database from before Iceberg had views: no iceberg_type column
+                found.clear();
+                failed = e;
+                jdbcTypeColumn = false;
+              }
+            }
+            throw failed;
+          });
+      return found;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return null;
+    } catch (SQLException | RuntimeException e) {
+      jdbcTypeColumn = true; // maybe a passing failure (the database busy): try both queries again next time
+      return null;
+    }
+  }
+
+  /** Every table of the catalog, in every (nested) namespace, sorted; {@code listed} sees each one as it is found. */
+  List<String> listAllTables(Consumer<String> listed) {
     List<String> found = new ArrayList<>();
     List<String[]> pending = new ArrayList<>();
     Collections.addAll(pending, listNamespaces());
@@ -291,7 +414,9 @@ public class ConsistentSparkCatalog extends SparkCatalog {
       String[] namespace = pending.remove(pending.size() - 1);
       try {
         for (Identifier ident : listTables(namespace)) {
-          found.add(tableName(ident));
+          String table = tableName(ident);
+          found.add(table);
+          listed.accept(table);
         }
         Collections.addAll(pending, listNamespaces(namespace));
       } catch (NoSuchNamespaceException | RuntimeException e) {
@@ -300,6 +425,12 @@ public class ConsistentSparkCatalog extends SparkCatalog {
     }
     Collections.sort(found);
     return found;
+  }
+
+  private static String metadataLocation(org.apache.iceberg.Table table) {
+    return table instanceof HasTableOperations
+        ? ((HasTableOperations) table).operations().current().metadataFileLocation()
+        : null;
   }
 
   private TableState stateOf(String name, org.apache.iceberg.Table table) {
@@ -316,26 +447,197 @@ public class ConsistentSparkCatalog extends SparkCatalog {
     return state;
   }
 
-  /** A table of the catalog, from the session's cache (refreshed) or loaded; null when it does not exist. */
-  private org.apache.iceberg.Table table(String name) {
-    org.apache.iceberg.Table table = loadedTables.get(name);
+  private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
+
+  private static long cpuNanos() {
     try {
-      if (table == null) {
+      return THREADS.isCurrentThreadCpuTimeSupported() ? THREADS.getCurrentThreadCpuTime() : 0L;
+    } catch (UnsupportedOperationException e) {
+      return 0L;
+    }
+  }
+
+  /** One table loaded (or refreshed) for a resolution, with its state; {@code table} is null when it does not exist. */
+  private static final class Loaded {
+    final org.apache.iceberg.Table table;
+    /** Null for a missing table or a metadata table. */
+    final TableState state;
+    final Thread thread;
+    final long stateNanos;
+    final long cpuNanos;
+
+    Loaded(org.apache.iceberg.Table table, TableState state, Thread thread, long stateNanos, long cpuNanos) {
+      this.table = table;
+      this.state = state;
+      this.thread = thread;
+      this.stateNanos = stateNanos;
+      this.cpuNanos = cpuNanos;
+    }
+  }
+
+  /**
+   * Load {@code name} (or refresh {@code cached}, its table from an earlier resolution, unless it already
+   * holds {@code location}, the metadata file the listing just read for it) and build its state. What
+   * the loading threads run: it takes no lock and touches only {@link #parsed}.
+   */
+  private Loaded load(String name, org.apache.iceberg.Table cached, String location, String level) {
+    long cpu = cpuNanos();
+    org.apache.iceberg.Table table;
+    try {
+      if (cached == null) {
         table = icebergCatalog().loadTable(icebergIdentifier(name));
-        loadedTables.put(name, table);
       } else {
-        table.refresh();
+        if (location == null || !location.equals(metadataLocation(cached))) {
+          cached.refresh();
+        }
+        table = cached;
       }
-      return table;
     } catch (RuntimeException e) { // dropped meanwhile, or not a table at all
-      loadedTables.remove(name);
+      table = null;
+    }
+    long loaded = System.nanoTime();
+    TableState state = table == null || table instanceof BaseMetadataTable ? null : stateOf(name, table);
+    if (state != null) {
+      prepare(state, level);
+    }
+    long stateNanos = System.nanoTime() - loaded;
+    return new Loaded(table, state, Thread.currentThread(), stateNanos, cpuNanos() - cpu);
+  }
+
+  /**
+   * Compute what the resolver reads of every table, the effective barriers of the branch {@code level}
+   * reads, here on the loading thread rather than later on the querying one. TableState keeps only what
+   * it computed without error: a table whose barriers raise raises again when the resolver asks.
+   */
+  private static void prepare(TableState state, String level) {
+    try {
+      state.branch(Keys.REPEATABLE_READ.equals(level) ? Keys.MAIN_BRANCH : state.newestBranch());
+    } catch (RuntimeException e) {
+      // the resolver meets it again and decides (the table is left out of the cut with its error)
+    }
+  }
+
+  /** The querying thread's Hadoop user when it is not the process's own (a doAs), else null. */
+  private static UserGroupInformation impersonatedUser() {
+    try {
+      UserGroupInformation user = UserGroupInformation.getCurrentUser();
+      return user.equals(UserGroupInformation.getLoginUser()) ? null : user;
+    } catch (IOException | RuntimeException | LinkageError e) {
       return null;
     }
   }
 
-  private volatile long[] lastTimings = new long[4];
+  /** The loading threads: daemons that end after a minute idle; they carry the catalog's class loader. */
+  private ThreadPoolExecutor loader() {
+    if (loader == null) {
+      ClassLoader classes = Thread.currentThread().getContextClassLoader();
+      ClassLoader context = classes != null ? classes : ConsistentSparkCatalog.class.getClassLoader();
+      AtomicInteger count = new AtomicInteger();
+      String prefix = "consistent-catalog-" + catalogName + "-load-";
+      ThreadPoolExecutor pool =
+          new ThreadPoolExecutor(
+              loadThreads,
+              loadThreads,
+              60,
+              TimeUnit.SECONDS,
+              new LinkedBlockingQueue<>(),
+              runnable -> {
+                Thread thread = new Thread(runnable, prefix + count.incrementAndGet());
+                thread.setDaemon(true);
+                thread.setContextClassLoader(context);
+                return thread;
+              });
+      pool.allowCoreThreadTimeOut(true);
+      loader = pool;
+    }
+    return loader;
+  }
 
-  /** Nanoseconds the last resolution spent listing the catalog, loading/refreshing tables, parsing states, resolving. */
+  /**
+   * The table loads of one resolution (under {@link #lock}). With more than one load thread each load
+   * is handed to the loading threads as soon as its name is known, and the querying thread runs those
+   * none has started yet itself; with one, every load runs on the querying thread.
+   */
+  private final class Loads {
+    private final Map<String, FutureTask<Loaded>> tasks = new HashMap<>();
+    private final boolean parallel = loadThreads > 1;
+    /** Whom the querying thread runs as if not the process's user (a Thrift server impersonating): the loads too. */
+    private final UserGroupInformation user = parallel ? impersonatedUser() : null;
+
+    /** Table -> its current metadata file, when the listing read them (a JDBC catalog), else empty. */
+    Map<String, String> locations = Collections.emptyMap();
+    /** The isolation level resolved for (which branch's barriers the loads prepare). */
+    private final String level;
+
+    Loads(String level) {
+      this.level = level;
+    }
+
+    void start(String name) {
+      if (tasks.containsKey(name)) {
+        return;
+      }
+      org.apache.iceberg.Table cached = loadedTables.get(name);
+      String location = locations.get(name);
+      Callable<Loaded> body = () -> load(name, cached, location, level);
+      FutureTask<Loaded> task =
+          new FutureTask<>(user == null ? body : () -> user.doAs((PrivilegedExceptionAction<Loaded>) body::call));
+      tasks.put(name, task);
+      if (parallel) {
+        loader().execute(task);
+      }
+    }
+
+    /** Run {@code name}'s load on this thread unless it was started already (then return at once). */
+    void run(String name) {
+      start(name);
+      tasks.get(name).run(); // a no-op when it runs or ran on a loading thread
+    }
+
+    /** {@code name}'s load (run here if no loading thread started it), waited for; the session's cache follows it. */
+    Loaded get(String name) {
+      run(name);
+      FutureTask<Loaded> task = tasks.get(name);
+      Loaded loaded;
+      try {
+        loaded = task.get();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IllegalStateException("interrupted while loading " + name, e);
+      } catch (ExecutionException e) {
+        Throwable cause = e.getCause();
+        if (cause instanceof RuntimeException) {
+          throw (RuntimeException) cause;
+        }
+        if (cause instanceof Error) {
+          throw (Error) cause;
+        }
+        throw new IllegalStateException(cause);
+      }
+      if (loaded.table == null) {
+        loadedTables.remove(name);
+      } else {
+        loadedTables.put(name, loaded.table);
+      }
+      return loaded;
+    }
+
+    /** Drop the loads not started (the resolution ended early or failed). */
+    void cancel() {
+      for (Future<Loaded> task : tasks.values()) {
+        task.cancel(false);
+      }
+    }
+  }
+
+  private volatile long[] lastTimings = new long[5];
+
+  /**
+   * What the last resolution spent, in nanoseconds: [0] listing the catalog, [1] loading or refreshing
+   * the tables after the listing (until the last one is in), [2] building their states (summed over
+   * the tables, inside [1]), [3] resolving the cut, [4] CPU time of the loading threads (what ran
+   * beside the querying thread; 0 with load-threads=1).
+   */
   public long[] lastResolutionTimings() {
     return lastTimings.clone();
   }
@@ -343,77 +645,118 @@ public class ConsistentSparkCatalog extends SparkCatalog {
   /** Refresh every table of the catalog and resolve the cut of {@code name}'s lineage component. */
   Scope resolveScope(String name, Settings settings) {
     synchronized (lock) {
-      long started = System.nanoTime();
-      long[] timings = new long[4];
-      List<String> names = listAllTables();
-      timings[0] = System.nanoTime() - started;
-      if (!names.contains(name)) {
-        org.apache.iceberg.Table table = table(name);
-        if (table == null || table instanceof BaseMetadataTable) {
-          loadedTables.remove(name);
-          return null;
-        }
-        names.add(name); // created after the listing
-        Collections.sort(names);
+      Loads loads = new Loads(settings.level);
+      try {
+        return resolveScope(name, settings, loads);
+      } finally {
+        loads.cancel();
       }
-      loadedTables.keySet().retainAll(names);
-      Map<String, org.apache.iceberg.Table> tables = new TreeMap<>();
-      Map<String, TableState> states = new LinkedHashMap<>();
-      for (String other : names) {
-        long before = System.nanoTime();
-        org.apache.iceberg.Table table = table(other);
-        long loaded = System.nanoTime();
-        timings[1] += loaded - before;
-        if (table != null && !(table instanceof BaseMetadataTable)) {
-          tables.put(other, table);
-          states.put(other, stateOf(other, table));
-        }
-        timings[2] += System.nanoTime() - loaded;
+    }
+  }
+
+  private Scope resolveScope(String name, Settings settings, Loads loads) {
+    long started = System.nanoTime();
+    long[] timings = new long[5];
+    Thread querying = Thread.currentThread();
+    Map<String, String> locations = listJdbcTables(); // one query, metadata files included (a JDBC catalog)
+    List<String> names;
+    if (locations != null) {
+      names = new ArrayList<>(locations.keySet());
+      loads.locations = locations;
+    } else {
+      List<String> listedBefore = new ArrayList<>();
+      boolean[] listedAsked = new boolean[1];
+      Consumer<String> found = table -> {}; // one after the other: every load waits for the whole listing
+      if (loads.parallel) {
+        loads.start(name); // the asked table loads while the catalog is listed
+        found = table -> { // and, once the listing has found it (it is a table), every other table as it is found
+          if (listedAsked[0]) {
+            loads.start(table);
+          } else if (table.equals(name)) {
+            listedAsked[0] = true;
+            listedBefore.forEach(loads::start);
+          } else {
+            listedBefore.add(table);
+          }
+        };
       }
-      long resolving = System.nanoTime();
-      if (!tables.containsKey(name)) {
+      names = listAllTables(found);
+    }
+    long listed = System.nanoTime();
+    timings[0] = listed - started;
+    if (!names.contains(name)) {
+      Loaded loaded = loads.get(name);
+      if (loaded.table == null || loaded.table instanceof BaseMetadataTable) {
+        loadedTables.remove(name);
         return null;
       }
-      List<String> component = Resolver.component(name, states);
-      Map<String, org.apache.iceberg.Table> scoped = new TreeMap<>();
-      for (String table : component) {
-        if (tables.containsKey(table)) {
-          scoped.put(table, tables.get(table));
-        }
-      }
-      if (settings.tag != null) {
-        return tagScope(settings, scoped);
-      }
-      Resolver.ScopedCut cut;
-      try {
-        cut = Resolver.scopedCut(component, states, settings.level, settings.asOf);
-      } catch (ConsistentException e) {
-        throw Errors.raise(Errors.setting(catalogName + ": " + e.getMessage()));
-      }
-      Map<String, Long> snapshots = new HashMap<>();
-      Map<String, String> branches = new HashMap<>();
-      Map<String, Long> barriers = new HashMap<>();
-      if (cut.cut != null) {
-        for (TableCut t : cut.cut.tables.values()) {
-          snapshots.put(t.table, t.snapshotId);
-          branches.put(t.table, t.branch);
-          barriers.put(t.table, t.barrier);
-        }
-      }
-      Scope scope =
-          new Scope(
-              settings.level,
-              cut.cut == null ? null : cut.cut.barrier,
-              null,
-              scoped,
-              snapshots,
-              branches,
-              barriers,
-              new LinkedHashMap<>(cut.blocked));
-      timings[3] = System.nanoTime() - resolving;
-      lastTimings = timings;
-      return settings.latest() ? monotone(scope, cut.cut, component) : scope;
+      names.add(name); // created after the listing
+      Collections.sort(names);
     }
+    for (String other : names) {
+      loads.start(other);
+    }
+    for (int i = names.size() - 1; i >= 0; i--) { // the loading threads take them first to last, this thread
+      loads.run(names.get(i)); // runs those none has started yet, last to first, and waits only at the end
+    }
+    Map<String, org.apache.iceberg.Table> tables = new TreeMap<>();
+    Map<String, TableState> states = new LinkedHashMap<>();
+    for (String other : names) {
+      Loaded loaded = loads.get(other);
+      timings[2] += loaded.stateNanos;
+      if (loaded.thread != querying) {
+        timings[4] += loaded.cpuNanos;
+      }
+      if (loaded.state != null) {
+        tables.put(other, loaded.table);
+        states.put(other, loaded.state);
+      }
+    }
+    loadedTables.keySet().retainAll(names);
+    timings[1] = System.nanoTime() - listed;
+    long resolving = System.nanoTime();
+    if (!tables.containsKey(name)) {
+      return null;
+    }
+    List<String> component = Resolver.component(name, states);
+    Map<String, org.apache.iceberg.Table> scoped = new TreeMap<>();
+    for (String table : component) {
+      if (tables.containsKey(table)) {
+        scoped.put(table, tables.get(table));
+      }
+    }
+    if (settings.tag != null) {
+      return tagScope(settings, scoped);
+    }
+    Resolver.ScopedCut cut;
+    try {
+      cut = Resolver.scopedCut(component, states, settings.level, settings.asOf);
+    } catch (ConsistentException e) {
+      throw Errors.raise(Errors.setting(catalogName + ": " + e.getMessage()));
+    }
+    Map<String, Long> snapshots = new HashMap<>();
+    Map<String, String> branches = new HashMap<>();
+    Map<String, Long> barriers = new HashMap<>();
+    if (cut.cut != null) {
+      for (TableCut t : cut.cut.tables.values()) {
+        snapshots.put(t.table, t.snapshotId);
+        branches.put(t.table, t.branch);
+        barriers.put(t.table, t.barrier);
+      }
+    }
+    Scope scope =
+        new Scope(
+            settings.level,
+            cut.cut == null ? null : cut.cut.barrier,
+            null,
+            scoped,
+            snapshots,
+            branches,
+            barriers,
+            new LinkedHashMap<>(cut.blocked));
+    timings[3] = System.nanoTime() - resolving;
+    lastTimings = timings;
+    return settings.latest() ? monotone(scope, cut.cut, component) : scope;
   }
 
   /** Never serve a latest cut older than one this session already served (unless a revision rolled back). */

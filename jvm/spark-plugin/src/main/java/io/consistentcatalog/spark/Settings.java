@@ -7,7 +7,6 @@ import io.consistentcatalog.core.Resolver;
 import java.util.Locale;
 import java.util.Map;
 import org.apache.spark.sql.SparkSession;
-import scala.Option;
 
 /**
  * The read settings of one load: session settings ({@code SET spark.sql.consistent.level=...}) over
@@ -56,13 +55,7 @@ final class Settings {
   }
 
   private static String value(SparkSession session, Map<String, String> defaults, String name) {
-    String found = null;
-    if (session != null) {
-      Option<String> option = session.conf().getOption(PREFIX + name);
-      if (option.isDefined()) {
-        found = option.get();
-      }
-    }
+    String found = session == null ? null : conf(session, PREFIX + name);
     if (found == null) {
       found = defaults.get(name);
     }
@@ -71,6 +64,14 @@ final class Settings {
     }
     found = found.trim();
     return found.isEmpty() ? null : found;
+  }
+
+  /**
+   * A session setting, or null when unset. Not {@code conf().getOption}: for an unset key it builds
+   * and catches a NoSuchElementException (a stack trace), seven of them per table load.
+   */
+  static String conf(SparkSession session, String key) {
+    return session.conf().get(key, null);
   }
 
   static Settings read(SparkSession session, Map<String, String> defaults) {
