@@ -218,8 +218,8 @@ class RootStreamWriter:
         state = cc.store.state(self.table)
         if not state.is_root:
             raise InvalidInputError(f"{self.table} is derived from {', '.join(state.sources)}; a streaming root writes a root table")
-        table_ = enable_staged_writes(cc, self.table)  # before the query's session caches the table
-        self.columns = [f.name for f in table_.schema().fields]
+        loaded = enable_staged_writes(cc, self.table)  # before the query's session caches the table
+        self.columns = [f.name for f in loaded.schema().fields]
         self.event_time_column = event_time_column
         self.watermark_delay_ms = duration_ms(watermark_delay)
         self.allow_future = allow_future
