@@ -182,6 +182,18 @@ def test_young_snapshots_and_keep_last_stay():
     assert any("newest 3" in r for r in last.keep[8])
 
 
+def test_older_than_takes_the_cli_durations_as_well_as_milliseconds():
+    from datetime import timedelta
+
+    assert RetentionPolicy(older_than="0s").older_than == 0
+    assert RetentionPolicy(older_than="90s").older_than == 90 * 1000
+    assert RetentionPolicy(older_than=timedelta(days=7)) == RetentionPolicy(older_than=7 * 86_400_000)
+    assert RetentionPolicy.of(older_than="2h").older_than == 2 * 3_600_000
+    for bad in ("-1s", "soon", True, -1):
+        with pytest.raises(InvalidInputError):
+            RetentionPolicy(older_than=bad)
+
+
 def test_history_extends_back_until_barriers_are_unchanged():
     # snapshot 6 is late (raw barrier 50 < 500): its effective barrier 501 depends on snapshot 5
     records = [record(i, i - 1 if i > 1 else None, i * 10, i * 100) for i in range(1, 6)]

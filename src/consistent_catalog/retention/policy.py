@@ -23,7 +23,7 @@ TIER_MS = {"hourly": 3600_000, "daily": 86_400_000, "weekly": 7 * 86_400_000}
 
 @dataclass(frozen=True)
 class RetentionPolicy:
-    """How much history to keep. Durations are ms (``RetentionPolicy.of(older_than="7d")`` parses text).
+    """How much history to keep. ``older_than`` is ms, or text (``"7d"``, ``"90s"``) or a timedelta, as for the CLI.
 
     ``older_than``: snapshots newer than this are never expired (None: the table property
     ``history.expire.max-snapshot-age-ms``, else Iceberg's default of 5 days). ``keep_last``: the newest
@@ -33,7 +33,8 @@ class RetentionPolicy:
     retained snapshot references.
     """
 
-    older_than: int | None = None
+    older_than: int | str | timedelta | None = None
+    """Held as ms once constructed (text and timedeltas are parsed by ``__post_init__``)."""
     keep_last: int | None = None
     hourly: int = 0
     daily: int = 0
@@ -41,6 +42,8 @@ class RetentionPolicy:
     delete_files: bool = False
 
     def __post_init__(self) -> None:
+        if isinstance(self.older_than, bool) or (self.older_than is not None and not isinstance(self.older_than, int)):
+            object.__setattr__(self, "older_than", parse_duration(self.older_than))
         if self.older_than is not None and self.older_than < 0:
             raise InvalidInputError(f"older_than must be >= 0 ms, got {self.older_than}")
         if self.keep_last is not None and self.keep_last < 1:
@@ -51,7 +54,7 @@ class RetentionPolicy:
 
     @classmethod
     def of(cls, *, older_than: int | str | timedelta | None = None, **options: Any) -> RetentionPolicy:
-        return cls(older_than=None if older_than is None else parse_duration(older_than), **options)
+        return cls(older_than=older_than, **options)
 
     @property
     def tiers(self) -> dict[Tier, int]:
@@ -59,7 +62,7 @@ class RetentionPolicy:
 
     def max_age_ms(self, state: TableState) -> int:
         if self.older_than is not None:
-            return self.older_than
+            return int(self.older_than)  # ms after __post_init__
         return _int_property(state, MAX_SNAPSHOT_AGE_PROPERTY, DEFAULT_MAX_SNAPSHOT_AGE_MS)
 
     def min_snapshots(self, state: TableState) -> int:
