@@ -30,8 +30,8 @@ from sqlalchemy import text as sql_text
 
 from consistent_catalog import _pyiceberg
 from consistent_catalog.commit import refs_at
+from tests.harness.source import lines_matching
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "consistent_catalog"
 SCHEMA = pa.schema([pa.field("word", pa.string())])
 
 
@@ -335,11 +335,4 @@ INTERNALS = re.compile(
 
 
 def test_no_other_module_touches_pyiceberg_internals() -> None:
-    offenders = [
-        f"{path.relative_to(SRC)}:{number}: {line.strip()}"
-        for path in sorted(SRC.rglob("*.py"))
-        if path.name != "_pyiceberg.py"
-        for number, line in enumerate(path.read_text().splitlines(), 1)
-        if INTERNALS.search(line)
-    ]
-    assert offenders == []
+    assert lines_matching(INTERNALS, except_in="_pyiceberg.py") == []

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
 import pytest
 from pyiceberg.schema import Schema
@@ -14,22 +13,15 @@ from pyiceberg.types import LongType, NestedField
 
 from consistent_catalog import ConsistentCatalog
 from tests.harness.lake import sqlite_catalog
+from tests.harness.source import lines_matching
 
 pytestmark = pytest.mark.spark
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "consistent_catalog"
 PRIVATE = re.compile(r"\._jvm\b|\._jsparkSession\b|\._gateway\b|\._jsc\b|\._jdf\b|\._jconf\b")
 
 
 def test_no_other_module_touches_pyspark_internals() -> None:
-    offenders = [
-        f"{path.relative_to(SRC)}:{number}: {line.strip()}"
-        for path in sorted(SRC.rglob("*.py"))
-        if path.name != "_jvm.py"
-        for number, line in enumerate(path.read_text().splitlines(), 1)
-        if PRIVATE.search(line)
-    ]
-    assert offenders == []
+    assert lines_matching(PRIVATE, except_in="_jvm.py") == []
 
 
 @pytest.fixture(scope="module")

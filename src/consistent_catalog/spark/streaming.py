@@ -215,10 +215,10 @@ class RootStreamWriter:
     ) -> None:
         self.cc = cc
         self.table = normalize_identifier(table)
-        state = cc.store.state(self.table)
+        loaded, state = cc.store.load(self.table)
         if not state.is_root:
             raise InvalidInputError(f"{self.table} is derived from {', '.join(state.sources)}; a streaming root writes a root table")
-        loaded = enable_staged_writes(cc, self.table)  # before the query's session caches the table
+        loaded = enable_staged_writes(cc, self.table, loaded)  # before the query's session caches the table
         self.columns = [f.name for f in loaded.schema().fields]
         self.event_time_column = event_time_column
         self.watermark_delay_ms = duration_ms(watermark_delay)
