@@ -65,8 +65,8 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
+from consistent_catalog.loading import table_state
 from consistent_catalog.resolver import resolve
-from consistent_catalog.state import TableState
 
 NAMESPACE = "bench"
 N_ROOTS = 10
@@ -274,7 +274,7 @@ def measure(fixture: Fixture, repeat: int, keep_gc: bool = False) -> Result:
         return cc.resolve(tables)
 
     def pure() -> object:
-        return resolve([TableState.from_metadata(name, tbl.metadata) for name, tbl in zip(tables, loaded)])
+        return resolve([table_state(name, tbl.metadata) for name, tbl in zip(tables, loaded)])
 
     runs: dict[str, list[float]] = {"load": [], "cc": [], "pure": []}
     fns = {"load": bare, "cc": full, "pure": pure}
@@ -299,7 +299,7 @@ def profile_pure(fixture: Fixture, repeat: int) -> None:
     gc.disable()
     profiler.enable()
     for _ in range(repeat):
-        resolve([TableState.from_metadata(name, tbl.metadata) for name, tbl in zip(fixture.tables, loaded)])
+        resolve([table_state(name, tbl.metadata) for name, tbl in zip(fixture.tables, loaded)])
     profiler.disable()
     gc.enable()
     stats = pstats.Stats(profiler, stream=sys.stdout)
@@ -387,7 +387,7 @@ LABELS = {"load": "a", "old": "o", "cold": "b", "warm": "w", "one": "1"}
 
 def old_resolve(catalog: SqlCatalog, tables: list[str]) -> object:
     """``cc.resolve`` before issue #11: a pyiceberg load and ``from_metadata`` per table, one after another."""
-    states = [TableState.from_metadata(name, catalog.load_table(name).metadata) for name in tables]
+    states = [table_state(name, catalog.load_table(name).metadata) for name in tables]
     return resolve(states, upstream=states)
 
 

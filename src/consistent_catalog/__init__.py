@@ -8,93 +8,79 @@ consistent cuts, register jobs and run epochs.
 >>> cc = ConsistentCatalog.load("lake")                          # doctest: +SKIP
 >>> read = cc.read(["demo.words", "demo.word_counts"])           # doctest: +SKIP
 
-Planners and the pure core stay importable from their modules (``consistent_catalog.resolver.resolve``,
-``consistent_catalog.epoch.plan_epoch``, ``consistent_catalog.retention.plan_expiry``,
+This module exports what users call and the values they get back. Errors live in
+``consistent_catalog.exceptions`` (one tree under ``ConsistentCatalogError``), retention's results in
+``consistent_catalog.retention``, and the pure core in its modules (``consistent_catalog.resolver.resolve``,
+``consistent_catalog.epoch_plan.plan_epoch``, ``consistent_catalog.retention.plan.plan_expiry``,
 ``consistent_catalog.state.TableState``, ``consistent_catalog.barrier.SnapshotRecord``).
 """
 
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any
+
 from consistent_catalog.barrier import to_barrier
-from consistent_catalog.catalog import ConsistentCatalog, ConsistentRead, IngestResult, Lease
-from consistent_catalog.epoch import EpochContext, EpochJob, EpochPlan, EpochResult
-from consistent_catalog.exceptions import (
-    CatalogConfigError,
-    ConsistentCatalogError,
-    CycleError,
-    FencedError,
-    HistoryExpiredError,
-    InvalidBarrierError,
-    InvalidInputError,
-    LineageError,
-    MalformedMetadataError,
-    NotRegisteredError,
-    NoWatermarkError,
-    OwnershipError,
-    ResolutionError,
-    TableNotFoundError,
-    UntrackedWriteError,
-)
+from consistent_catalog.catalog import ConsistentCatalog
+from consistent_catalog.epoch import EpochContext, EpochJob, EpochResult
+from consistent_catalog.epoch_plan import EpochPlan
+from consistent_catalog.ingest import IngestResult
 from consistent_catalog.lineage import LineageGraph
+from consistent_catalog.ownership import Lease
+from consistent_catalog.read import ConsistentRead
 from consistent_catalog.report import EpochEntry, HistoryEntry, TableStatus
 from consistent_catalog.resolver import LEVELS, Cut, Level, TableCut
-from consistent_catalog.retention import (
-    ExpiryPlan,
-    ExpiryResult,
-    OrphanResult,
-    Pin,
-    PinInfo,
-    Pins,
-    RetainedCut,
-    RetainedTag,
-    Retention,
-    RetentionPolicy,
-)
+from consistent_catalog.retention import RetentionPolicy
 from consistent_catalog.revision import RevisionResult, RevisionStep
 
 __version__ = "0.1.0"
 
 __all__ = [
     "LEVELS",
-    "CatalogConfigError",
     "ConsistentCatalog",
-    "ConsistentCatalogError",
     "ConsistentRead",
     "Cut",
-    "CycleError",
     "EpochContext",
     "EpochEntry",
     "EpochJob",
     "EpochPlan",
     "EpochResult",
-    "ExpiryPlan",
-    "ExpiryResult",
-    "FencedError",
     "HistoryEntry",
-    "HistoryExpiredError",
     "IngestResult",
-    "InvalidBarrierError",
-    "InvalidInputError",
     "Lease",
     "Level",
-    "LineageError",
     "LineageGraph",
-    "MalformedMetadataError",
-    "NoWatermarkError",
-    "NotRegisteredError",
-    "OrphanResult",
-    "OwnershipError",
-    "Pin",
-    "PinInfo",
-    "Pins",
-    "ResolutionError",
-    "RetainedCut",
-    "RetainedTag",
-    "Retention",
     "RetentionPolicy",
     "RevisionResult",
     "RevisionStep",
     "TableCut",
-    "TableNotFoundError",
     "TableStatus",
-    "UntrackedWriteError",
     "to_barrier",
 ]
+
+#: Names this module exported before 0.2, now at home in another module: still importable here, with a warning.
+_MOVED = {
+    **dict.fromkeys(
+        ("CatalogConfigError", "ConsistentCatalogError", "CycleError", "FencedError", "HistoryExpiredError",
+         "InvalidBarrierError", "InvalidInputError", "LineageError", "MalformedMetadataError", "NotRegisteredError",
+         "NoWatermarkError", "OwnershipError", "ResolutionError", "TableNotFoundError", "UntrackedWriteError"),
+        "consistent_catalog.exceptions",
+    ),
+    **dict.fromkeys(
+        ("ExpiryPlan", "ExpiryResult", "OrphanResult", "Pin", "PinInfo", "Pins", "RetainedCut", "RetainedTag", "Retention"),
+        "consistent_catalog.retention",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module 'consistent_catalog' has no attribute {name!r}")
+    warnings.warn(
+        f"consistent_catalog.{name} moved: import it from {home} (from {home} import {name})",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(home), name)

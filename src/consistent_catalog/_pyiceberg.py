@@ -28,6 +28,8 @@ test, by name, instead of corrupting a table. Nothing here runs at import time: 
    gzip rule), and build the ``Table`` ``load_table`` builds from it (its FileIO comes from the
    private ``Catalog._load_file_io`` with the table's properties) — so a reader can scan exactly the
    metadata file a cut was resolved from.
+   ``sql_catalog_names`` and ``sqlite_has_catalog_tables`` read the same schema for the configuration
+   checks of ``connect.py`` (which catalog names a database holds; whether a SQLite file is a catalog).
 6. ``empty_snapshot``: a snapshot with no data (an empty manifest list written the way
    ``_SnapshotProducer._commit`` writes one), for the fence ref. pyiceberg makes snapshots only
    inside a data write; this builds the same ``Snapshot`` from its public pieces
@@ -54,7 +56,7 @@ from pyiceberg.table.update import (
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.io import FileIO
-    from pyiceberg.table import Table, Transaction
+    from pyiceberg.table import CommitTableResponse, Table, Transaction
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot, Summary
 
@@ -65,7 +67,10 @@ __all__ = [
     "open_table",
     "parse_metadata",
     "remove_snapshots_keeping_parents",
+    "is_sql_catalog",
+    "sql_catalog_names",
     "sql_metadata_locations",
+    "sqlite_has_catalog_tables",
     "summary_parts",
     "empty_snapshot",
     "validates_client_side",
@@ -98,8 +103,9 @@ def transaction_requirements(tx: Transaction, extra: Sequence[TableRequirement] 
     return tuple(out)
 
 
-def commit_transaction_once(tx: Transaction, extra: Sequence[TableRequirement] = ()) -> bool:
-    """Commit ``tx`` with ``extra`` requirements in one catalog commit; False when it had nothing to commit.
+def commit_transaction_once(tx: Transaction, extra: Sequence[TableRequirement] = ()) -> CommitTableResponse | None:
+    """Commit ``tx`` with ``extra`` requirements in one catalog commit: the catalog's response (the metadata as
+    committed), or None when it had nothing to commit.
 
     Raises whatever the catalog raises (``CommitFailedException`` when a requirement fails). Only
     after a commit that surely did not land are the transaction's manifests deleted, as pyiceberg
@@ -109,10 +115,10 @@ def commit_transaction_once(tx: Transaction, extra: Sequence[TableRequirement] =
     if not tx._updates:
         for producer in producers:
             producer._clean_all_uncommitted()
-        return False
+        return None
     table = tx._table
     try:
-        table.catalog.commit_table(table, transaction_requirements(tx, extra), tx._updates)
+        response = table.catalog.commit_table(table, transaction_requirements(tx, extra), tx._updates)
     except (CommitFailedException, ValidationException):
         # these guarantee the commit did not land; after any other error the outcome is unknown and the
         # files may be referenced: they are left to the orphan-file sweep (as pyiceberg does)
@@ -122,7 +128,7 @@ def commit_transaction_once(tx: Transaction, extra: Sequence[TableRequirement] =
     for producer in producers:
         producer._cleanup_uncommitted()
     tx._updates, tx._requirements, tx._snapshot_producers = (), (), []
-    return True
+    return response
 
 
 # --- 3. remove-snapshots the Java way ---------------------------------------------------------------
@@ -207,6 +213,52 @@ def sql_metadata_locations(catalog: Catalog, identifiers: Sequence[str]) -> dict
                 if identifier is not None and location:
                     found[identifier] = location
     return found
+
+
+def is_sql_catalog(catalog: Catalog) -> bool:
+    """Whether ``catalog`` is pyiceberg's ``SqlCatalog`` (its database has the ``iceberg_tables`` schema)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    return isinstance(catalog, SqlCatalog)
+
+
+def sql_catalog_names(catalog: Catalog) -> set[str] | None:
+    """Every catalog name the database of a ``SqlCatalog`` holds tables or namespaces for (None: not a SqlCatalog).
+
+    A database without pyiceberg's tables (yet) holds no names.
+    """
+    from pyiceberg.catalog.sql import IcebergNamespaceProperties, IcebergTables, SqlCatalog
+    from sqlalchemy import select
+    from sqlalchemy.exc import SQLAlchemyError
+
+    if not isinstance(catalog, SqlCatalog):
+        return None
+    names: set[str] = set()
+    for column in (IcebergTables.catalog_name, IcebergNamespaceProperties.catalog_name):
+        try:
+            with catalog.engine.connect() as connection:
+                names.update(row[0] for row in connection.execute(select(column).distinct()))
+        except SQLAlchemyError:
+            pass  # a table the database lacks: what was read is what there is
+    return names
+
+
+def sqlite_has_catalog_tables(path: str) -> bool:
+    """Whether the SQLite file at ``path`` holds ``SqlCatalog``'s ``iceberg_tables`` (opened read-only: creates nothing).
+
+    Raises ``sqlite3.Error`` when the file is not a SQLite database.
+    """
+    import sqlite3
+    from contextlib import closing
+    from pathlib import Path
+
+    from pyiceberg.catalog.sql import IcebergTables
+
+    with closing(sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True)) as connection:
+        found = connection.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (IcebergTables.__tablename__,)
+        ).fetchone()
+    return found is not None
 
 
 # --- 5. reading a metadata file as SqlCatalog.load_table reads it ---------------------------------------

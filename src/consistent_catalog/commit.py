@@ -43,13 +43,14 @@ from consistent_catalog._pyiceberg import (
     validates_client_side,
 )
 from consistent_catalog.exceptions import FencedError, InvalidInputError
+from consistent_catalog.lineage import LineageGraph
 from consistent_catalog.loading import MetadataLoader, not_found
 from consistent_catalog.state import TableState
 from consistent_catalog.util.identifiers import normalize_identifier
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
-    from pyiceberg.table import Table, Transaction
+    from pyiceberg.table import CommitTableResponse, Table, Transaction
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot
     from pyiceberg.table.update import TableRequirement
@@ -59,6 +60,11 @@ if TYPE_CHECKING:
 def refs_at(heads: Mapping[str, int | None]) -> list[AssertRefSnapshotId]:
     """``assert-ref-snapshot-id`` for each ref: at that snapshot, or (None) absent."""
     return [AssertRefSnapshotId(ref=name, snapshot_id=snapshot_id) for name, snapshot_id in heads.items()]
+
+
+def tag_update(name: str, snapshot_id: int, max_ref_age_ms: int | None) -> SetSnapshotRefUpdate:
+    """Create or move tag ``name`` to ``snapshot_id``, expiring ``max_ref_age_ms`` after that snapshot's timestamp."""
+    return SetSnapshotRefUpdate(ref_name=name, type=SnapshotRefType.TAG, snapshot_id=snapshot_id, max_ref_age_ms=max_ref_age_ms)
 
 
 def fence_head(table: Table) -> int | None:
@@ -90,6 +96,11 @@ def retired_fence(metadata: TableMetadata, expected: int | None) -> Snapshot | N
     if any(ref.snapshot_id == expected for name, ref in metadata.refs.items() if name != P.FENCE_BRANCH):
         return None
     return snapshot
+
+
+def _committed(table: Table, response: CommitTableResponse) -> Table:
+    """``table`` as the catalog's commit response describes it: what a load right after would read, without loading."""
+    return type(table)(table.name(), response.metadata, response.metadata_location, table.io, table.catalog)
 
 
 def _delete_quietly(table: Table, path: str) -> None:
@@ -224,6 +235,10 @@ class TableStore:
         table = self.load_table(name)
         return Loaded(table, self.loader.state_of(name, table))
 
+    def state_of(self, table: Table) -> TableState:
+        """The state of ``table`` as given (loaded, or as a commit returned it): no catalog round trip."""
+        return self.loader.state_of(".".join(table.name()), table)
+
     def state(self, identifier: str | Sequence[str]) -> TableState:
         name = normalize_identifier(identifier)
         return self.loader.load([name], required=[name])[name].state
@@ -254,6 +269,17 @@ class TableStore:
             except (NotImplementedError, NoSuchNamespaceError):
                 pass
         return sorted(set(found))
+
+    def lineage(self, tables: Iterable[str] | None = None) -> LineageGraph:
+        """The lineage graph of the whole catalog, or of the tables connected to ``tables``."""
+        listed = self.list_tables()
+        graph = LineageGraph.from_states(self.states(listed))
+        if tables is None:
+            return graph
+        names = [normalize_identifier(t) for t in tables]
+        for name in set(names) - set(listed):
+            self.load_table(name)  # TableNotFoundError naming it (never shown as a root of its own)
+        return graph.subgraph(graph.connected(names))
 
     # --- committing -------------------------------------------------------------------------------
     def commit(
@@ -293,25 +319,27 @@ class TableStore:
             raise self._refused(table, what, exc, sent) from None
         if retired is not None:
             _delete_quietly(table, retired.manifest_list)
-        return type(table)(table.name(), response.metadata, response.metadata_location, table.io, table.catalog)
+        return _committed(table, response)
 
     def write(
         self, table: Table, requirements: Sequence[TableRequirement], write: Callable[[Transaction], Any], *, what: str
-    ) -> bool:
+    ) -> Table | None:
         """A pyiceberg data write (``write(tx)`` appends/overwrites) committed only if ``requirements`` hold.
 
         One catalog commit, without pyiceberg's retry path: a writer that was fenced out fails at
-        once with FencedError in every write mode (its written files are deleted). Returns False
-        when the write produced no change to commit (e.g. overwriting nothing with nothing).
+        once with FencedError in every write mode (its written files are deleted). Returns the table
+        as committed (from the catalog's response, like ``commit``), or None when the write produced
+        no change to commit (e.g. overwriting nothing with nothing).
         """
         if not table.metadata.snapshots and validates_client_side(table.catalog):
             requirements = [r for r in requirements if not absent_ref_unassertable(r)]
         try:
             tx = table.transaction()
             write(tx)
-            return commit_transaction_once(tx, requirements)
+            response = commit_transaction_once(tx, requirements)
         except CommitFailedException as exc:
             raise self._refused(table, what, exc, requirements) from None
+        return None if response is None else _committed(table, response)
 
     def _refused(self, table: Table, what: str, exc: Exception, sent: Iterable[TableRequirement]) -> FencedError:
         """FencedError for a refused commit; when it asserted the fence, naming who holds the table now."""

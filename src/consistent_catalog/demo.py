@@ -15,9 +15,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from consistent_catalog.catalog import ConsistentCatalog, ConsistentRead, IngestResult
+from consistent_catalog.catalog import ConsistentCatalog
 from consistent_catalog.epoch import EpochContext
 from consistent_catalog.exceptions import InvalidInputError, NoWatermarkError, TableNotFoundError
+from consistent_catalog.ingest import IngestResult
+from consistent_catalog.read import ConsistentRead
 from consistent_catalog.util.time import fmt_barrier, now_ms
 
 ENGINES = ("spark", "pyiceberg")

@@ -14,25 +14,22 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.update import AssertRefSnapshotId, SetPropertiesUpdate, SetSnapshotRefUpdate
 
 from consistent_catalog import properties as P
-from consistent_catalog.catalog import (
-    DEFAULT_LEASE_MS,
-    ConsistentCatalog,
-    Lease,
-    empty_read,
-    genesis_updates,
-    register_extension,
-)
-from consistent_catalog.commit import refs_at
-from consistent_catalog.completeness import Completeness
+from consistent_catalog.commit import TableStore, refs_at
+from consistent_catalog.epoch_plan import EpochPlan, check_append_only, plan_epoch
 from consistent_catalog.exceptions import FencedError, InvalidInputError, NotRegisteredError, TableNotFoundError
-from consistent_catalog.retention import RetentionPolicy, run_maintenance
-from consistent_catalog.state import TableState, encode_summary_sources, parse_summary_sources
+from consistent_catalog.ingest import advance_idle_roots
+from consistent_catalog.loading import table_state
+from consistent_catalog.ownership import DEFAULT_LEASE_MS, Lease, genesis_updates, register_job, unregister_job
+from consistent_catalog.read import empty_read
+from consistent_catalog.retention.expire import run_maintenance
+from consistent_catalog.retention.policy import RetentionPolicy
+from consistent_catalog.state import TableState, encode_summary_sources
 from consistent_catalog.util.identifiers import normalize_identifier
 from consistent_catalog.util.time import fmt_barrier, fmt_ms, now_ms
 
@@ -40,142 +37,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.table import Table, Transaction
 
+    from consistent_catalog.catalog import ConsistentCatalog
+
 log = logging.getLogger(__name__)
-
-SinkAction = Literal["done", "publish-staged", "watermark", "stage"]
-
-
-@dataclass(frozen=True)
-class SinkPlan:
-    sink: str
-    action: SinkAction
-    main_head: int | None
-    staged_head: int | None
-    previous_inputs: Mapping[str, int | None]
-    """``consistent.sources`` of the sink's published head: where the last epoch's inputs ended."""
-    revision: str | None = None
-    """``consistent.revision`` as planned."""
-    fence: int | None = None
-    """The fence ref's head as planned, read where this instance was seen holding the lease: every commit of
-    the epoch asserts it, so a takeover, revision, tag or expiry meanwhile makes it refused (protocol §6)."""
-
-
-@dataclass(frozen=True)
-class EpochPlan:
-    job: str
-    barrier: int | None
-    """T = min over the sources of W(source) on main; None while a source has no watermark."""
-    inputs: Mapping[str, int | None]
-    """``snap(source, T)`` snapshot id of each source (None: empty at T)."""
-    sinks: Mapping[str, SinkPlan]
-
-    @property
-    def pending(self) -> list[str]:
-        return [s for s, p in self.sinks.items() if p.action != "done"]
-
-    @property
-    def needs_transform(self) -> bool:
-        return any(p.action == "stage" for p in self.sinks.values())
-
-
-def staged_epoch_matches(state: TableState, job: str, barrier: int, inputs: Mapping[str, int | None]) -> bool:
-    """Whether ``consistent-staged`` holds exactly one finished epoch for ``barrier`` with these inputs."""
-    if not state.staged_ahead:
-        return False
-    main = state.head()
-    current = state.head(P.STAGED_BRANCH)
-    attempts = set()
-    while current is not None and current != main:
-        record = state.snapshots[current]
-        if record.barrier != barrier or record.job != job:
-            return False
-        attempts.add(record.summary.get(P.ATTEMPT))
-        if len(attempts) > 1:  # two writers staged the same epoch on top of each other
-            return False
-        where = f"{state.identifier} snapshot {current}"
-        if parse_summary_sources(record.summary.get(P.SOURCES), where=where) != dict(inputs):
-            return False
-        current = record.parent_id
-    return True
-
-
-def plan_epoch(
-    job: str,
-    sources: Mapping[str, TableState],
-    sinks: Mapping[str, TableState],
-    upstream: Mapping[str, TableState] | None = None,
-) -> EpochPlan:
-    """Plan the next epoch of ``job`` from metadata alone (re-planning after a crash is the same call).
-
-    T is the newest barrier at or below ``min W(source)`` at which every source is complete (see
-    ``completeness``; ``upstream`` holds the sources' own transitive sources), so a multi-source job
-    never mixes a source that skipped T with one that processed it. A sink whose inputs at T hold the
-    same rows as its previous epoch's only needs its watermark moved (``watermark``).
-    """
-    if not sources:
-        raise InvalidInputError(f"job {job!r} has no sources")
-    for state in sinks.values():
-        if state.branch().untracked is not None:  # never publish on top of a foreign write
-            raise state.branch().untracked_error(state.untracked_writer(), state.watermark())
-    marks = [state.watermark() for state in sources.values()]
-    barrier: int | None = None
-    if all(m is not None for m in marks):
-        known = {**(upstream or {}), **sources}
-        barrier = Completeness(known).latest(sources, min(m for m in marks if m is not None))
-    if barrier is None:
-        plans = {
-            name: SinkPlan(name, "done", state.head(), state.head(P.STAGED_BRANCH), {}, state.properties.get(P.REVISION),
-                           state.head(P.FENCE_BRANCH))
-            for name, state in sinks.items()
-        }
-        return EpochPlan(job, None, {}, plans)
-    inputs: dict[str, int | None] = {}
-    for name, state in sources.items():
-        point = state.branch().snap_at(barrier)
-        inputs[name] = None if point is None else point[0]
-    plans = {}
-    for name, state in sinks.items():
-        main_head = state.head()
-        sink_mark = state.watermark()
-        previous = state.recorded_inputs(main_head)
-        unchanged = all(
-            sources[src].branch().same_data(previous.get(src), snapshot) for src, snapshot in inputs.items()
-        )
-        if sink_mark is not None and barrier <= sink_mark:
-            action: SinkAction = "done"
-        elif staged_epoch_matches(state, job, barrier, inputs):
-            action = "publish-staged"
-        elif unchanged and (main_head is not None or sink_mark is not None or all(i is None for i in inputs.values())):
-            action = "watermark"
-        else:
-            action = "stage"
-        plans[name] = SinkPlan(
-            name, action, main_head, state.head(P.STAGED_BRANCH), previous, state.properties.get(P.REVISION),
-            state.head(P.FENCE_BRANCH),
-        )
-    return EpochPlan(job, barrier, inputs, plans)
-
-
-def check_append_only(state: TableState, start: int | None, end: int) -> None:
-    """Raise InvalidInputError unless the snapshots in (start, end] only append rows (an incremental read is exact)."""
-    name = state.identifier
-    if not state.is_ancestor(start, end):
-        raise InvalidInputError(
-            f"{name}: snapshot {start} (the previous epoch's input) is not an ancestor of {end}; the source was "
-            "rolled back — run the job with a full read or revise the downstream tables"
-        )
-    current: int | None = end
-    while current is not None and current != start:
-        record = state.snapshots.get(current)
-        if record is None:
-            break
-        if record.operation not in ("append", "replace") and record.changes_data:
-            raise InvalidInputError(
-                f"{name}: snapshot {current} is a {record.operation}, not an append; an incremental read "
-                "cannot express it — use a full read of this source"
-            )
-        current = record.parent_id
-
 
 @dataclass
 class EpochContext:
@@ -185,13 +49,13 @@ class EpochContext:
     barrier: int
     inputs: Mapping[str, int | None]
     previous_inputs: Mapping[str, int | None]
-    _cc: ConsistentCatalog
+    _store: TableStore
     _tables: dict[str, Table] = field(default_factory=dict)
 
     def table(self, name: str) -> Table:
         name = normalize_identifier(name)
         if name not in self._tables:
-            self._tables[name] = self._cc.load_table(name)
+            self._tables[name] = self._store.load_table(name)
         return self._tables[name]
 
     def _source(self, name: str) -> str:
@@ -220,7 +84,7 @@ class EpochContext:
         table = self.table(name)
         if end is None or start == end:
             return empty_read(table)
-        check_append_only(TableState.from_metadata(name, table.metadata), start, end)
+        check_append_only(table_state(name, table.metadata), start, end)
         return table.incremental_append_scan(
             from_snapshot_id_exclusive=start, to_snapshot_id_inclusive=end
         ).to_arrow()
@@ -287,6 +151,8 @@ class EpochJob:
         if mode not in self.MODES:
             raise InvalidInputError(f"write mode {mode!r} is not one of {', '.join(self.MODES)}")
         self.cc = cc
+        self.store = cc.store
+        """What the job loads and commits through (the façade's ``TableStore``)."""
         self.job = job
         self.sources = tuple(normalize_identifier(s) for s in sources)
         self.sinks = tuple(normalize_identifier(s) for s in sinks)
@@ -304,14 +170,12 @@ class EpochJob:
 
     # --- ownership ---------------------------------------------------------------------------
     def register(self) -> Lease:
-        self.lease = self.cc.register_job(
-            self.job, self.sources, self.sinks, lease_ms=self.lease_ms, takeover=self.takeover
-        )
+        self.lease = register_job(self.store, self.job, self.sources, self.sinks, lease_ms=self.lease_ms, takeover=self.takeover)
         return self.lease
 
     def unregister(self) -> None:
         if self.lease is not None:
-            self.cc.unregister_job(self.lease)
+            unregister_job(self.store, self.lease)
             self.lease = None
 
     def __enter__(self) -> EpochJob:
@@ -330,7 +194,7 @@ class EpochJob:
     def plan(self, *, advance_idle: bool = True) -> EpochPlan:
         """Plan the next epoch from the catalog; first advances the idle roots upstream (``advance_idle``)."""
         try:
-            states = {s.identifier: s for s in self.cc.store.states(self.sinks)}
+            states = {s.identifier: s for s in self.store.states(self.sinks)}
         except TableNotFoundError as exc:
             raise TableNotFoundError(
                 f"job {self.job!r} cannot find one of its sinks {list(self.sinks)} (renamed or dropped while it ran?): "
@@ -339,15 +203,15 @@ class EpochJob:
         for sink in self.sinks:
             self._check_owner(states[sink])
         try:
-            closure = self.cc.store.upstream_states(self.sources)
+            closure = self.store.upstream_states(self.sources)
         except TableNotFoundError as exc:
             raise TableNotFoundError(
                 f"job {self.job!r} cannot find one of its sources {list(self.sources)} (renamed or dropped?): {exc}; "
                 "recreate it, or register the job again with its new sources (nothing was written)"
             ) from None
         idle = {name: state for name, state in closure.items() if state.is_root and state.idle_after_ms is not None}
-        for name in self.cc.advance_idle_roots(idle if advance_idle else {}):  # idle sources keep the DAG moving (protocol §5.6)
-            closure[name] = self.cc.store.state(name)
+        for name in advance_idle_roots(self.store, idle if advance_idle else {}):  # idle sources keep the DAG moving (protocol §5.6)
+            closure[name] = self.store.state(name)
         return plan_epoch(
             self.job, {s: closure[s] for s in self.sources}, {s: states[s] for s in self.sinks}, upstream=closure
         )
@@ -390,7 +254,7 @@ class EpochJob:
             except FencedError:
                 # main moved under us (a revision, or another writer's staging) while we still own the
                 # sink: nothing was published; the next epoch re-plans from the new state
-                self._check_owner(self.cc.store.state(sink))
+                self._check_owner(self.store.state(sink))
                 actions[sink] = "conflict"
                 log.warning("%s: %s changed while barrier %s was being written; re-planning", self.job, sink, plan.barrier)
         log.info("%s: barrier %s %s", self.job, plan.barrier, actions)
@@ -398,7 +262,7 @@ class EpochJob:
         if self.expire_every and any(a in ("published", "republished") for a in actions.values()):
             self._published_epochs += 1
             if self._published_epochs % self.expire_every == 0:
-                run_maintenance(self.cc, self.sinks, self.retention)
+                run_maintenance(self.store, self.sinks, self.retention)
         return EpochResult(self.job, plan.barrier, actions, snapshots, rows)
 
     def run(self, epochs: int) -> list[EpochResult]:
@@ -485,7 +349,7 @@ class EpochJob:
         if self.transform is None:
             raise InvalidInputError(f"job {self.job!r} has no transform; pass transform= to the job")
         assert plan.barrier is not None
-        return self.transform(EpochContext(self.job, plan.barrier, plan.inputs, previous, self.cc))
+        return self.transform(EpochContext(self.job, plan.barrier, plan.inputs, previous, self.store))
 
     def summary_properties(self, plan: EpochPlan) -> dict[str, str]:
         """The summary keys every snapshot of one staging attempt carries (a fresh attempt id per call)."""
@@ -509,17 +373,17 @@ class EpochJob:
         is refused inside the catalog's compare-and-swap and the epoch is re-planned. An empty sink
         first gets an empty, untagged "genesis" snapshot: Iceberg branches need a snapshot.
         """
-        table, state = self.cc.store.load(sink)
+        table, state = self.store.load(sink)
         expected = plan.sinks[sink].main_head
         if expected is None:
-            self.cc.store.commit(table, self._fenced(sink, plan, {P.MAIN_BRANCH: None}), genesis_updates(table, self.job),
+            self.store.commit(table, self._fenced(sink, plan, {P.MAIN_BRANCH: None}), genesis_updates(table, self.job),
                                  what="creating the genesis snapshot")
-            table, state = self.cc.store.load(sink)
+            table, state = self.store.load(sink)
             expected = state.head()
             assert expected is not None
         staged = state.head(P.STAGED_BRANCH)
         if staged != expected:
-            table = self.cc.store.commit(
+            table = self.store.commit(
                 table,
                 self._fenced(sink, plan, {P.MAIN_BRANCH: expected, P.STAGED_BRANCH: staged}),
                 [SetSnapshotRefUpdate(ref_name=P.STAGED_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=expected)],
@@ -546,7 +410,7 @@ class EpochJob:
         Anything else on ``consistent-staged`` (a writer that cannot carry our fence, such as a Spark
         zombie) means another writer interfered: FencedError, and the epoch is re-planned.
         """
-        state = self.cc.store.state(sink)
+        state = self.store.state(sink)
         head = state.head(P.STAGED_BRANCH)
         rows = 0
         current = head
@@ -565,7 +429,7 @@ class EpochJob:
 
     def record_empty_epoch(self, sink: str, base_id: int, properties: Mapping[str, str], plan: EpochPlan) -> None:
         """Stage an empty snapshot tagged with this epoch's summary keys on top of ``base_id``."""
-        table = self.cc.load_table(sink)
+        table = self.store.load_table(sink)
         self._write_staged(table, base_id, properties, table.schema().as_arrow().empty_table(), "append", plan)
 
     def _write_staged(
@@ -580,7 +444,7 @@ class EpochJob:
                     data, snapshot_properties=dict(properties), branch=P.STAGED_BRANCH
                 )
 
-        return self.cc.store.write(
+        return self.store.write(
             table,
             self._fenced(".".join(table.name()), plan, {P.STAGED_BRANCH: base_id, P.MAIN_BRANCH: base_id}),
             write,
@@ -590,7 +454,7 @@ class EpochJob:
     def publish(self, sink: str, plan: EpochPlan, main_head: int | None, staged_head: int | None) -> int | None:
         """One fenced catalog commit: main -> staged head (or watermark = T for an empty epoch), lease renewed."""
         lease = self._require_lease()
-        table, state = self.cc.store.load(sink)
+        table, state = self.store.load(sink)
         renewed = now_ms() + self.lease_ms
         updates: list[Any] = []
         branches: dict[str, int | None] = {P.MAIN_BRANCH: main_head}
@@ -603,7 +467,7 @@ class EpochJob:
             updates.append(
                 SetPropertiesUpdate(updates={P.LEASE_UNTIL: str(renewed), **state.watermark_properties(plan.barrier)})
             )
-        self.cc.store.commit(table, self._fenced(sink, plan, branches), updates, what=f"publishing barrier {fmt_barrier(plan.barrier)}")
+        self.store.commit(table, self._fenced(sink, plan, branches), updates, what=f"publishing barrier {fmt_barrier(plan.barrier)}")
         self.lease = Lease(lease.job, lease.instance, lease.sinks, lease.sources, renewed)
         return staged_head if staged_head is not None else main_head
 
@@ -634,5 +498,3 @@ def _conform(data: pa.Table, table: Table) -> pa.Table:
         )
     return data.select(target.names).cast(target)
 
-
-register_extension("job", EpochJob)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
 from consistent_catalog import _pyiceberg
+from consistent_catalog.barrier import SnapshotRecord
 from consistent_catalog.exceptions import TableNotFoundError
 from consistent_catalog.metadata import LeanDecodeError, decode_state
 from consistent_catalog.state import TableState
@@ -43,12 +44,31 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table
+    from pyiceberg.table.metadata import TableMetadata
 
 #: Default bound of the shared cache, in snapshots (each costs about 1.4 KiB: its record and summary; 200,000: ~280 MiB).
 DEFAULT_MAX_SNAPSHOTS = 200_000
 DEFAULT_MAX_ENTRIES = 10_000
 #: Default number of threads reading metadata files at once.
 DEFAULT_READERS = 16
+
+
+def table_state(identifier: str, metadata: TableMetadata) -> TableState:
+    """The state of a table from pyiceberg's parsed ``metadata`` (the lean decoder, ``metadata.decode_state``,
+    gives the same from the metadata file's bytes)."""
+    # runs for every snapshot of every table a cut touches: keep it to plain tuple building
+    make = tuple.__new__
+    snapshots: dict[int, SnapshotRecord] = {}
+    for s in metadata.snapshots:
+        summary = s.summary
+        operation, props = _pyiceberg.summary_parts(summary) if summary is not None else ("append", {})
+        snapshots[s.snapshot_id] = make(SnapshotRecord, (s.snapshot_id, s.parent_snapshot_id, s.timestamp_ms, operation, props))
+    branches: dict[str, int] = {}
+    tags: dict[str, int] = {}
+    for name, ref in metadata.refs.items():
+        (branches if ref.snapshot_ref_type.value == "branch" else tags)[name] = ref.snapshot_id
+    log = tuple((entry.timestamp_ms, entry.snapshot_id) for entry in metadata.snapshot_log)
+    return TableState(identifier, snapshots, branches, dict(metadata.properties), tags, log)
 
 
 def not_found(name: str, catalog_name: str) -> TableNotFoundError:
@@ -149,10 +169,10 @@ class MetadataLoader:
         """The state of a loaded pyiceberg ``table`` (from the cache when its metadata file was parsed before)."""
         location = getattr(table, "metadata_location", None)
         if location is None:
-            return TableState.from_metadata(name, table.metadata)
+            return table_state(name, table.metadata)
         state = self.cache.get(name, location)
         if state is None:
-            state = TableState.from_metadata(name, table.metadata)
+            state = table_state(name, table.metadata)
             self.cache.put(name, location, state)
         return state
 
@@ -292,7 +312,7 @@ class MetadataLoader:
         try:
             return decode_state(name, data)
         except LeanDecodeError:
-            return TableState.from_metadata(name, _pyiceberg.parse_metadata(data, location))
+            return table_state(name, _pyiceberg.parse_metadata(data, location))
 
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}

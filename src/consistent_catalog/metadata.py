@@ -1,10 +1,10 @@
 """A lean decoder of Iceberg table metadata JSON into ``TableState``: only the fields the resolver reads.
 
 pyiceberg builds pydantic models for everything in a metadata file (schemas, partition specs, sort
-orders, the metadata log, every snapshot's manifest list) and then ``TableState.from_metadata`` keeps
+orders, the metadata log, every snapshot's manifest list) and then ``loading.table_state`` keeps
 a handful of fields of them. This module decodes those fields straight from the JSON bytes with
 msgspec — typed, so every field the resolver does not need is skipped without building an object —
-and builds the same ``TableState`` ``from_metadata`` builds from pyiceberg's model (equal field by
+and builds the same ``TableState`` ``loading.table_state`` builds from pyiceberg's model (equal field by
 field, in the same order: ``tests/unit/test_metadata.py``):
 
 - snapshots: id, parent id, timestamp, the summary's operation and its other properties;

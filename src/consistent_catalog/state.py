@@ -1,4 +1,4 @@
-"""A table's consistent-catalog state as plain data, parsed from Iceberg metadata without I/O."""
+"""A table's consistent-catalog state as plain data (``loading.table_state`` and ``metadata.decode_state`` build it)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,11 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from consistent_catalog import properties as P
-from consistent_catalog._pyiceberg import summary_parts
 from consistent_catalog.barrier import BranchBarriers, SnapshotRecord, branch_barriers, parse_barrier_value, watermark
 from consistent_catalog.exceptions import MalformedMetadataError
-
-if TYPE_CHECKING:
-    from pyiceberg.table.metadata import TableMetadata
 
 
 def parse_summary_sources(value: str | None, *, where: str) -> dict[str, int | None]:
@@ -52,24 +48,6 @@ class TableState:
     tags: Mapping[str, int] = field(default_factory=dict)
     main_log: tuple[tuple[int, int], ...] = ()
     """Iceberg's snapshot log: (time main moved, snapshot id), oldest first — when epochs were published."""
-
-    @classmethod
-    def from_metadata(cls, identifier: str, metadata: TableMetadata) -> TableState:
-        # runs for every snapshot of every table a cut touches: keep it to plain tuple building
-        make = tuple.__new__
-        snapshots: dict[int, SnapshotRecord] = {}
-        for s in metadata.snapshots:
-            summary = s.summary
-            operation, props = summary_parts(summary) if summary is not None else ("append", {})
-            snapshots[s.snapshot_id] = make(
-                SnapshotRecord, (s.snapshot_id, s.parent_snapshot_id, s.timestamp_ms, operation, props)
-            )
-        branches: dict[str, int] = {}
-        tags: dict[str, int] = {}
-        for name, ref in metadata.refs.items():
-            (branches if ref.snapshot_ref_type.value == "branch" else tags)[name] = ref.snapshot_id
-        log = tuple((entry.timestamp_ms, entry.snapshot_id) for entry in metadata.snapshot_log)
-        return cls(identifier, snapshots, branches, dict(metadata.properties), tags, log)
 
     # --- table properties ------------------------------------------------------------------
     def _int_property(self, key: str) -> int | None:

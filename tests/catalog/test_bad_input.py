@@ -8,15 +8,15 @@ import json
 import pyarrow as pa
 import pytest
 
-from consistent_catalog import (
-    EpochContext,
+from consistent_catalog import EpochContext
+from consistent_catalog import properties as P
+from consistent_catalog.demo import count_words
+from consistent_catalog.exceptions import (
     InvalidBarrierError,
     InvalidInputError,
     MalformedMetadataError,
     TableNotFoundError,
 )
-from consistent_catalog import properties as P
-from consistent_catalog.demo import count_words
 from consistent_catalog.sql import cut_to_spark_sql
 from consistent_catalog.util.identifiers import qualified_name
 from tests.harness.catalogue import refused

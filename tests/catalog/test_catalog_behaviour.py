@@ -17,10 +17,11 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
-from consistent_catalog import (
-    ConsistentCatalog,
+from consistent_catalog import ConsistentCatalog, EpochContext
+from consistent_catalog import properties as P
+from consistent_catalog.demo import count_words, histogram
+from consistent_catalog.exceptions import (
     CycleError,
-    EpochContext,
     FencedError,
     InvalidBarrierError,
     InvalidInputError,
@@ -30,8 +31,6 @@ from consistent_catalog import (
     TableNotFoundError,
     UntrackedWriteError,
 )
-from consistent_catalog import properties as P
-from consistent_catalog.demo import count_words, histogram
 from tests.harness.lake import COUNTS_SCHEMA, sqlite_catalog, words
 
 WORDS, COUNTS, HIST = "demo.words", "demo.word_counts", "demo.count_histogram"

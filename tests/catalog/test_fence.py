@@ -14,10 +14,10 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID
 
-from consistent_catalog import ConsistentCatalog, FencedError
+from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
 from consistent_catalog.demo import count_words
-from consistent_catalog.exceptions import CatalogConfigError
+from consistent_catalog.exceptions import CatalogConfigError, FencedError
 from consistent_catalog.retention.expire import commit_expiry
 from consistent_catalog.retention.policy import RetentionPolicy
 from tests.harness.lake import words
@@ -121,7 +121,7 @@ def test_a_pin_refuses_an_expiry_planned_before_it(cc, catalog, flip_tables):
     assert plan.tables[WORDS].expire  # the stale plan would remove the older snapshots
     pinned = cc.pins.pin([WORDS], as_of=1_000, ttl="1h")
     with pytest.raises(FencedError, match=P.FENCE_BRANCH):
-        commit_expiry(cc, loaded[WORDS], plan.tables[WORDS])
+        commit_expiry(cc.store, loaded[WORDS], plan.tables[WORDS])
     result = cc.retention.expire([WORDS], EVERYTHING)  # planned again: the pin holds its snapshot
     assert result.expired[WORDS] >= 1
     assert catalog.load_table(WORDS).metadata.refs[pinned.tag].snapshot_id == pinned.tables[WORDS]

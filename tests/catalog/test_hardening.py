@@ -13,17 +13,17 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
-from consistent_catalog import (
-    ConsistentCatalog,
+from consistent_catalog import ConsistentCatalog
+from consistent_catalog import properties as P
+from consistent_catalog.demo import count_words, histogram
+from consistent_catalog.exceptions import (
     FencedError,
     InvalidBarrierError,
     InvalidInputError,
     NoWatermarkError,
     UntrackedWriteError,
 )
-from consistent_catalog import properties as P
-from consistent_catalog.demo import count_words, histogram
-from consistent_catalog.retention import PIN_PREFIX
+from consistent_catalog.retention.refs import PIN_PREFIX
 from consistent_catalog.util.time import now_ms
 from tests.harness.catalogue import refused, snapshot_of
 from tests.harness.lake import COUNTS_SCHEMA, words

@@ -27,11 +27,11 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table.metadata import TableMetadataUtil
 from sqlalchemy import event
 
-from consistent_catalog import ConsistentCatalog, TableNotFoundError
+from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
 from consistent_catalog.demo import count_words, histogram
-from consistent_catalog.exceptions import ConsistentCatalogError
-from consistent_catalog.loading import MetadataLoader, StateCache
+from consistent_catalog.exceptions import ConsistentCatalogError, TableNotFoundError
+from consistent_catalog.loading import MetadataLoader, StateCache, table_state
 from consistent_catalog.metadata import LeanDecodeError, decode_state
 from consistent_catalog.resolver import DEFAULT_LEVEL
 from consistent_catalog.retention import RetentionPolicy
@@ -103,14 +103,14 @@ def read_bytes(location: str) -> bytes:
 
 
 def pyiceberg_state(catalog: SqlCatalog, name: str) -> TableState:
-    return TableState.from_metadata(name, catalog.load_table(name).metadata)
+    return table_state(name, catalog.load_table(name).metadata)
 
 
 def file_state(name: str, location: str) -> TableState:
     """pyiceberg's parse of the metadata *file* at ``location``: what the lean decoder of that file must equal.
     (A REST server answers ``load_table`` with its own serialization of the metadata, whose JSON object
     order, e.g. of the refs, need not be the file's; for a SqlCatalog both are the file.)"""
-    return TableState.from_metadata(name, TableMetadataUtil.parse_raw(read_bytes(location)))
+    return table_state(name, TableMetadataUtil.parse_raw(read_bytes(location)))
 
 
 @pytest.fixture
@@ -184,7 +184,7 @@ def test_what_the_lean_decoder_refuses_pyiceberg_parses_as_before(name: str) -> 
     with pytest.raises(LeanDecodeError):
         decode_state("db.t", data)
     try:
-        expected: object = TableState.from_metadata("db.t", TableMetadataUtil.parse_raw(data))
+        expected: object = table_state("db.t", TableMetadataUtil.parse_raw(data))
     except Exception as exc:  # noqa: BLE001
         with pytest.raises(type(exc)):
             MetadataLoader._parse("db.t", "file:///x/00001-a.metadata.json", data)

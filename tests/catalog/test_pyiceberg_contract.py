@@ -90,7 +90,7 @@ def test_commit_once_sends_exactly_the_intended_requirements(table, monkeypatch:
     tx.append(rows(["b", "c"]))
     extra = refs_at({"consistent-fence": None, "consistent-staged": None})
     intended = _pyiceberg.transaction_requirements(tx, extra)
-    assert _pyiceberg.commit_transaction_once(tx, extra) is True
+    assert _pyiceberg.commit_transaction_once(tx, extra) is not None
     assert sent == [intended]
     refs = [r.ref for r in sent[0] if isinstance(r, AssertRefSnapshotId)]
     assert refs == ["main", "consistent-fence", "consistent-staged"]  # the writer's own stays, none collapsed
@@ -132,7 +132,7 @@ def test_a_failed_requirement_is_not_retried_and_its_manifests_are_deleted(table
 
 def test_nothing_to_commit_commits_nothing(table) -> None:
     tx = table.transaction()
-    assert _pyiceberg.commit_transaction_once(tx, refs_at({"consistent-fence": None})) is False
+    assert _pyiceberg.commit_transaction_once(tx, refs_at({"consistent-fence": None})) is None
     table.refresh()
     assert table.metadata.snapshots == []
 

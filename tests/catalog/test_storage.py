@@ -27,8 +27,8 @@ from pyiceberg.expressions import AlwaysTrue
 from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
 from consistent_catalog.exceptions import InvalidInputError
-from consistent_catalog.retention import RetentionPolicy, normalize_location
-from consistent_catalog.retention.files import is_inside
+from consistent_catalog.retention.files import is_inside, normalize_location
+from consistent_catalog.retention.policy import RetentionPolicy
 from consistent_catalog.util.time import now_ms
 from tests.harness.lake import words
 

@@ -30,6 +30,7 @@ from consistent_catalog import properties as P
 from consistent_catalog.barrier import to_barrier
 from consistent_catalog.catalog import ConsistentCatalog
 from consistent_catalog.exceptions import ConsistentCatalogError, InvalidInputError
+from consistent_catalog.loading import table_state
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut, check_level
 from consistent_catalog.state import TableState
 
@@ -57,7 +58,7 @@ class CorpusCatalog:
 
 def states_of(tables: Mapping[str, Any]) -> dict[str, TableState]:
     catalog = CorpusCatalog(tables)
-    return {name: TableState.from_metadata(name, catalog.load_table(name).metadata) for name in tables}
+    return {name: table_state(name, catalog.load_table(name).metadata) for name in tables}
 
 
 def cut_json(cut: Cut) -> dict[str, Any]:

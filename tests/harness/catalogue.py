@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from consistent_catalog import ConsistentCatalogError
+from consistent_catalog.exceptions import ConsistentCatalogError
 
 
 def snapshot_of(catalog, namespace: str = "demo") -> dict[str, tuple[str, list]]:

@@ -14,8 +14,9 @@ import traceback
 from collections import Counter
 from collections.abc import Mapping
 
-from consistent_catalog import ConsistentCatalog, NoWatermarkError
+from consistent_catalog import ConsistentCatalog
 from consistent_catalog.demo import WORDS, epoch_words
+from consistent_catalog.exceptions import NoWatermarkError
 from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA
 
 RETRIES = {"commit.retry.num-retries": "20", "commit.retry.min-wait-ms": "20", "commit.retry.max-wait-ms": "500"}

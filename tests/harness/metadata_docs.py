@@ -16,12 +16,13 @@ from typing import Any
 
 from pyiceberg.table.metadata import TableMetadataUtil
 
+from consistent_catalog.loading import table_state
 from consistent_catalog.state import TableState
 from tests.conformance.corpus import load_cases
 
 
 def reference(identifier: str, document: dict[str, Any]) -> TableState:
-    return TableState.from_metadata(identifier, TableMetadataUtil.parse_raw(json.dumps(document)))
+    return table_state(identifier, TableMetadataUtil.parse_raw(json.dumps(document)))
 
 
 def assert_same(lean: TableState, full: TableState) -> None:

@@ -19,9 +19,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from consistent_catalog import ConsistentCatalog, OwnershipError
+from consistent_catalog import ConsistentCatalog
 from consistent_catalog.demo import COUNTS, TABLES, WORDS, ensure_tables, epoch_words, run_demo
 from consistent_catalog.duckdb_reader import read_cut_duckdb
+from consistent_catalog.exceptions import OwnershipError
 from tests.harness.cluster import CLUSTER_MASTER
 from tests.harness.concurrent import open_cc, run_concurrent_pipeline, sink_names
 from tests.harness.flip import check_cut_with_duckdb, pyiceberg_rows, rows

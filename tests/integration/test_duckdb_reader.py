@@ -16,7 +16,8 @@ import pytest
 
 pytest.importorskip("duckdb", reason="the duckdb extra is not installed (pip install -e '.[duckdb]')")
 
-from consistent_catalog import ConsistentCatalog, NoWatermarkError, ResolutionError  # noqa: E402
+from consistent_catalog import ConsistentCatalog  # noqa: E402
+from consistent_catalog.exceptions import ResolutionError  # noqa: E402
 from consistent_catalog.demo import (  # noqa: E402
     COUNTS,
     HISTOGRAM,
@@ -38,6 +39,7 @@ from consistent_catalog.duckdb_reader import (  # noqa: E402
     register_cut_views,
     scan_sql,
 )
+from consistent_catalog.exceptions import NoWatermarkError
 from tests.harness.flip import flip_problems, pyiceberg_rows, rows  # noqa: E402
 
 EPOCHS, ROWS = 5, 300

@@ -37,7 +37,8 @@ from pyiceberg.catalog.sql import SqlCatalog
 from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
 from consistent_catalog.demo import COUNTS, HISTOGRAM, SCHEMAS, TABLES, WORDS
-from consistent_catalog.state import TableState, encode_summary_sources
+from consistent_catalog.loading import table_state
+from consistent_catalog.state import encode_summary_sources
 from tests.harness.spark_plugin import CONSISTENT, plugin_conf, write_properties
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -112,7 +113,7 @@ def _wait_for_pipeline(cc: ConsistentCatalog, demo: subprocess.Popen[bytes], log
     while time.monotonic() < deadline:
         assert demo.poll() is None, f"the demo pipeline stopped early:\n{log.read_text()[-3000:]}"
         try:
-            if TableState.from_metadata(HISTOGRAM, cc.load_table(HISTOGRAM).metadata).watermark() is not None:
+            if table_state(HISTOGRAM, cc.load_table(HISTOGRAM).metadata).watermark() is not None:
                 return
         except Exception:  # noqa: BLE001 - the tables are still being created
             pass

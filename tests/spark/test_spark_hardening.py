@@ -9,9 +9,10 @@ from collections import Counter
 
 import pytest
 
-from consistent_catalog import ConsistentCatalog, UntrackedWriteError
+from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
 from consistent_catalog.demo import COUNTS, HISTOGRAM, TABLES, WORDS, ensure_tables, run_demo
+from consistent_catalog.exceptions import UntrackedWriteError
 from tests.harness.lake import WORDS_SCHEMA, sqlite_catalog
 
 pytestmark = pytest.mark.spark

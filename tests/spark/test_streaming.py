@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from consistent_catalog import ConsistentCatalog, OwnershipError
+from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
+from consistent_catalog.exceptions import OwnershipError
 from consistent_catalog.util.time import now_ms
 from tests.harness import streaming_worker as sw
 from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA, sqlite_catalog

@@ -1,4 +1,4 @@
-"""The lean metadata decoder (``consistent_catalog.metadata``) gives exactly ``TableState.from_metadata``'s state.
+"""The lean metadata decoder (``consistent_catalog.metadata``) gives exactly ``loading.table_state``'s state.
 
 Compared on every table of the conformance corpus (v2 metadata JSON as Iceberg writes it, including
 pyiceberg's own files for the generated cases), on hand-made edge cases of the format (v1 without

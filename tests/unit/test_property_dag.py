@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from consistent_catalog.epoch import plan_epoch
+from consistent_catalog.epoch_plan import plan_epoch
 from consistent_catalog.resolver import resolve
 from consistent_catalog.state import TableState
 from tests.harness.builders import T0, compaction, derived_state, root_state, table_state

@@ -22,7 +22,9 @@ The package, one concern a module: ``policy`` (how much to keep), ``refs`` (tags
 ``plan`` (the pure planner: states in, plan out), ``expire`` (plan against a catalog, commit, delete
 files), ``tiers`` (hourly/daily/weekly retained cuts), ``pins`` (reader pins), ``files`` (locations as
 normalised URIs), ``orphans`` (the orphan-file sweep). Users reach it as
-``cc.retention`` and ``cc.pins``.
+``cc.retention`` and ``cc.pins`` (``Retention`` and ``Pins`` below, built on the façade's ``TableStore``);
+this package exports what those return, and the pure planner stays importable from its module
+(``consistent_catalog.retention.plan.plan_expiry``).
 
 ``plan_expiry`` is pure (states in, plan out); ``expire`` loads the catalog, plans, commits one fenced
 catalog commit per table (refs and barrier-relevant properties must be as planned, so a concurrent
@@ -38,37 +40,19 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from consistent_catalog.barrier import BarrierLike
-from consistent_catalog.catalog import register_extension
 from consistent_catalog.resolver import DEFAULT_LEVEL
-from consistent_catalog.retention.expire import (
-    DeletedFiles,
-    ExpiryResult,
-    commit_expiry,
-    delete_unreferenced_files,
-    expire,
-    plan_from_catalog,
-    run_maintenance,
-)
-from consistent_catalog.retention.files import normalize_location
+from consistent_catalog.retention.expire import DeletedFiles, ExpiryResult, expire, plan_from_catalog, run_maintenance
 from consistent_catalog.retention.orphans import OrphanResult, TableOrphans, remove_orphan_files
 from consistent_catalog.retention.pins import DEFAULT_TTL_MS, Pin, PinInfo, list_pins, pin, unpin
-from consistent_catalog.retention.plan import ExpiryPlan, TableExpiry, latest_cut, plan_expiry, plan_table
-from consistent_catalog.retention.policy import (
-    DEFAULT_MAX_SNAPSHOT_AGE_MS,
-    DEFAULT_MIN_SNAPSHOTS,
-    MAX_SNAPSHOT_AGE_PROPERTY,
-    MIN_SNAPSHOTS_PROPERTY,
-    TIERS,
-    RetentionPolicy,
-    Tier,
-)
-from consistent_catalog.retention.refs import PIN_PREFIX, RefInfo, TagInfo, ref_age_for, ref_infos, tag_update
-from consistent_catalog.retention.tiers import RetainedCut, retain, retained_cuts, tier_expiry, tier_period
+from consistent_catalog.retention.plan import ExpiryPlan, TableExpiry
+from consistent_catalog.retention.policy import RetentionPolicy, Tier
+from consistent_catalog.retention.refs import TagInfo
+from consistent_catalog.retention.tiers import RetainedCut, retain, retained_cuts
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-    from consistent_catalog.catalog import ConsistentCatalog
+    from consistent_catalog.commit import TableStore
 
 RetainedTag = TagInfo
 """A retained-cut tag: its name, the tables it is on, its expiry and whether it expired."""
@@ -77,14 +61,14 @@ RetainedTag = TagInfo
 class Retention:
     """``cc.retention``: cut-aware expiry and retained cuts of one catalog."""
 
-    def __init__(self, cc: ConsistentCatalog) -> None:
-        self.cc = cc
+    def __init__(self, store: TableStore) -> None:
+        self.store = store
 
     def plan(
         self, tables: Iterable[str] | None = None, policy: RetentionPolicy | None = None, *, now: int | None = None
     ) -> tuple[ExpiryPlan, dict[str, Table]]:
         """What ``expire`` would do (and the tables as loaded for it), changing nothing."""
-        return plan_from_catalog(self.cc, tables, policy, now=now)
+        return plan_from_catalog(self.store, tables, policy, now=now)
 
     def expire(
         self,
@@ -96,7 +80,7 @@ class Retention:
         retries: int = 5,
     ) -> ExpiryResult:
         """Expire snapshots of ``tables`` (all when None) that no cut, pin or retained cut needs."""
-        return expire(self.cc, tables, policy, now=now, dry_run=dry_run, retries=retries)
+        return expire(self.store, tables, policy, now=now, dry_run=dry_run, retries=retries)
 
     def remove_orphan_files(
         self,
@@ -111,28 +95,28 @@ class Retention:
 
         Iceberg's ``remove_orphan_files``; below a 1h threshold only with ``force`` (writers in flight).
         """
-        return remove_orphan_files(self.cc, tables, older_than_ms=older_than_ms, now=now, dry_run=dry_run, force=force)
+        return remove_orphan_files(self.store, tables, older_than_ms=older_than_ms, now=now, dry_run=dry_run, force=force)
 
     def retain(
         self, tables: Iterable[str] | None = None, policy: RetentionPolicy | None = None, *, now: int | None = None
     ) -> list[RetainedCut]:
         """Tag the latest cut of each lineage component with the current hourly/daily/weekly tags."""
-        return retain(self.cc, tables, policy, now=now)
+        return retain(self.store, tables, policy, now=now)
 
     def retained_cuts(self, tables: Iterable[str] | None = None, *, now: int | None = None) -> list[RetainedTag]:
         """Every retained-cut tag (not pins) with its tables and expiry."""
-        return retained_cuts(self.cc, tables, now=now)
+        return retained_cuts(self.store, tables, now=now)
 
     def run_maintenance(self, tables: Sequence[str], policy: RetentionPolicy | None = None) -> ExpiryResult | None:
         """Tag tiers and expire ``tables``, logging (never raising) failures — what epoch jobs run."""
-        return run_maintenance(self.cc, tables, policy)
+        return run_maintenance(self.store, tables, policy)
 
 
 class Pins:
     """``cc.pins``: reader pins that keep a cut's snapshots alive while a long read runs."""
 
-    def __init__(self, cc: ConsistentCatalog) -> None:
-        self.cc = cc
+    def __init__(self, store: TableStore) -> None:
+        self.store = store
 
     def pin(
         self,
@@ -145,28 +129,18 @@ class Pins:
         retries: int = 3,
     ) -> Pin:
         """Resolve a cut of ``tables`` and pin it for ``ttl``: ``with cc.pins.pin(tables, ttl="2h") as pinned: ...``."""
-        return pin(self.cc, tables, level=level, as_of=as_of, ttl=ttl, now=now, retries=retries)
+        return pin(self.store, tables, level=level, as_of=as_of, ttl=ttl, now=now, retries=retries)
 
     def unpin(self, tag: str, tables: Iterable[str] | None = None) -> list[str]:
         """Remove the pin (or retained-cut tag) ``tag``; returns the tables it was removed from."""
-        return unpin(self.cc, tag, tables)
+        return unpin(self.store, tag, tables)
 
     def list(self, tables: Iterable[str] | None = None, *, now: int | None = None) -> list[PinInfo]:
         """Every reader pin, soonest expiry first."""
-        return list_pins(self.cc, tables, now=now)
+        return list_pins(self.store, tables, now=now)
 
-
-register_extension("retention", Retention)
-register_extension("pins", Pins)
 
 __all__ = [
-    "DEFAULT_MAX_SNAPSHOT_AGE_MS",
-    "DEFAULT_MIN_SNAPSHOTS",
-    "DEFAULT_TTL_MS",
-    "MAX_SNAPSHOT_AGE_PROPERTY",
-    "MIN_SNAPSHOTS_PROPERTY",
-    "PIN_PREFIX",
-    "TIERS",
     "DeletedFiles",
     "ExpiryPlan",
     "ExpiryResult",
@@ -174,33 +148,11 @@ __all__ = [
     "Pin",
     "PinInfo",
     "Pins",
-    "RefInfo",
     "RetainedCut",
     "RetainedTag",
     "Retention",
     "RetentionPolicy",
     "TableExpiry",
     "TableOrphans",
-    "TagInfo",
     "Tier",
-    "commit_expiry",
-    "delete_unreferenced_files",
-    "expire",
-    "latest_cut",
-    "list_pins",
-    "normalize_location",
-    "pin",
-    "plan_expiry",
-    "plan_from_catalog",
-    "plan_table",
-    "ref_age_for",
-    "ref_infos",
-    "remove_orphan_files",
-    "retain",
-    "retained_cuts",
-    "run_maintenance",
-    "tag_update",
-    "tier_expiry",
-    "tier_period",
-    "unpin",
 ]

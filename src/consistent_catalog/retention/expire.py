@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
     from pyiceberg.table.metadata import TableMetadata
 
-    from consistent_catalog.catalog import ConsistentCatalog
+    from consistent_catalog.commit import TableStore
 
 log = logging.getLogger(__name__)
 
@@ -72,16 +72,16 @@ class ExpiryResult:
 
 
 def plan_from_catalog(
-    cc: ConsistentCatalog, tables: Iterable[str] | None = None, policy: RetentionPolicy | None = None, *, now: int | None = None
+    store: TableStore, tables: Iterable[str] | None = None, policy: RetentionPolicy | None = None, *, now: int | None = None
 ) -> tuple[ExpiryPlan, dict[str, Table]]:
     """Load the catalog and plan expiry of ``tables`` (all tables when None)."""
-    targets, everything = targets_and_catalog(cc, tables)
-    loaded, states = load_all(cc, everything)
+    targets, everything = targets_and_catalog(store, tables)
+    loaded, states = load_all(store, everything)
     refs = {name: ref_infos(table.metadata) for name, table in loaded.items()}
     return plan_expiry(states, refs, targets, policy or RetentionPolicy(), now_ms() if now is None else now), loaded
 
 
-def commit_expiry(cc: ConsistentCatalog, table: Table, planned: TableExpiry) -> Table:
+def commit_expiry(store: TableStore, table: Table, planned: TableExpiry) -> Table:
     """One fenced catalog commit that drops the planned tags and removes the planned snapshots.
 
     Refused (FencedError) when any ref differs from the plan: a publish, a new pin or tag, a revision
@@ -91,7 +91,7 @@ def commit_expiry(cc: ConsistentCatalog, table: Table, planned: TableExpiry) -> 
     updates: list[Any] = [RemoveSnapshotRefUpdate(ref_name=name) for name in planned.drop_tags]
     if planned.expire:
         updates.append(remove_snapshots_keeping_parents(planned.expire))
-    return cc.store.commit(
+    return store.commit(
         table,
         refs_at(planned.refs),
         updates,
@@ -101,7 +101,7 @@ def commit_expiry(cc: ConsistentCatalog, table: Table, planned: TableExpiry) -> 
 
 
 def expire(
-    cc: ConsistentCatalog,
+    store: TableStore,
     tables: Iterable[str] | None = None,
     policy: RetentionPolicy | None = None,
     *,
@@ -121,7 +121,7 @@ def expire(
     dropped: dict[str, tuple[str, ...]] = {}
     deleted: dict[str, DeletedFiles] = {}
     for attempt in RetryPolicy(retries).attempts():
-        planned, loaded = plan_from_catalog(cc, tables, policy, now=now)
+        planned, loaded = plan_from_catalog(store, tables, policy, now=now)
         if dry_run:
             return ExpiryResult(planned, True, {}, {}, attempt)
         try:
@@ -129,7 +129,7 @@ def expire(
                 if not table_plan.changes:
                     continue
                 before = loaded[name]
-                after = commit_expiry(cc, before, table_plan)
+                after = commit_expiry(store, before, table_plan)
                 expired[name] = expired.get(name, 0) + len(table_plan.expire)
                 if table_plan.drop_tags:
                     dropped[name] = (*dropped.get(name, ()), *table_plan.drop_tags)
@@ -248,7 +248,7 @@ def delete_unreferenced_files(before: Table, after: Table, expired: Iterable[int
     return DeletedFiles(counts["lists"], counts["manifests"], counts["data"], counts["bytes"])
 
 
-def run_maintenance(cc: ConsistentCatalog, tables: Sequence[str], policy: RetentionPolicy | None) -> ExpiryResult | None:
+def run_maintenance(store: TableStore, tables: Sequence[str], policy: RetentionPolicy | None) -> ExpiryResult | None:
     """Tag the tiers (when the policy has any) and expire ``tables``; failures are logged, never raised.
 
     Called by ``EpochJob`` every ``expire_every`` published epochs: maintenance must not stop a job.
@@ -256,8 +256,8 @@ def run_maintenance(cc: ConsistentCatalog, tables: Sequence[str], policy: Retent
     policy = policy or RetentionPolicy()
     try:
         if policy.tiers:
-            retain(cc, tables, policy)
-        return expire(cc, tables, policy)
+            retain(store, tables, policy)
+        return expire(store, tables, policy)
     except (ConsistentCatalogError, OSError) as exc:
         log.warning("retention of %s skipped this time: %s", ", ".join(tables), exc)
         return None

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table
 
-    from consistent_catalog.catalog import ConsistentCatalog
+    from consistent_catalog.commit import TableStore
 
 log = logging.getLogger(__name__)
 
@@ -240,8 +240,8 @@ def _mtime_ms(info: FileInfo) -> int | None:
 class _Sweep:
     """One sweep: the catalog's table locations and a manifest cache shared by every table."""
 
-    def __init__(self, cc: ConsistentCatalog, everything: Iterable[str]) -> None:
-        self.cc = cc
+    def __init__(self, store: TableStore, everything: Iterable[str]) -> None:
+        self.store = store
         self.cache: dict[Location, frozenset[Location]] = {}
         self.locations: dict[str, Location] = {}
         for name in everything:
@@ -251,7 +251,7 @@ class _Sweep:
 
     def _load(self, name: str) -> Table | None:
         try:
-            return self.cc.load_table(name)
+            return self.store.load_table(name)
         except TableNotFoundError:
             return None  # dropped meanwhile
 
@@ -335,7 +335,7 @@ class _Sweep:
 
 
 def remove_orphan_files(
-    cc: ConsistentCatalog,
+    store: TableStore,
     tables: Iterable[str] | None = None,
     *,
     older_than_ms: int | str | timedelta,
@@ -352,8 +352,8 @@ def remove_orphan_files(
     """
     age = check_older_than(older_than_ms, force=force)
     at = now_ms() if now is None else now
-    targets, everything = targets_and_catalog(cc, tables)
-    sweep = _Sweep(cc, everything)
+    targets, everything = targets_and_catalog(store, tables)
+    sweep = _Sweep(store, everything)
     swept: dict[str, TableOrphans] = {}
     for name in targets:
         if name not in sweep.locations:

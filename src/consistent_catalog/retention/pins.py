@@ -25,17 +25,17 @@ from pyiceberg.table.update import AssertRefSnapshotId, RemoveSnapshotRefUpdate
 
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import BarrierLike
-from consistent_catalog.catalog import ConsistentRead
-from consistent_catalog.commit import RetryPolicy, TakeFence, fence_head
+from consistent_catalog.commit import RetryPolicy, TakeFence, fence_head, tag_update
 from consistent_catalog.exceptions import FencedError, InvalidInputError
+from consistent_catalog.read import ConsistentRead, resolve_cut
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut
-from consistent_catalog.retention.refs import PIN_PREFIX, TagInfo, collect_tags, ref_age_for, tag_update
+from consistent_catalog.retention.refs import PIN_PREFIX, TagInfo, collect_tags, ref_age_for
 from consistent_catalog.util.durations import parse_duration
 from consistent_catalog.util.identifiers import normalize_identifier
 from consistent_catalog.util.time import fmt_barrier, now_ms
 
 if TYPE_CHECKING:
-    from consistent_catalog.catalog import ConsistentCatalog
+    from consistent_catalog.commit import TableStore
 
 DEFAULT_TTL_MS = 3600_000
 
@@ -47,7 +47,7 @@ class Pin:
     A context manager: leaving the ``with`` block releases the pin (removes the tags).
     """
 
-    cc: ConsistentCatalog
+    store: TableStore
     tag: str
     cut: Cut
     expires_at: int
@@ -60,7 +60,7 @@ class Pin:
     def read(self) -> ConsistentRead:
         """Scans and Arrow data at the pinned cut (``pinned.read.to_arrow("demo.words")``)."""
         if self._read is None:
-            self._read = ConsistentRead(self.cut, {name: self.cc.load_table(name) for name in self.cut.tables})
+            self._read = ConsistentRead(self.cut, {name: self.store.load_table(name) for name in self.cut.tables})
         return self._read
 
     def to_arrow(self, table: str) -> Any:
@@ -70,13 +70,13 @@ class Pin:
         """Move the expiry to ``now + ttl`` on every pinned table; returns the new expiry (ms)."""
         expires_at = (now_ms() if now is None else now) + parse_duration(ttl)
         for name, snapshot_id in self.tables.items():
-            table = self.cc.load_table(name)
+            table = self.store.load_table(name)
             snapshot = table.metadata.snapshot_by_id(snapshot_id)
             if snapshot is None or table.metadata.refs.get(self.tag) is None:
                 raise FencedError(
                     f"{name}: pin {self.tag} is gone (its ttl passed and expiry dropped it); take a new pin"
                 )
-            self.cc.store.commit(
+            self.store.commit(
                 table,
                 [AssertRefSnapshotId(ref=self.tag, snapshot_id=snapshot_id)],
                 [tag_update(self.tag, snapshot_id, ref_age_for(expires_at, snapshot.timestamp_ms))],
@@ -89,7 +89,7 @@ class Pin:
     def release(self) -> None:
         """Remove the pin's tags (tables where it is already gone are skipped)."""
         if not self.released:
-            unpin(self.cc, self.tag, self.tables)
+            unpin(self.store, self.tag, self.tables)
             self.released = True
 
     def __enter__(self) -> Pin:
@@ -103,7 +103,7 @@ class Pin:
 
 
 def pin(
-    cc: ConsistentCatalog,
+    store: TableStore,
     tables: Iterable[str],
     *,
     level: str = DEFAULT_LEVEL,
@@ -126,7 +126,7 @@ def pin(
         raise InvalidInputError("name at least one table to pin")
     for _ in RetryPolicy(retries).attempts():
         started = now_ms() if now is None else now
-        cut = cc.resolve(names, level=level, as_of=as_of)
+        cut = resolve_cut(store, names, level=level, as_of=as_of)
         if all(part.snapshot_id is None for part in cut.tables.values()):
             raise InvalidInputError(
                 f"the {cut.level} cut of {', '.join(names)} at barrier {fmt_barrier(cut.barrier)} holds no snapshot in any table: "
@@ -139,11 +139,11 @@ def pin(
             for name, table_cut in cut.tables.items():
                 if table_cut.snapshot_id is None:
                     continue
-                table = cc.load_table(name)
+                table = store.load_table(name)
                 snapshot = table.metadata.snapshot_by_id(table_cut.snapshot_id)
                 if snapshot is None:
                     raise FencedError(f"{name}: snapshot {table_cut.snapshot_id} was expired before it could be pinned")
-                cc.store.commit(
+                store.commit(
                     table,
                     [AssertRefSnapshotId(ref=tag, snapshot_id=None)],
                     [tag_update(tag, snapshot.snapshot_id, ref_age_for(expires_at, snapshot.timestamp_ms))],
@@ -153,35 +153,35 @@ def pin(
                 )
                 done[name] = snapshot.snapshot_id
         except FencedError:
-            unpin(cc, tag, done)
+            unpin(store, tag, done)
             continue
-        return Pin(cc, tag, cut, expires_at, done)
+        return Pin(store, tag, cut, expires_at, done)
     raise FencedError(
         f"could not pin a cut of {', '.join(names)}: its snapshots kept being expired while pinning ({retries} attempts); "
         "pin a newer cut (no --as-of) or run it when no expiry is running"
     )
 
 
-def unpin(cc: ConsistentCatalog, tag: str, tables: Iterable[str] | None = None) -> list[str]:
+def unpin(store: TableStore, tag: str, tables: Iterable[str] | None = None) -> list[str]:
     """Remove the tag ``tag`` from ``tables`` (every table carrying it when None); returns the tables it was removed from."""
     if not tag.startswith(P.TAG_PREFIX):
         raise InvalidInputError(f"{tag!r} is not a consistent-catalog tag (they start with {P.TAG_PREFIX!r}); see `consistent-catalog pins`")
-    names = cc.list_tables() if tables is None else [normalize_identifier(t) for t in tables]
+    names = store.list_tables() if tables is None else [normalize_identifier(t) for t in tables]
     removed: list[str] = []
     for name in names:
-        table = cc.load_table(name)
+        table = store.load_table(name)
         ref = table.metadata.refs.get(tag)
         if ref is None or ref.snapshot_ref_type.value != "tag":
             continue
         try:
-            cc.store.commit(
+            store.commit(
                 table,
                 [AssertRefSnapshotId(ref=tag, snapshot_id=ref.snapshot_id)],
                 [RemoveSnapshotRefUpdate(ref_name=tag)],
                 what=f"removing {tag}",
             )
         except FencedError:
-            if cc.load_table(name).metadata.refs.get(tag) is not None:
+            if store.load_table(name).metadata.refs.get(tag) is not None:
                 raise
             continue  # removed concurrently (expiry dropped it): that is what we wanted
         removed.append(name)
@@ -192,9 +192,9 @@ PinInfo = TagInfo
 """A reader pin: its tag, the pinned tables, its expiry and whether it expired."""
 
 
-def list_pins(cc: ConsistentCatalog, tables: Iterable[str] | None = None, *, now: int | None = None) -> list[PinInfo]:
+def list_pins(store: TableStore, tables: Iterable[str] | None = None, *, now: int | None = None) -> list[PinInfo]:
     """Every reader pin on ``tables`` (all tables when None), soonest expiry first; expired ones await ``expire``."""
-    names = cc.list_tables() if tables is None else [normalize_identifier(t) for t in tables]
-    metadata = {name: cc.load_table(name).metadata for name in names}
+    names = store.list_tables() if tables is None else [normalize_identifier(t) for t in tables]
+    metadata = {name: store.load_table(name).metadata for name in names}
     pins = collect_tags(metadata, lambda ref: ref.name.startswith(PIN_PREFIX), now_ms() if now is None else now)
     return sorted(pins, key=lambda p: (p.expires_at or 0, p.tag))

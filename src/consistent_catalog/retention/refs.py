@@ -1,13 +1,11 @@
-"""Iceberg refs as retention sees them: tags with ref ages (pins, retained cuts), branches."""
+"""Iceberg refs as retention sees them: tags with ref ages (pins, retained cuts), branches. Pure: reads
+pyiceberg's metadata model, imports nothing of pyiceberg (``commit.tag_update`` writes a tag)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from pyiceberg.table.refs import SnapshotRefType
-from pyiceberg.table.update import SetSnapshotRefUpdate
 
 from consistent_catalog import properties as P
 
@@ -41,7 +39,7 @@ class RefInfo:
 
 def ref_infos(metadata: TableMetadata) -> dict[str, RefInfo]:
     return {
-        name: RefInfo(name, ref.snapshot_id, ref.snapshot_ref_type == SnapshotRefType.TAG, ref.max_ref_age_ms)
+        name: RefInfo(name, ref.snapshot_id, ref.snapshot_ref_type.value == "tag", ref.max_ref_age_ms)
         for name, ref in metadata.refs.items()
     }
 
@@ -49,14 +47,6 @@ def ref_infos(metadata: TableMetadata) -> dict[str, RefInfo]:
 def ref_age_for(expires_at_ms: int, snapshot_timestamp_ms: int) -> int:
     """The ``max-ref-age-ms`` that makes a tag on a snapshot taken at ``snapshot_timestamp_ms`` expire at ``expires_at_ms``."""
     return max(1, expires_at_ms - snapshot_timestamp_ms)
-
-
-
-def tag_update(name: str, snapshot_id: int, max_ref_age_ms: int | None) -> SetSnapshotRefUpdate:
-    return SetSnapshotRefUpdate(
-        ref_name=name, type=SnapshotRefType.TAG, snapshot_id=snapshot_id, max_ref_age_ms=max_ref_age_ms
-    )
-
 
 
 

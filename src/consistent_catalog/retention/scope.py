@@ -12,29 +12,29 @@ from consistent_catalog.util.identifiers import normalize_identifier
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-    from consistent_catalog.catalog import ConsistentCatalog
+    from consistent_catalog.commit import TableStore
 
 
-def load_all(cc: ConsistentCatalog, names: Iterable[str]) -> tuple[dict[str, Table], dict[str, TableState]]:
+def load_all(store: TableStore, names: Iterable[str]) -> tuple[dict[str, Table], dict[str, TableState]]:
     """Tables and states of ``names`` (one metadata load each); tables dropped meanwhile are left out."""
     tables: dict[str, Table] = {}
     states: dict[str, TableState] = {}
     for name in names:
         try:
-            tables[name], states[name] = cc.store.load(name)
+            tables[name], states[name] = store.load(name)
         except TableNotFoundError:
             continue  # dropped meanwhile
     return tables, states
 
 
-def targets_and_catalog(cc: ConsistentCatalog, tables: Iterable[str] | None) -> tuple[list[str], list[str]]:
+def targets_and_catalog(store: TableStore, tables: Iterable[str] | None) -> tuple[list[str], list[str]]:
     """(targets, every table of the catalog); named targets must exist."""
-    everything = cc.list_tables()
+    everything = store.list_tables()
     if tables is None:
         return everything, everything
     targets = list(dict.fromkeys(normalize_identifier(t) for t in tables))
     for name in targets:
         if name not in everything:
-            cc.load_table(name)  # raises TableNotFoundError with the usual message
+            store.load_table(name)  # raises TableNotFoundError with the usual message
             everything.append(name)
     return targets, everything

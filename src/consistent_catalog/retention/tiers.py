@@ -11,17 +11,17 @@ from typing import TYPE_CHECKING, Any, Literal
 from pyiceberg.table.update import AssertRefSnapshotId
 
 from consistent_catalog import properties as P
-from consistent_catalog.commit import TakeFence, fence_head
+from consistent_catalog.commit import TakeFence, fence_head, tag_update
 from consistent_catalog.exceptions import FencedError, InvalidInputError
 from consistent_catalog.lineage import LineageGraph
 from consistent_catalog.retention.plan import latest_cut
 from consistent_catalog.retention.policy import TIER_MS, TIERS, RetentionPolicy, Tier
-from consistent_catalog.retention.refs import PIN_PREFIX, TagInfo, collect_tags, ref_age_for, tag_update
+from consistent_catalog.retention.refs import PIN_PREFIX, TagInfo, collect_tags, ref_age_for
 from consistent_catalog.retention.scope import load_all, targets_and_catalog
 from consistent_catalog.util.time import now_ms
 
 if TYPE_CHECKING:
-    from consistent_catalog.catalog import ConsistentCatalog
+    from consistent_catalog.commit import TableStore
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class RetainedCut:
 
 
 def retain(
-    cc: ConsistentCatalog,
+    store: TableStore,
     tables: Iterable[str] | None = None,
     policy: RetentionPolicy | None = None,
     *,
@@ -95,8 +95,8 @@ def retain(
     if not policy.tiers:
         return []
     now = now_ms() if now is None else now
-    targets, everything = targets_and_catalog(cc, tables)
-    loaded, states = load_all(cc, everything)
+    targets, everything = targets_and_catalog(store, tables)
+    loaded, states = load_all(store, everything)
     graph = LineageGraph.from_states(states.values())
     results: list[RetainedCut] = []
     for component in graph.components([t for t in targets if t in states]):
@@ -124,7 +124,7 @@ def retain(
                 try:
                     if table.metadata.snapshot_by_id(snapshot_id) is None:
                         raise FencedError(f"{name}: snapshot {snapshot_id} of the cut was expired")
-                    loaded[name] = cc.store.commit(
+                    loaded[name] = store.commit(
                         table,
                         [AssertRefSnapshotId(ref=tag, snapshot_id=None if ref is None else ref.snapshot_id)],
                         [tag_update(tag, snapshot_id, ref_age_for(expires_at, timestamp))],
@@ -137,9 +137,9 @@ def retain(
     return results
 
 
-def retained_cuts(cc: ConsistentCatalog, tables: Iterable[str] | None = None, *, now: int | None = None) -> list[TagInfo]:
+def retained_cuts(store: TableStore, tables: Iterable[str] | None = None, *, now: int | None = None) -> list[TagInfo]:
     """Every ``consistent-`` tag other than pins, with the tables it is on, its expiry and whether it expired."""
-    targets, _ = targets_and_catalog(cc, tables)
-    metadata = {name: cc.load_table(name).metadata for name in targets}
+    targets, _ = targets_and_catalog(store, tables)
+    metadata = {name: store.load_table(name).metadata for name in targets}
     return collect_tags(metadata, lambda ref: ref.managed and not ref.name.startswith(PIN_PREFIX),
                         now_ms() if now is None else now)

@@ -17,10 +17,12 @@ from pyiceberg.table.update import SetPropertiesUpdate, SetSnapshotRefUpdate
 
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import BarrierLike, to_barrier
-from consistent_catalog.catalog import ConsistentCatalog, IngestResult, check_not_future
+from consistent_catalog.catalog import ConsistentCatalog
 from consistent_catalog.commit import RetryPolicy, refs_at
-from consistent_catalog.epoch import EpochJob, EpochPlan, Staged, check_append_only
+from consistent_catalog.epoch import EpochJob, Staged
+from consistent_catalog.epoch_plan import EpochPlan, check_append_only
 from consistent_catalog.exceptions import FencedError, InvalidInputError
+from consistent_catalog.ingest import IngestResult, check_not_future
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut
 from consistent_catalog.spark import _jvm
 from consistent_catalog.sql import view_names

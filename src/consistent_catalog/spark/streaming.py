@@ -61,9 +61,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Union
 
-from consistent_catalog.catalog import ConsistentCatalog, Lease
+from consistent_catalog.catalog import ConsistentCatalog
 from consistent_catalog.epoch import EpochJob, EpochResult
 from consistent_catalog.exceptions import FencedError, InvalidBarrierError, InvalidInputError
+from consistent_catalog.ownership import Lease
 from consistent_catalog.spark import _jvm
 from consistent_catalog.spark.job import enable_staged_writes, ingest_dataframe, max_event_time
 from consistent_catalog.util.durations import parse_duration

@@ -29,9 +29,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from consistent_catalog.catalog import ConsistentCatalog, ConsistentRead
+from consistent_catalog.catalog import ConsistentCatalog
 from consistent_catalog.epoch import EpochContext, EpochJob
 from consistent_catalog.exceptions import ConsistentCatalogError, InvalidInputError, TableNotFoundError
+from consistent_catalog.read import ConsistentRead
 from consistent_catalog.spark.job import SparkEpochJob
 from consistent_catalog.spark.streaming import StreamingQueryHandle, start_root_stream, start_streaming_job
 from consistent_catalog.util.time import fmt_barrier, now_ms

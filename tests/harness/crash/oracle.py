@@ -262,10 +262,10 @@ def _resolver_disagreements(tables: Mapping[str, TableMeta], group: Iterable[str
                             ids: Mapping[str, int | None], where: str) -> list[str]:
     from pyiceberg.table import StaticTable
 
+    from consistent_catalog.loading import table_state
     from consistent_catalog.resolver import resolve
-    from consistent_catalog.state import TableState
 
-    states = [TableState.from_metadata(n, StaticTable.from_metadata(tables[n].location).metadata) for n in group]
+    states = [table_state(n, StaticTable.from_metadata(tables[n].location).metadata) for n in group]
     cut = resolve(states)
     theirs = {n: cut[n].snapshot_id for n in group}
     if cut.barrier != barrier or theirs != dict(ids):

@@ -162,9 +162,10 @@ def worker_main(argv: list[str] | None = None) -> int:
                         help="before: metadata file written, catalog row not swapped; after: commit done")
     args = parser.parse_args(argv)
 
-    from consistent_catalog import ConsistentCatalog, FencedError
+    from consistent_catalog import ConsistentCatalog
     from consistent_catalog.demo import count_words, histogram
     from consistent_catalog.epoch import EpochJob
+    from consistent_catalog.exceptions import FencedError
 
     _emit("STARTED", os.getpid())  # imports done: from here on every instant is worth a kill
 

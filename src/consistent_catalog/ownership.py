@@ -1,0 +1,192 @@
+"""Ownership (docs/protocol.md §5.2, §6): a job registers as the single writer of its sinks and holds a lease.
+
+Registration, renewal and unregistration are fenced catalog commits through ``TableStore``:
+registering takes the fence (moves ``consistent-fence``), so every commit an earlier holder planned is
+refused inside the catalog's compare-and-swap; renewing and unregistering assert the fence as read,
+so they fail once somebody else took it. An empty sink gets its *genesis* snapshot (Iceberg branches
+need one) in the registration commit itself, with ``main`` asserted absent.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.table.refs import SnapshotRefType
+from pyiceberg.table.update import AddSnapshotUpdate, RemovePropertiesUpdate, SetPropertiesUpdate, SetSnapshotRefUpdate
+
+from consistent_catalog import properties as P
+from consistent_catalog._pyiceberg import empty_snapshot
+from consistent_catalog.commit import TableStore, TakeFence, fence_head, refs_at
+from consistent_catalog.exceptions import ConsistentCatalogError, FencedError, InvalidInputError, OwnershipError
+from consistent_catalog.lineage import LineageGraph
+from consistent_catalog.state import TableState, encode_table_sources
+from consistent_catalog.util.identifiers import normalize_identifier
+from consistent_catalog.util.time import fmt_barrier, now_ms
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+DEFAULT_LEASE_MS = 5 * 60 * 1000
+_OWNERSHIP_KEYS = (P.JOB, P.LEASE_HOLDER, P.LEASE_UNTIL, P.SOURCES)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A job instance's claim on its sinks: fences out every other writer until it lapses."""
+
+    job: str
+    instance: str
+    sinks: tuple[str, ...]
+    sources: tuple[str, ...]
+    until_ms: int
+
+
+def genesis_updates(table: Table, job: str) -> list[Any]:
+    """The updates that give an empty sink its first snapshot on ``main``: no data, untagged but for
+    ``consistent.job`` (Iceberg branches need a snapshot; protocol §5.2). Commit them with ``main``
+    asserted absent."""
+    genesis = empty_snapshot(table, {P.JOB: job})
+    return [AddSnapshotUpdate(snapshot=genesis),
+            SetSnapshotRefUpdate(ref_name=P.MAIN_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=genesis.snapshot_id)]
+
+
+def register_job(
+    store: TableStore,
+    job: str,
+    sources: Iterable[str],
+    sinks: Iterable[str],
+    *,
+    lease_ms: int = DEFAULT_LEASE_MS,
+    takeover: bool = False,
+    instance: str | None = None,
+) -> Lease:
+    """Make ``job`` the single writer of ``sinks``, reading ``sources`` (one fenced commit per sink).
+
+    Refused with OwnershipError while another job, or another live instance of this job, holds a
+    lease on a sink (``takeover=True`` takes over from a dead instance of the same job); refused
+    with CycleError if the new edges would close a cycle. A registration refused halfway is undone.
+    """
+    if not job or not job.strip():
+        raise InvalidInputError("a job needs a non-empty id")
+    if lease_ms <= 0:
+        raise InvalidInputError(f"lease_ms must be positive, got {lease_ms}")
+    source_names = tuple(dict.fromkeys(normalize_identifier(s) for s in sources))
+    sink_names = tuple(dict.fromkeys(normalize_identifier(s) for s in sinks))
+    if not sink_names:
+        raise InvalidInputError(f"job {job!r} has no sinks; name at least one table it writes")
+    for source in source_names:
+        store.load_table(source)  # fails with TableNotFoundError
+    graph = LineageGraph.from_states(s for s in store.states(store.list_tables()) if s.identifier not in sink_names)
+    graph.check_new_edges(job, source_names, sink_names)
+
+    instance = instance or uuid.uuid4().hex[:12]
+    until = now_ms() + lease_ms
+    done: list[tuple[str, Mapping[str, str]]] = []
+    try:
+        for sink in sink_names:
+            table, state = store.load(sink)
+            check_can_own(state, job, instance, takeover)
+            previous = {k: state.properties.get(k) for k in _OWNERSHIP_KEYS}
+            # an empty sink gets its genesis in the same commit, with main asserted absent: every catalog
+            # checks that (also on a table without snapshots), so of two racing registrations one wins
+            genesis = genesis_updates(table, job) if state.head() is None else []
+            owned = {P.JOB: job, P.SOURCES: encode_table_sources(list(source_names)), P.LEASE_HOLDER: instance,
+                     P.LEASE_UNTIL: str(until)}
+            store.commit(
+                table,
+                refs_at({P.MAIN_BRANCH: None}) if genesis else [],
+                [*genesis, SetPropertiesUpdate(updates=owned)],
+                what=f"registering job {job!r}",
+                take_fence=TakeFence(state.head(P.FENCE_BRANCH), "register", instance, job),
+            )
+            done.append((sink, {k: v for k, v in previous.items() if v is not None}))
+    except FencedError as exc:
+        _undo_registration(store, done, instance)
+        raise OwnershipError(f"{exc}; another registration of the same sink won the race — retry or pick another sink") from None
+    except ConsistentCatalogError:
+        _undo_registration(store, done, instance)
+        raise
+    return Lease(job, instance, sink_names, source_names, until)
+
+
+def check_can_own(state: TableState, job: str, instance: str, takeover: bool) -> None:
+    """Refuse a registration of ``job`` (instance ``instance``) on the sink ``state`` while somebody else may write it."""
+    live = state.lease_until is not None and state.lease_until > now_ms()
+    if state.job and state.job != job and live:
+        raise OwnershipError(
+            f"{state.identifier} is owned by job {state.job!r} whose lease runs until {fmt_barrier(state.lease_until)}; "
+            f"a table has a single writer — unregister that job first or wait for its lease to lapse"
+        )
+    if state.job == job and live and state.lease_holder not in (None, instance) and not takeover:
+        raise OwnershipError(
+            f"{state.identifier} is being written by another live instance ({state.lease_holder}) of job "
+            f"{job!r} until {fmt_barrier(state.lease_until)}; stop it, wait for the lease to lapse, or, if it is "
+            "dead, take over with takeover=True (register_job / cc.job; the demo: consistent-catalog demo --takeover)"
+        )
+    if state.is_root and state.head() is not None:
+        history = TableState(state.identifier, state.snapshots, state.branches, {P.SOURCES: '["?"]'})
+        untracked = history.branch().untracked
+        if untracked is not None:
+            raise InvalidInputError(
+                f"{state.identifier} already holds data written outside any job (snapshot {untracked}); "
+                "a job's sink must start empty — create a new table for the job"
+            )
+
+
+def _undo_registration(store: TableStore, done: list[tuple[str, Mapping[str, str]]], instance: str) -> None:
+    for sink, previous in done:
+        try:
+            table = store.load_table(sink)
+            if table.metadata.properties.get(P.LEASE_HOLDER) != instance:
+                continue  # registered by someone else meanwhile: not ours to undo
+            removals = [k for k in _OWNERSHIP_KEYS if k not in previous]
+            store.commit(
+                table,
+                [],
+                [SetPropertiesUpdate(updates=dict(previous)), RemovePropertiesUpdate(removals=removals)],
+                what="undoing a partial registration",
+                take_fence=TakeFence(fence_head(table), "unregister", previous.get(P.LEASE_HOLDER), previous.get(P.JOB)),
+            )
+        except ConsistentCatalogError:
+            pass
+
+
+def unregister_job(store: TableStore, lease: Lease) -> None:
+    """Clear ownership of the lease's sinks (lineage stays in ``consistent.sources``) if still held by it."""
+    for sink in lease.sinks:
+        table = store.load_table(sink)
+        if table.metadata.properties.get(P.LEASE_HOLDER) != lease.instance:
+            continue  # taken over meanwhile: not ours to clear
+        try:
+            store.commit(
+                table,
+                refs_at({P.FENCE_BRANCH: fence_head(table)}),
+                [RemovePropertiesUpdate(removals=[P.JOB, P.LEASE_HOLDER, P.LEASE_UNTIL])],
+                what=f"unregistering job {lease.job!r}",
+            )
+        except FencedError:
+            pass
+
+
+def renew_lease(store: TableStore, lease: Lease, lease_ms: int = DEFAULT_LEASE_MS) -> Lease:
+    """Extend ``lease`` to now + ``lease_ms`` on every sink; FencedError when an instance took a sink over."""
+    until = now_ms() + lease_ms
+    for sink in lease.sinks:
+        table = store.load_table(sink)
+        found = table.metadata.properties
+        if found.get(P.JOB) != lease.job or found.get(P.LEASE_HOLDER) != lease.instance:
+            raise FencedError(
+                f"{sink}: renewing the lease of job {lease.job!r} was refused: the table is now written by job "
+                f"{found.get(P.JOB)!r} instance {found.get(P.LEASE_HOLDER)!r}, not by this instance ({lease.instance}); "
+                "stop this instance"
+            )
+        store.commit(
+            table,
+            refs_at({P.FENCE_BRANCH: fence_head(table)}),  # a takeover after this read moves the fence
+            [SetPropertiesUpdate(updates={P.LEASE_UNTIL: str(until)})],
+            what=f"renewing the lease of job {lease.job!r}",
+        )
+    return Lease(lease.job, lease.instance, lease.sinks, lease.sources, until)

@@ -1,0 +1,113 @@
+"""Reading at a consistent cut (docs/protocol.md §4): resolve it, then scan every table at its snapshot.
+
+``resolve_cut`` and ``open_read`` take the same path: the tables and their transitive sources are
+located in one pass (``MetadataLoader.upstream``: one catalog query per lineage level on SQL
+catalogs, cached lean reads), the pure resolver computes the cut, and a reader opens each table from
+the very metadata file the cut was resolved from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from consistent_catalog.barrier import BarrierLike
+from consistent_catalog.resolver import DEFAULT_LEVEL, Cut, resolve
+from consistent_catalog.util.identifiers import normalize_identifier
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.table import DataScan, Table
+
+    from consistent_catalog.commit import TableStore
+    from consistent_catalog.loading import Located
+
+
+def _resolve(
+    store: TableStore, tables: Iterable[str], level: str, as_of: BarrierLike | None
+) -> tuple[list[str], Cut, dict[str, Located]]:
+    names = list(dict.fromkeys(normalize_identifier(t) for t in tables))
+    closure = store.loader.upstream(names)
+    cut = resolve([closure[n].state for n in names], level, as_of, upstream=[c.state for c in closure.values()])
+    return names, cut, closure
+
+
+def resolve_cut(store: TableStore, tables: Iterable[str], level: str = DEFAULT_LEVEL, as_of: BarrierLike | None = None) -> Cut:
+    """The consistent cut of ``tables`` (protocol §4), from metadata alone."""
+    return _resolve(store, tables, level, as_of)[1]
+
+
+def open_read(
+    store: TableStore, tables: Iterable[str], level: str = DEFAULT_LEVEL, as_of: BarrierLike | None = None
+) -> ConsistentRead:
+    """Resolve the cut of ``tables`` and return a reader whose scans are pinned at it.
+
+    A table's full pyiceberg metadata is loaded when it is first scanned, from the very metadata
+    file the cut was resolved from (no second catalog query).
+    """
+    names, cut, closure = _resolve(store, tables, level, as_of)
+    loaded = {n: closure[n].table for n in names if closure[n].table is not None}
+    locations = {n: closure[n].location for n in names}
+    return ConsistentRead(cut, loaded, opener=lambda name: store.loader.open_table(name, locations.get(name)))
+
+
+def empty_read(table: Table) -> pa.Table:
+    """No rows of ``table``, typed the way its scans come back, so empty and non-empty reads concatenate.
+
+    pyiceberg scans return ``string``/``binary``/``list`` columns while its schema conversion (and an
+    empty scan) gives ``large_string``/``large_binary``/``large_list``.
+    """
+    import pyarrow as pa
+
+    def small(field: pa.Field) -> pa.Field:
+        kind = field.type
+        if pa.types.is_large_string(kind):
+            kind = pa.string()
+        elif pa.types.is_large_binary(kind):
+            kind = pa.binary()
+        elif pa.types.is_large_list(kind) or pa.types.is_list(kind):
+            kind = pa.list_(small(kind.value_field))
+        elif pa.types.is_struct(kind):
+            kind = pa.struct([small(child) for child in kind])
+        elif pa.types.is_map(kind):
+            kind = pa.map_(small(kind.key_field), small(kind.item_field))
+        return field.with_type(kind).remove_metadata()
+
+    return pa.schema([small(field) for field in table.schema().as_arrow()]).empty_table()
+
+
+class ConsistentRead:
+    """A resolved cut plus its tables: scans and Arrow data pinned at the cut.
+
+    ``opener(name)`` loads a table of the cut not given in ``tables`` on first use (once).
+    """
+
+    def __init__(self, cut: Cut, tables: Mapping[str, Table], *, opener: Callable[[str], Table] | None = None) -> None:
+        self.cut = cut
+        self._tables = dict(tables)
+        self._opener = opener
+
+    def table(self, name: str) -> Table:
+        key = normalize_identifier(name)
+        table = self._tables.get(key)
+        if table is None:
+            if self._opener is None or key not in self.cut.tables:
+                raise KeyError(key)
+            table = self._tables[key] = self._opener(key)
+        return table
+
+    def scan(self, name: str, **options: Any) -> DataScan | None:
+        """A pyiceberg scan at the cut's snapshot, or None when the table is empty at the cut."""
+        snapshot_id = self.cut[normalize_identifier(name)].snapshot_id
+        if snapshot_id is None:
+            return None
+        return self.table(name).scan(snapshot_id=snapshot_id, **options)
+
+    def to_arrow(self, name: str, **options: Any) -> pa.Table:
+        scan = self.scan(name, **options)
+        if scan is None:
+            return empty_read(self.table(name))
+        return scan.to_arrow()
+
+    def to_arrow_all(self) -> dict[str, pa.Table]:
+        return {name: self.to_arrow(name) for name in self.cut.tables}
