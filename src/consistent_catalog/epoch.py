@@ -24,7 +24,7 @@ from consistent_catalog.commit import TableStore, refs_at
 from consistent_catalog.epoch_plan import EpochPlan, check_append_only, plan_epoch
 from consistent_catalog.exceptions import FencedError, InvalidInputError, NotRegisteredError, TableNotFoundError
 from consistent_catalog.ingest import advance_idle_roots
-from consistent_catalog.loading import table_state
+from consistent_catalog.loading import Located, table_state
 from consistent_catalog.ownership import DEFAULT_LEASE_MS, Lease, genesis_updates, register_job, unregister_job
 from consistent_catalog.read import empty_read
 from consistent_catalog.retention.expire import run_maintenance
@@ -50,12 +50,18 @@ class EpochContext:
     inputs: Mapping[str, int | None]
     previous_inputs: Mapping[str, int | None]
     _store: TableStore
+    _planned: Mapping[str, Located] = field(default_factory=dict)
+    """Where the plan found each source: read from that very metadata file, with no catalog round trip."""
     _tables: dict[str, Table] = field(default_factory=dict)
 
     def table(self, name: str) -> Table:
         name = normalize_identifier(name)
         if name not in self._tables:
-            self._tables[name] = self._store.load_table(name)
+            planned = self._planned.get(name)
+            if planned is None:
+                self._tables[name] = self._store.load_table(name)
+            else:
+                self._tables[name] = planned.table or self._store.loader.open_table(name, planned.location)
         return self._tables[name]
 
     def _source(self, name: str) -> str:
@@ -106,6 +112,8 @@ class Staged(NamedTuple):
     base: int | None
     head: int | None
     rows: int
+    table: Table | None = None
+    """The sink as the staging commit left it (the catalog's answer), for the publish to build on; None: load it."""
 
 
 @dataclass(frozen=True)
@@ -167,6 +175,8 @@ class EpochJob:
         self.expire_every = expire_every
         self.retention = retention
         self._published_epochs = 0
+        self._planned: dict[str, Located] = {}
+        """The sources as the last ``plan`` located them (metadata file, and the table when one was loaded)."""
 
     # --- ownership ---------------------------------------------------------------------------
     def register(self) -> Lease:
@@ -203,15 +213,18 @@ class EpochJob:
         for sink in self.sinks:
             self._check_owner(states[sink])
         try:
-            closure = self.store.upstream_states(self.sources)
+            located = self.store.loader.upstream(self.sources)
         except TableNotFoundError as exc:
             raise TableNotFoundError(
                 f"job {self.job!r} cannot find one of its sources {list(self.sources)} (renamed or dropped?): {exc}; "
                 "recreate it, or register the job again with its new sources (nothing was written)"
             ) from None
+        closure = {name: found.state for name, found in located.items()}
         idle = {name: state for name, state in closure.items() if state.is_root and state.idle_after_ms is not None}
         for name in advance_idle_roots(self.store, idle if advance_idle else {}):  # idle sources keep the DAG moving (protocol §5.6)
             closure[name] = self.store.state(name)
+            located.pop(name)
+        self._planned = {name: located[name] for name in self.sources if name in located}
         return plan_epoch(
             self.job, {s: closure[s] for s in self.sources}, {s: states[s] for s in self.sinks}, upstream=closure
         )
@@ -250,7 +263,7 @@ class EpochJob:
                     staged = self.stage(sink, plan, outputs.get(sink))
                     rows[sink] = staged.rows
                     actions[sink] = "published"
-                snapshots[sink] = self.publish(sink, plan, staged.base, staged.head)
+                snapshots[sink] = self.publish(sink, plan, staged.base, staged.head, table=staged.table)
             except FencedError:
                 # main moved under us (a revision, or another writer's staging) while we still own the
                 # sink: nothing was published; the next epoch re-plans from the new state
@@ -349,7 +362,7 @@ class EpochJob:
         if self.transform is None:
             raise InvalidInputError(f"job {self.job!r} has no transform; pass transform= to the job")
         assert plan.barrier is not None
-        return self.transform(EpochContext(self.job, plan.barrier, plan.inputs, previous, self.store))
+        return self.transform(EpochContext(self.job, plan.barrier, plan.inputs, previous, self.store, self._planned))
 
     def summary_properties(self, plan: EpochPlan) -> dict[str, str]:
         """The summary keys every snapshot of one staging attempt carries (a fresh attempt id per call)."""
@@ -376,9 +389,9 @@ class EpochJob:
         table, state = self.store.load(sink)
         expected = plan.sinks[sink].main_head
         if expected is None:
-            self.store.commit(table, self._fenced(sink, plan, {P.MAIN_BRANCH: None}), genesis_updates(table, self.job),
-                                 what="creating the genesis snapshot")
-            table, state = self.store.load(sink)
+            table = self.store.commit(table, self._fenced(sink, plan, {P.MAIN_BRANCH: None}), genesis_updates(table, self.job),
+                                      what="creating the genesis snapshot")
+            state = self.store.state_of(table)
             expected = state.head()
             assert expected is not None
         staged = state.head(P.STAGED_BRANCH)
@@ -400,17 +413,23 @@ class EpochJob:
         table, base = self.prepare_staged_branch(sink, plan)
         data = _conform(table.schema().as_arrow().empty_table() if data is None else data, table)
         properties = self.summary_properties(plan)
-        if not self._write_staged(table, base, properties, data, self.mode, plan):
-            self.record_empty_epoch(sink, base, properties, plan)  # overwriting nothing with nothing
-        return self.verify_staged(sink, plan, base, properties[P.ATTEMPT])
+        committed = self._write_staged(table, base, properties, data, self.mode, plan)
+        if committed is None:  # overwriting nothing with nothing
+            committed = self.record_empty_epoch(sink, base, properties, plan, table)
+        return self.verify_staged(sink, plan, base, properties[P.ATTEMPT], committed)
 
-    def verify_staged(self, sink: str, plan: EpochPlan, base_id: int, attempt: str) -> Staged:
+    def verify_staged(
+        self, sink: str, plan: EpochPlan, base_id: int, attempt: str, committed: Table | None = None
+    ) -> Staged:
         """The staged epoch as committed: every snapshot from main's head up must carry this attempt's id.
 
         Anything else on ``consistent-staged`` (a writer that cannot carry our fence, such as a Spark
-        zombie) means another writer interfered: FencedError, and the epoch is re-planned.
+        zombie) means another writer interfered: FencedError, and the epoch is re-planned. ``committed``
+        is the sink as this attempt's own (fenced) commit returned it; without it the sink is loaded
+        (Spark's commits return nothing to us). A writer that comes after ``committed`` moves the staged
+        branch, which the publish asserts.
         """
-        state = self.store.state(sink)
+        state = self.store.state(sink) if committed is None else self.store.state_of(committed)
         head = state.head(P.STAGED_BRANCH)
         rows = 0
         current = head
@@ -425,17 +444,23 @@ class EpochJob:
             current = record.parent_id
         if current != base_id or head == base_id:
             raise FencedError(f"{sink}: {P.STAGED_BRANCH} no longer descends from main's head {base_id}; re-plan")
-        return Staged(base_id, head, rows)
+        return Staged(base_id, head, rows, committed)
 
-    def record_empty_epoch(self, sink: str, base_id: int, properties: Mapping[str, str], plan: EpochPlan) -> None:
-        """Stage an empty snapshot tagged with this epoch's summary keys on top of ``base_id``."""
-        table = self.store.load_table(sink)
-        self._write_staged(table, base_id, properties, table.schema().as_arrow().empty_table(), "append", plan)
+    def record_empty_epoch(
+        self, sink: str, base_id: int, properties: Mapping[str, str], plan: EpochPlan, table: Table | None = None
+    ) -> Table:
+        """Stage an empty snapshot tagged with this epoch's summary keys on top of ``base_id``; returns the sink
+        as committed. ``table`` is the sink as last committed by this epoch (None: load it)."""
+        table = self.store.load_table(sink) if table is None else table
+        committed = self._write_staged(table, base_id, properties, table.schema().as_arrow().empty_table(), "append", plan)
+        assert committed is not None  # an append always commits a snapshot
+        return committed
 
     def _write_staged(
         self, table: Table, base_id: int, properties: Mapping[str, str], data: pa.Table, mode: str, plan: EpochPlan
-    ) -> bool:
-        """One fenced write onto ``consistent-staged`` at ``base_id``; False when it had nothing to commit."""
+    ) -> Table | None:
+        """One fenced write onto ``consistent-staged`` at ``base_id``: the sink as committed, or None when it had
+        nothing to commit."""
         def write(tx: Transaction) -> None:
             with warnings.catch_warnings():
                 # overwriting an empty table: pyiceberg warns that its delete matched nothing, which is expected
@@ -451,10 +476,19 @@ class EpochJob:
             what=f"staging barrier {fmt_barrier(plan.barrier)}",
         )
 
-    def publish(self, sink: str, plan: EpochPlan, main_head: int | None, staged_head: int | None) -> int | None:
-        """One fenced catalog commit: main -> staged head (or watermark = T for an empty epoch), lease renewed."""
+    def publish(
+        self, sink: str, plan: EpochPlan, main_head: int | None, staged_head: int | None, *, table: Table | None = None
+    ) -> int | None:
+        """One fenced catalog commit: main -> staged head (or watermark = T for an empty epoch), lease renewed.
+
+        ``table`` is the sink as this epoch's staging commit returned it (None: load it); the commit's
+        requirements, not that copy, decide whether the publish lands.
+        """
         lease = self._require_lease()
-        table, state = self.store.load(sink)
+        if table is None:
+            table, state = self.store.load(sink)
+        else:
+            state = self.store.state_of(table)
         renewed = now_ms() + self.lease_ms
         updates: list[Any] = []
         branches: dict[str, int | None] = {P.MAIN_BRANCH: main_head}

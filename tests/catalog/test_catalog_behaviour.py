@@ -298,7 +298,7 @@ def test_killed_writer_staged_epoch_is_invisible_at_repeatable_read(cc, catalog,
     cc.ingest(WORDS, words("b", "b"), barrier=2_000)
     plan = job.plan()
     outputs = job.run_transform(plan)
-    _, staged, _ = job.stage(COUNTS, plan, outputs[COUNTS])  # ... and the writer dies before publishing
+    staged = job.stage(COUNTS, plan, outputs[COUNTS]).head  # ... and the writer dies before publishing
     assert main_head(catalog, COUNTS) == published
     rr = cc.resolve([WORDS, COUNTS])
     assert rr[COUNTS].snapshot_id == published and rr.barrier == 1_000
