@@ -183,15 +183,17 @@ class BranchBarriers:
         by = f" by {writer}" if writer else ""
         last = complete_until if complete_until is not None else (self.barriers[self.tracked - 1] if self.tracked else None)
         before = (
-            f"cuts up to barrier {fmt_barrier(last)} still resolve (--as-of {last}); "
-            f"consistent-catalog revise {self.table} --to-barrier {last} removes the foreign write"
+            f"cuts up to barrier {fmt_barrier(last)} still resolve (as of {last}), and revising {self.table} to "
+            f"barrier {last} removes the foreign write"
             if last is not None
-            else f"consistent-catalog revise {self.table} --to-barrier <a barrier before it> --mode full removes it"
+            else f"revising {self.table} (mode full) to a barrier before it removes the foreign write"
         )
         return UntrackedWriteError(
             f"{self.table}: snapshot {self.untracked} on branch {self.branch} changed data without {P.BARRIER} "
             f"(written{by} outside the table's job), so the table is untracked from that snapshot on; {before}; "
-            "then write it only through its job"
+            "then write it only through its job",
+            table=self.table,
+            barrier=last,
         )
 
     @property
@@ -211,8 +213,10 @@ class BranchBarriers:
             if self.truncated and first < end:
                 raise HistoryExpiredError(
                     f"{self.table} has no snapshot at or before barrier {fmt_barrier(barrier)}; its retained history "
-                    f"starts at {fmt_barrier(self.barriers[first])} (older snapshots were expired) — resolve with a "
-                    f"later --as-of, or keep such cuts with a retained tag"
+                    f"starts at {fmt_barrier(self.barriers[first])} (older snapshots were expired) — resolve as of a "
+                    "later barrier, or keep such cuts with a retained cut or a pin before they expire",
+                    table=self.table,
+                    barrier=self.barriers[first],
                 )
             return None
         value = self.barriers[index]

@@ -1,6 +1,8 @@
 """Errors raised by consistent-catalog.
 
-Every error says what is wrong and what to do about it. The tree::
+Every error says what is wrong and what to do about it, in terms of the library (``as_of``, revising a
+table); errors of the resolver also carry the table and barrier they are about (``table``,
+``barrier``), from which the command line adds its own hints (``consistent_catalog.cli.hints``). The tree::
 
     ConsistentCatalogError
     ├── CatalogConfigError          the catalog cannot be found or loaded
@@ -25,6 +27,13 @@ from __future__ import annotations
 
 class ConsistentCatalogError(Exception):
     """Base class of every error consistent-catalog raises on purpose."""
+
+    def __init__(self, message: str = "", *, table: str | None = None, barrier: int | None = None) -> None:
+        super().__init__(message)
+        self.table = table
+        """The table the error is about, when one table is."""
+        self.barrier = barrier
+        """The barrier the way out starts from (the newest still complete, the oldest retained...), when one does."""
 
 
 class CatalogConfigError(ConsistentCatalogError):
@@ -52,7 +61,15 @@ class ResolutionError(ConsistentCatalogError):
 
 
 class NoWatermarkError(ResolutionError):
-    """A table in the cut is empty and has no watermark, so it blocks every cut."""
+    """A table in the cut is empty and has no watermark, so it blocks every cut.
+
+    ``table`` is where the block starts: an empty root, or the derived table whose job never published.
+    """
+
+    def __init__(self, message: str = "", *, table: str | None = None, root: bool = False) -> None:
+        super().__init__(message, table=table)
+        self.root = root
+        """Whether ``table`` is a root (ingest into it or advance its watermark) rather than a derived table."""
 
 
 class HistoryExpiredError(ResolutionError):

@@ -67,26 +67,32 @@ def _branch_for(state: TableState, level: Level) -> str:
     return P.MAIN_BRANCH if level == "repeatable-read" else state.newest_branch()
 
 
-def why_no_watermark(state: TableState, known: Mapping[str, TableState] | None = None) -> str:
-    """Why ``state`` has no watermark, naming the root or job that holds it back and what to do."""
+def no_watermark_error(state: TableState, known: Mapping[str, TableState] | None = None) -> NoWatermarkError:
+    """Why ``state`` has no watermark, naming the root or job that holds it back (``table`` of the error) and
+    what to do."""
     known = known or {}
     if state.is_root:
-        return (
+        return NoWatermarkError(
             f"{state.identifier} is an empty root table with no {P.WATERMARK}, so it blocks every consistent cut "
-            f"that includes it; ingest into it, or advance its watermark "
-            f"(consistent-catalog advance-watermark {state.identifier} BARRIER)"
+            "that includes it; ingest into it, or advance its watermark",
+            table=state.identifier,
+            root=True,
         )
     for source in state.sources:
         upstream = known.get(source)
         if upstream is not None and upstream.watermark() is None:
-            return f"{state.identifier} has no published epoch yet because its source {source} has none: " + why_no_watermark(
-                upstream, known
+            cause = no_watermark_error(upstream, known)
+            return NoWatermarkError(
+                f"{state.identifier} has no published epoch yet because its source {source} has none: {cause}",
+                table=cause.table,
+                root=cause.root,
             )
     job = state.job or state.last_writer
-    return (
+    return NoWatermarkError(
         f"{state.identifier} has no published epoch yet, so it blocks every consistent cut that includes it; its job "
         f"{job or '(none registered)'} has not published an epoch — start it (restart a crashed instance with "
-        f"takeover=True); `consistent-catalog status {state.identifier}` shows its sources' progress"
+        "takeover=True); the status of the table shows its sources' progress",
+        table=state.identifier,
     )
 
 
@@ -98,7 +104,7 @@ def cut_barrier(
     for state in states:
         w = state.watermark(_branch_for(state, level))
         if w is None:
-            raise NoWatermarkError(why_no_watermark(state, known))
+            raise no_watermark_error(state, known)
         barrier = w if barrier is None else min(barrier, w)
     if barrier is None:
         raise InvalidInputError("a cut needs at least one table")
@@ -158,7 +164,8 @@ def resolve(
         raise ResolutionError(
             f"no barrier at or below {fmt_barrier(upper)} has every table of the cut complete "
             f"({', '.join(s.identifier for s in states)}); run their jobs"
-            + (", or resolve with a later --as-of" if limit is not None else "")
+            + (", or resolve as of a later barrier" if limit is not None else ""),
+            barrier=limit,
         )
     tables = {}
     for state in states:

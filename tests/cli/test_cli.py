@@ -213,3 +213,19 @@ def test_history_by_epoch_json(lake):
     head = catalog.load_table("demo.word_counts").metadata.snapshot_by_name("main")
     assert epochs[0]["snapshot_ids"][-1] == head.snapshot_id and epochs[0]["added_records"] == 2
     assert epochs[0]["published_at_ms"] >= epochs[0]["staged_at_ms"]
+
+
+def test_the_cli_adds_the_command_that_is_the_way_out(tmp_path):
+    """The library's message states the problem; the command line appends the command to run."""
+    catalog = sqlite_catalog(tmp_path)
+    catalog.create_namespace("demo")
+    catalog.create_table("demo.empty", schema=WORDS_SCHEMA)
+    env = {**os.environ, "PYICEBERG_CATALOG__LAKE__URI": f"sqlite:///{tmp_path}/catalog.db",
+           "PYICEBERG_CATALOG__LAKE__WAREHOUSE": f"file://{tmp_path}/warehouse"}
+    proc = run(env, "-c", "lake", "resolve", "demo.empty", check=False)
+    assert proc.returncode == 1
+    line, = proc.stderr.strip().splitlines()
+    assert line.startswith("error: demo.empty is an empty root table")
+    assert line.endswith("(CLI: consistent-catalog advance-watermark demo.empty BARRIER)")
+    assert run(env, "-c", "lake", "advance-watermark", "demo.empty", "1700000000000").returncode == 0  # the hint works
+    assert run(env, "-c", "lake", "resolve", "demo.empty", "-o", "json").returncode == 0

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import click
 from rich.cells import cell_len
 
+from consistent_catalog.cli.hints import with_hint
 from consistent_catalog.exceptions import ConsistentCatalogError
 from consistent_catalog.util.time import fmt_barrier, fmt_duration, fmt_ms
 
@@ -88,7 +89,7 @@ def command_errors(func: F) -> F:
         except ConsistentCatalogError as exc:
             if ctx is not None and ctx.verbose:
                 traceback.print_exc()
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {with_hint(exc)}", err=True)
             sys.exit(1)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
