@@ -1,10 +1,11 @@
 """Hand-built snapshots and TableStates for the pure tests (no catalog, no I/O).
 
 One set of builders for every test that needs metadata written out by hand: the barrier, resolver,
-completeness, lineage, report and retention-planning tests and the pipeline simulation. Each builder
-writes the summary keys and counters a real writer would (an ingest adds rows, an epoch of a job
-records its barrier, job and inputs, a genesis is the empty untagged append ``EpochJob`` commits on an
-empty sink), so tests state only what matters to them.
+completeness, epoch-planning, lineage, report and retention-planning tests and the pipeline simulation.
+Each builder writes the summary keys and counters a real writer would (an ingest adds rows, an epoch of
+a job records its barrier, job, inputs and attempt, a genesis is the empty untagged append ``EpochJob``
+commits on an empty sink), so tests state only what matters to them. ``EVERYTHING`` is the retention
+policy that the expiry tests, pure and on catalogs, share.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterable, Mapping
 
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import SnapshotRecord
+from consistent_catalog.retention.policy import RetentionPolicy
 from consistent_catalog.state import TableState, encode_summary_sources, encode_table_sources
 
 T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z
@@ -62,12 +64,18 @@ def epoch(
     ts: int | None = None,
     added: int = 1,
     total: int = 1,
+    attempt: str | None = None,
 ) -> SnapshotRecord:
-    """A snapshot of one epoch of ``job`` at ``barrier`` that read ``sources``; ``ts`` defaults to barrier + 1000."""
-    counters = {"added-data-files": "1", "added-records": str(added), "total-records": str(total)}
+    """A snapshot of one epoch of ``job`` at ``barrier`` that read ``sources``; ``ts`` defaults to barrier + 1000.
+
+    ``attempt``: the staging attempt's ``consistent.attempt`` (left out when None).
+    """
+    summary = {"added-data-files": "1", "added-records": str(added), "total-records": str(total)}
+    if attempt is not None:
+        summary[P.ATTEMPT] = attempt
     return snapshot(
         snapshot_id, parent, barrier + 1000 if ts is None else ts, barrier=barrier, job=job, sources=sources,
-        summary=counters,
+        summary=summary,
     )
 
 
@@ -120,3 +128,7 @@ def derived_state(
     for i, (barrier, inputs) in enumerate(epochs, start=1):
         records.append(epoch(first_id + i, first_id + i - 1, barrier, job=job, sources=inputs, ts=T0, total=i))
     return table_state(name, records, {MAIN: first_id + len(epochs)}, derived_properties(job, *sources))
+
+
+EVERYTHING = RetentionPolicy(older_than=0)
+"""A retention policy under which every snapshot is old enough to expire: expiry keeps only what something needs."""

@@ -1,8 +1,9 @@
 """Property-based simulation of a pipeline of tables (protocol §3-§5), purely as TableState values.
 
-The simulation itself (a random DAG of roots and jobs, an independent content model, the expected
-barriers, cuts and plans recomputed from its own bookkeeping, and the invariants checked after every
-step) lives in ``tests/harness/simulation.py``; this module runs it under hypothesis in several
+The simulation (a random DAG of roots and jobs and an independent content model) lives in
+``tests/harness/simulation.py``, its oracle (the expected barriers, cuts and plans recomputed from the
+model's own bookkeeping, and the invariants checked after every step) in ``tests/harness/oracle.py``;
+this module runs it under hypothesis in several
 scenarios, through one fixed run, and on the smallest examples of what the random runs check.
 
 "Complete at t" is the project's refinement of protocol §4/§5 (``consistent_catalog.completeness``): cuts
