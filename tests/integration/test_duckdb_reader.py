@@ -17,7 +17,6 @@ import pytest
 pytest.importorskip("duckdb", reason="the duckdb extra is not installed (pip install -e '.[duckdb]')")
 
 from consistent_catalog import ConsistentCatalog  # noqa: E402
-from consistent_catalog.exceptions import ResolutionError  # noqa: E402
 from consistent_catalog.demo import (  # noqa: E402
     COUNTS,
     HISTOGRAM,
@@ -39,7 +38,10 @@ from consistent_catalog.duckdb_reader import (  # noqa: E402
     register_cut_views,
     scan_sql,
 )
-from consistent_catalog.exceptions import NoWatermarkError
+from consistent_catalog.exceptions import (
+    NoWatermarkError,
+    ResolutionError,  # noqa: E402
+)
 from tests.harness.flip import flip_problems, pyiceberg_rows, rows  # noqa: E402
 
 EPOCHS, ROWS = 5, 300
