@@ -183,10 +183,10 @@ class BranchBarriers:
         by = f" by {writer}" if writer else ""
         last = complete_until if complete_until is not None else (self.barriers[self.tracked - 1] if self.tracked else None)
         before = (
-            f"cuts up to barrier {fmt_barrier(last)} still resolve (as of {last}), and revising {self.table} to "
-            f"barrier {last} removes the foreign write"
+            f"cuts up to barrier {fmt_barrier(last)} still resolve (as of {last}); revise {self.table} to barrier "
+            f"{last} to remove the foreign write"
             if last is not None
-            else f"revising {self.table} (mode full) to a barrier before it removes the foreign write"
+            else f"revise {self.table} to a barrier before it (mode full) to remove the foreign write"
         )
         return UntrackedWriteError(
             f"{self.table}: snapshot {self.untracked} on branch {self.branch} changed data without {P.BARRIER} "

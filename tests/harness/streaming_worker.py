@@ -157,10 +157,10 @@ class _Injector:
                 injector.hit("job-before-stage", plan.barrier)
             return stage(job, sink, plan, data)
 
-        def patched_publish(job: Any, sink: str, plan: Any, main_head: Any, staged_head: Any) -> Any:
+        def patched_publish(job: Any, sink: str, plan: Any, main_head: Any, staged_head: Any, **options: Any) -> Any:
             injector.inside = "publish" if job.job == injector.job else None
             try:
-                head = publish(job, sink, plan, main_head, staged_head)
+                head = publish(job, sink, plan, main_head, staged_head, **options)
             finally:
                 injector.inside = None
             if job.job == injector.job:

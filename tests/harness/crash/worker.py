@@ -102,11 +102,11 @@ class _Injector:
             injector.hit("after-stage", job.job, staged.head)
             return staged
 
-        def patched_publish(job: Any, sink: str, plan: Any, main_head: Any, staged_head: Any) -> Any:
+        def patched_publish(job: Any, sink: str, plan: Any, main_head: Any, staged_head: Any, **options: Any) -> Any:
             _emit("PHASE", "publish", job.job, plan.barrier)
             injector.inside = "publish"
             try:
-                head = publish(job, sink, plan, main_head, staged_head)
+                head = publish(job, sink, plan, main_head, staged_head, **options)
             finally:
                 injector.inside = None
             _emit("PHASE", "published", job.job, plan.barrier, head)
