@@ -21,8 +21,12 @@ if TYPE_CHECKING:
 
 
 def load_catalog(name: str | None = None, *, create: bool = False, **properties: str) -> Catalog:
-    """The pyiceberg catalog ``name`` (pyiceberg's default name when None), configured as pyiceberg
-    finds it, ``properties`` overriding; ``create=True`` lets pyiceberg create a new SQL catalog."""
+    """The pyiceberg catalog ``name``, configured as pyiceberg finds it, ``properties`` overriding;
+    ``create=True`` lets pyiceberg create a new SQL catalog.
+
+    Without a name: pyiceberg's default (``default-catalog`` in ``.pyiceberg.yaml``, else ``default``),
+    or, when that is not configured and exactly one catalog is, that one.
+    """
     from pyiceberg.catalog import load_catalog as pyiceberg_load_catalog
     from pyiceberg.utils.config import Config
     from sqlalchemy.exc import SQLAlchemyError
@@ -31,6 +35,10 @@ def load_catalog(name: str | None = None, *, create: bool = False, **properties:
         config = Config()
         label = name if name is not None else config.get_default_catalog_name()
         given = {k: v for k, v in properties.items() if v is not None}
+        if name is None and not given and config.get_catalog_config(label) is None:
+            known = config.get_known_catalogs()
+            if len(known) == 1:  # one catalog configured, and no default named: that one is meant
+                label = known[0]
         conf = {**(config.get_catalog_config(label) or {}), **given}
     except ValueError as exc:
         raise CatalogConfigError(f"cannot read the pyiceberg configuration: {exc}") from None

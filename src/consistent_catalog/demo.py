@@ -175,6 +175,11 @@ def run_demo(
         spark = _demo_session(cc)
     runner = _Engine(cc, engine, spark if engine == "spark" else None, takeover)
     done = len(cc.history(WORDS))
+    if done >= epochs:
+        echo(f"the demo catalog already holds {done} epochs of words (--epochs {epochs} is a total, not a number to add): "
+             f"nothing to ingest; pass --epochs {done + epochs} for {epochs} more")
+    elif done:
+        echo(f"resuming: {done} of {epochs} epochs of words are in already; ingesting epochs {done + 1}-{epochs}")
     violations: list[str] = []
     delays: list[int] = []
     cuts_checked = 0
@@ -207,7 +212,7 @@ def run_demo(
                 time.sleep(max(0.0, interval - (time.monotonic() - started)))
             runner.counter.run_until_caught_up()
             runner.hist.run_until_caught_up()
-            status = cc.status(TABLES)
+        status = cc.status(TABLES)  # after the jobs released their tables: what a status run now shows
         read = cc.read(TABLES)
         checked(read, epochs)
         for row in status:

@@ -18,8 +18,9 @@ class TableStatus:
     role: str
     """``root`` or ``derived``."""
     job: str | None
+    """The job that writes the table: the lease holder's, or (no lease held) the job of its last epoch."""
     lease: str
-    """``live``, ``expired`` (zombie suspect), or ``none``."""
+    """``live``, ``expired`` (zombie suspect), or ``none`` (no instance holds the table)."""
     lease_until: int | None
     watermark: int | None
     staged_barrier: int | None
@@ -121,7 +122,7 @@ def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int)
             TableStatus(
                 table=name,
                 role="root" if state.is_root else "derived",
-                job=state.job,
+                job=state.job or state.last_writer,
                 lease=lease,
                 lease_until=state.lease_until,
                 watermark=w,

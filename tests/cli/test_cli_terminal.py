@@ -277,3 +277,45 @@ def test_error_messages_show_lease_times_readably(tmp_path):
     message = str(other_instance.value)
     assert fmt_barrier(lease.until_ms) in message and "takeover=True" in message
     assert "(--takeover)" not in message  # no such option of a job: only the demo has --takeover
+
+
+def test_the_one_configured_catalog_is_used_and_status_names_every_derived_table_s_job(demo):
+    """Issue #23, items 5 and 6: with only ``lake`` configured a bare command uses it (two configured: the error
+    names them); ``status`` shows the job that writes a derived table also after the job released its lease."""
+    lake = {"PYICEBERG_CATALOG__LAKE__URI": demo.catalog.properties["uri"],
+            "PYICEBERG_CATALOG__LAKE__WAREHOUSE": demo.catalog.properties["warehouse"]}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYICEBERG_") and k not in ("COLUMNS", "LINES")}
+    env.update(lake, TERM="xterm")
+    code, text = pty_run(["status"], env, 120)
+    assert code == 0, text
+    code, listed = pty_run(["status", "-o", "json"], env, 120)
+    assert code == 0, listed
+    jobs = {row["table"]: row["job"] for row in json.loads(listed)}
+    for name in ("demo.word_counts", "demo.count_histogram"):
+        table = demo.catalog.load_table(name)
+        assert P.JOB not in table.metadata.properties  # the demo's jobs released their tables
+        job = main_chain(table)[0].summary.additional_properties[P.JOB]  # who wrote the last epoch, per pyiceberg
+        assert jobs[name] == job
+        assert job in next(line for line in text.splitlines() if name in line)
+    two = {**env, "PYICEBERG_CATALOG__OTHER__URI": "sqlite:////nonexistent/other.db"}
+    code, text = pty_run(["status"], two, 120)
+    assert code == 1 and "cannot load catalog 'default'" in text and "lake, other" in text, text
+
+
+def test_the_demo_says_what_a_rerun_does_and_ends_with_the_leases_as_they_are(tmp_path):
+    """Issue #23.6: a second ``demo`` on the same directory says it has nothing to ingest (``--epochs`` is a
+    total) and how to get more; the last lines show the tables after the jobs released them."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYICEBERG_") and k not in ("COLUMNS", "LINES")}
+    env["TERM"] = "xterm"
+    args = ["demo", "--dir", str(tmp_path), "--engine", "pyiceberg", "--epochs", "2", "--rows-per-epoch", "10"]
+    code, first = pty_run(args, env, 120)
+    assert code == 0, first
+    assert "already holds" not in first and "lease=live" not in first
+    catalog = SqlCatalog("lake", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/warehouse")
+    for name in ("demo.word_counts", "demo.count_histogram"):
+        assert P.LEASE_HOLDER not in catalog.load_table(name).metadata.properties  # released, as the lines say
+        assert re.search(rf"{name} +derived +job=\S+ +lease=none", first), first
+    code, again = pty_run(args, env, 120)
+    assert code == 0, again
+    assert "already holds 2 epochs of words (--epochs 2 is a total" in again and "--epochs 4 for 2 more" in again
+    assert len(catalog.load_table("demo.words").snapshots()) == 2  # nothing ingested twice

@@ -19,7 +19,7 @@ from consistent_catalog.resolver import DEFAULT_LEVEL, LEVELS
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--catalog", "-c", "catalog_name", default=None, help="pyiceberg catalog name (.pyiceberg.yaml or PYICEBERG_CATALOG__<NAME>__<KEY>)")
+@click.option("--catalog", "-c", "catalog_name", default=None, help="pyiceberg catalog name (.pyiceberg.yaml or PYICEBERG_CATALOG__<NAME>__<KEY>); default: pyiceberg's default-catalog, or the only one configured")
 @click.option("--output", "-o", type=OUTPUT, default="text", show_default=True, help="text tables or stable JSON")
 @click.option("--verbose", "-v", is_flag=True, help="print tracebacks on errors")
 @click.version_option(package_name="consistent-catalog")
@@ -41,20 +41,26 @@ def cli(click_ctx: click.Context, catalog_name: str | None, output: str, verbose
 @click.option("--level", "-l", type=click.Choice(LEVELS), default=DEFAULT_LEVEL, show_default=True,
               help="repeatable-read: published epochs; read-committed: also staged ones; read-uncommitted: newest of each")
 @click.option("--as-of", "as_of", default=None, help="read the cut at or before this barrier (ms) or ISO-8601 time")
+@click.option("--component", is_flag=True,
+              help="the cut of the TABLES' whole lineage component: what Spark's lake_consistent serves")
 @click.option("--sql", "sql", is_flag=True, help="print Spark SQL (VERSION AS OF) statements that read the cut")
 @click.option("--spark-catalog", default="lake", show_default=True, help="Spark catalog name used in --sql output")
 @output_option
 @click.pass_obj
 @command_errors
-def resolve(ctx: Context, tables: tuple[str, ...], level: str, as_of: str | None, sql: bool, spark_catalog: str, output: str | None) -> None:
+def resolve(ctx: Context, tables: tuple[str, ...], level: str, as_of: str | None, component: bool, sql: bool,
+            spark_catalog: str, output: str | None) -> None:
     """Resolve a consistent cut: one snapshot id per table, all reflecting the same barrier.
+
+    The cut covers TABLES and what they are derived from; with --component it covers their whole
+    lineage component (downstream tables too), as Spark's lake_consistent does for every statement.
 
     \b
     Example:
       consistent-catalog --catalog lake resolve demo.words demo.word_counts --output json
       {"level": "repeatable-read", "barrier": 1700000000123, "tables": {...}}
     """
-    cut = ctx.catalog.resolve(tables, level=level, as_of=as_of)
+    cut = ctx.catalog.resolve(tables, level=level, as_of=as_of, component=component)
     if sql:
         from consistent_catalog.sql import cut_to_spark_sql
 
