@@ -84,9 +84,15 @@ class ConsistentCatalog:
         return self.store.list_tables()
 
     # --- reading --------------------------------------------------------------------------------
-    def resolve(self, tables: Iterable[str], level: str = DEFAULT_LEVEL, as_of: BarrierLike | None = None) -> Cut:
-        """The consistent cut of protocol §4 for ``tables``, from metadata alone."""
-        return resolve_cut(self.store, tables, level, as_of)
+    def resolve(
+        self, tables: Iterable[str], level: str = DEFAULT_LEVEL, as_of: BarrierLike | None = None, *, component: bool = False
+    ) -> Cut:
+        """The consistent cut of protocol §4 for ``tables``, from metadata alone.
+
+        ``component=True``: the cut of their lineage component (protocol §4.7), the one the Spark plugin
+        ``lake_consistent`` serves, reported for ``tables``.
+        """
+        return resolve_cut(self.store, tables, level, as_of, component=component)
 
     def read(self, tables: Iterable[str], level: str = DEFAULT_LEVEL, as_of: BarrierLike | None = None) -> ConsistentRead:
         """Resolve a cut and return a reader whose scans are pinned at it.

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from consistent_catalog.barrier import BarrierLike
-from consistent_catalog.resolver import DEFAULT_LEVEL, Cut, resolve
+from consistent_catalog.exceptions import InvalidInputError
+from consistent_catalog.resolver import DEFAULT_LEVEL, Cut, component, component_cut, resolve
 from consistent_catalog.util.identifiers import normalize_identifier
 
 if TYPE_CHECKING:
@@ -32,9 +33,55 @@ def _resolve(
     return names, cut, closure
 
 
-def resolve_cut(store: TableStore, tables: Iterable[str], level: str = DEFAULT_LEVEL, as_of: BarrierLike | None = None) -> Cut:
-    """The consistent cut of ``tables`` (protocol §4), from metadata alone."""
+def resolve_cut(
+    store: TableStore,
+    tables: Iterable[str],
+    level: str = DEFAULT_LEVEL,
+    as_of: BarrierLike | None = None,
+    *,
+    component: bool = False,
+) -> Cut:
+    """The consistent cut of ``tables`` (protocol §4), from metadata alone.
+
+    ``component=True``: the cut of their lineage component (protocol §4.7), as the Spark plugin serves
+    it, reported for ``tables``; they must belong to one component.
+    """
+    if component:
+        return resolve_component(store, tables, level, as_of)
     return _resolve(store, tables, level, as_of)[1]
+
+
+def resolve_component(
+    store: TableStore, tables: Iterable[str], level: str = DEFAULT_LEVEL, as_of: BarrierLike | None = None
+) -> Cut:
+    """The cut of the lineage component of ``tables`` (protocol §4.7), reported for ``tables``.
+
+    Every table of the catalog is read (a downstream table names its sources, not the other way round),
+    as the Spark plugin does. A table of the component that cannot take part is left out of the cut;
+    when one of ``tables`` is, its error is raised.
+    """
+    names = list(dict.fromkeys(normalize_identifier(t) for t in tables))
+    if not names:
+        raise InvalidInputError("a cut needs at least one table")
+    listed = store.list_tables()
+    for name in names:
+        if name not in listed:
+            store.load_table(name)  # TableNotFoundError naming it
+            listed.append(name)
+    states = {state.identifier: state for state in store.states(listed)}
+    members = component(names[0], states)
+    apart = [n for n in names if n not in members]
+    if apart:
+        raise InvalidInputError(
+            f"{', '.join(apart)} not in the lineage component of {names[0]} ({', '.join(members)}); a component cut "
+            "covers one component — resolve each component on its own"
+        )
+    found = component_cut(names[0], states, level, as_of)
+    for name in names:
+        if name in found.blocked:
+            raise found.blocked[name]
+    assert found.cut is not None
+    return Cut(found.cut.level, found.cut.barrier, {n: found.cut.tables[n] for n in names})
 
 
 def open_read(

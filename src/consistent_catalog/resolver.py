@@ -9,7 +9,13 @@ from typing import Any, Literal, get_args
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import BarrierLike, to_barrier
 from consistent_catalog.completeness import Completeness
-from consistent_catalog.exceptions import InvalidBarrierError, InvalidInputError, NoWatermarkError, ResolutionError
+from consistent_catalog.exceptions import (
+    ConsistentCatalogError,
+    InvalidBarrierError,
+    InvalidInputError,
+    NoWatermarkError,
+    ResolutionError,
+)
 from consistent_catalog.state import TableState
 from consistent_catalog.util.time import fmt_barrier, fmt_ms
 
@@ -172,6 +178,88 @@ def resolve(
         branch = _branch_for(state, checked)
         tables[state.identifier] = _table_cut(state, branch, state.branch(branch).snap_at(barrier))
     return Cut(checked, barrier, tables)
+
+
+def component(table: str, states: Mapping[str, TableState]) -> list[str]:
+    """The weakly connected lineage component of ``table`` among ``states``, sorted (upstream, downstream
+    and siblings; a table whose ``consistent.sources`` cannot be parsed has no edges)."""
+    undirected: dict[str, set[str]] = {}
+    for state in states.values():
+        try:
+            sources = state.sources
+        except ConsistentCatalogError:
+            continue
+        for source in sources:
+            undirected.setdefault(state.identifier, set()).add(source)
+            undirected.setdefault(source, set()).add(state.identifier)
+    found, stack = {table}, [table]
+    while stack:
+        for following in undirected.get(stack.pop(), ()):
+            if following not in found:
+                found.add(following)
+                stack.append(following)
+    return sorted(found)
+
+
+@dataclass(frozen=True)
+class ComponentCut:
+    """The cut of a lineage component (protocol §4.7): one cut for every table that can take part, and the
+    tables left out with the error that keeps each out."""
+
+    cut: Cut | None
+    blocked: Mapping[str, ConsistentCatalogError]
+
+
+def component_cut(
+    table: str, states: Mapping[str, TableState], level: str = DEFAULT_LEVEL, as_of: BarrierLike | None = None
+) -> ComponentCut:
+    """The cut of ``table``'s lineage component, as the Spark plugin serves it (protocol §4.7).
+
+    ``resolve`` over the whole component when that resolves. Otherwise every table that cannot be
+    resolved on its own (no watermark, untracked write, expired history, malformed metadata, no complete
+    barrier) is left out together with every table derived from it, and the rest (the members) are
+    resolved together; when that fails too, every member is left out with its error. A bad level or
+    as-of is the caller's error and is raised. ``states`` must hold every table of the catalog that the
+    component can reach (a component is closed upstream and downstream).
+    """
+    checked = check_level(level)
+    if as_of is not None:
+        to_barrier(as_of)
+    present = [n for n in component(table, states) if n in states]
+    known = [states[n] for n in present]
+    blocked: dict[str, ConsistentCatalogError] = {}
+    if not present:
+        return ComponentCut(None, blocked)
+    try:
+        return ComponentCut(resolve(known, checked, as_of, upstream=known), blocked)
+    except InvalidInputError:
+        raise
+    except ConsistentCatalogError:
+        pass
+    for name in present:
+        try:
+            resolve([states[name]], checked, as_of, upstream=known)
+        except InvalidInputError:
+            pass
+        except ConsistentCatalogError as exc:
+            blocked[name] = exc
+    changed = True
+    while changed:  # a table derived from a left-out table cannot be in the cut either
+        changed = False
+        for name in present:
+            if name in blocked:
+                continue
+            bad = [s for s in states[name].sources if s in blocked]
+            if bad:
+                blocked[name] = blocked[bad[0]]
+                changed = True
+    members = [states[n] for n in present if n not in blocked]
+    if not members:
+        return ComponentCut(None, blocked)
+    try:
+        return ComponentCut(resolve(members, checked, as_of, upstream=known), blocked)
+    except ConsistentCatalogError as exc:
+        return ComponentCut(None, {**blocked, **{m.identifier: exc for m in members}})
 
 
 #: Barriers below this (1973-03-03 in milliseconds) are seconds far more often than they are real.

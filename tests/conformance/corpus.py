@@ -27,11 +27,11 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table.metadata import TableMetadataUtil
 
 from consistent_catalog import properties as P
-from consistent_catalog.barrier import to_barrier
 from consistent_catalog.catalog import ConsistentCatalog
-from consistent_catalog.exceptions import ConsistentCatalogError, InvalidInputError
+from consistent_catalog.exceptions import ConsistentCatalogError
 from consistent_catalog.loading import table_state
-from consistent_catalog.resolver import DEFAULT_LEVEL, Cut, check_level
+from consistent_catalog.resolver import DEFAULT_LEVEL, Cut
+from consistent_catalog.resolver import component_cut as resolver_component_cut
 from consistent_catalog.state import TableState
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,76 +72,13 @@ def cut_json(cut: Cut) -> dict[str, Any]:
     }
 
 
-def component(table: str, states: Mapping[str, TableState]) -> list[str]:
-    """The weakly connected lineage component of ``table`` (a table whose sources cannot be parsed has no edges)."""
-    undirected: dict[str, set[str]] = {}
-    for state in states.values():
-        try:
-            sources = state.sources
-        except ConsistentCatalogError:
-            continue
-        for source in sources:
-            undirected.setdefault(state.identifier, set()).add(source)
-            undirected.setdefault(source, set()).add(state.identifier)
-    found, stack = {table}, [table]
-    while stack:
-        for nxt in undirected.get(stack.pop(), ()):
-            if nxt not in found:
-                found.add(nxt)
-                stack.append(nxt)
-    return sorted(found)
-
-
 def component_cut(
     tables: Mapping[str, Any], table: str, level: str = DEFAULT_LEVEL, as_of: Any = None
 ) -> tuple[Cut | None, dict[str, ConsistentCatalogError]]:
-    """The cut the Spark plugin serves for ``table``'s lineage component (the reference for its JVM code).
-
-    ``ConsistentCatalog.resolve(component, level, as_of)`` when that resolves. Otherwise every table
-    that cannot be resolved on its own (no watermark, untracked write, expired history, malformed
-    metadata, no complete barrier) is left out together with every table derived from it, and the
-    rest (the members) are resolved together; when that fails too, every member is left out with its
-    error. A bad level or as-of is the caller's error and is raised.
-    """
-    checked = check_level(level)
-    if as_of is not None:
-        to_barrier(as_of)
-    states = states_of(tables)
-    cc = ConsistentCatalog(CorpusCatalog(tables))
-    present = [n for n in component(table, states) if n in states]
-    blocked: dict[str, ConsistentCatalogError] = {}
-    if not present:
-        return None, blocked
-    try:
-        return cc.resolve(present, checked, as_of), blocked
-    except InvalidInputError:
-        raise
-    except ConsistentCatalogError:
-        pass
-    for name in present:
-        try:
-            cc.resolve([name], checked, as_of)
-        except InvalidInputError:
-            pass
-        except ConsistentCatalogError as exc:
-            blocked[name] = exc
-    changed = True
-    while changed:  # a table derived from a left-out table cannot be in the cut either
-        changed = False
-        for name in present:
-            if name in blocked:
-                continue
-            bad = [s for s in states[name].sources if s in blocked]
-            if bad:
-                blocked[name] = blocked[bad[0]]
-                changed = True
-    members = [n for n in present if n not in blocked]
-    if not members:
-        return None, blocked
-    try:
-        return cc.resolve(members, checked, as_of), blocked
-    except ConsistentCatalogError as exc:
-        return None, {**blocked, **{m: exc for m in members}}
+    """The cut the Spark plugin serves for ``table``'s lineage component: the library's
+    ``resolver.component_cut`` (protocol §4.7), the reference for the JVM code."""
+    found = resolver_component_cut(table, states_of(tables), level, as_of)
+    return found.cut, dict(found.blocked)
 
 
 def python_answer(tables: Mapping[str, Any], query: Mapping[str, Any]) -> dict[str, Any]:
