@@ -282,5 +282,5 @@ class TableState:
             f"app {summary['spark.app.id']}" if summary.get("spark.app.id") else "",
             f"app {summary['app-id']}" if summary.get("app-id") else "",
         ]
-        found = ", ".join(p for p in parts if p)
+        found = ", ".join(dict.fromkeys(p for p in parts if p))  # Spark writes its app id under both keys: once
         return found or None

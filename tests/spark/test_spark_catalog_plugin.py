@@ -18,6 +18,7 @@ FLIP demo pipeline (``consistent-catalog demo``, pyiceberg jobs) runs as a separ
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -453,3 +454,135 @@ def test_writes_are_refused(lake: Lake, sql: str) -> None:
     assert "plain catalog lake" in message
     assert {t: lake.cc.load_table(t).metadata.metadata_log for t in (WORDS,)} == before
     assert ("more",) not in lake.cc.catalog.list_namespaces()
+
+
+# --- (e) what a new user hit (issue #23): revisions, the component rule, settings, messages ---------------------
+XS = pa.schema([pa.field("x", pa.int64())])
+
+
+def _pipeline(cc: ConsistentCatalog, names: list[str], start: int) -> list[Any]:
+    """A chain names[0] -> names[1] -> ... of copy jobs (pyiceberg), its root fed twice and every job run once."""
+    namespace = names[0].split(".")[0]
+    cc.catalog.create_namespace(namespace)
+    for name in names:
+        cc.catalog.create_table(name, schema=XS)
+    jobs = []
+    for source, sink in zip(names, names[1:]):
+        job = cc.job(f"copy-{sink}", sources=[source], sinks=[sink], mode="overwrite",
+                     transform=lambda ctx, s=source: ctx.read(s))
+        job.register()
+        jobs.append(job)
+    for i, barrier in enumerate((start, start + 1_000)):
+        cc.ingest(names[0], pa.table({"x": [i]}, schema=XS), barrier=barrier, key=f"k{i}")
+    for job in jobs:
+        job.run_until_caught_up()
+    return jobs
+
+
+def test_a_revision_unblocks_a_session_that_saw_the_foreign_write(lake: Lake) -> None:
+    """Issue #23.1: the session read the table, a foreign write untracked it while its root moved on (the session
+    then read the root at a newer barrier), the advised revise fixed it: the same session reads again — a
+    revision legitimately moves the cut back (protocol §8) — and so does refresh=manual after refresh_cut()."""
+    now = int(time.time() * 1000)
+    _pipeline(lake.cc, ["rev.r", "rev.d"], now - 60_000)
+    complete = now - 59_000
+    assert _count(lake, "rev.d") == 2
+    lake.sql("INSERT INTO lake.rev.d VALUES (99)")  # a Spark job writing outside the table's job
+    message = _error(lake, "SELECT * FROM lake_consistent.rev.d")
+    assert message.startswith("[CONSISTENT_CUT.UNTRACKED_WRITE] lake_consistent.rev.d has no consistent cut")
+    assert f"SET spark.sql.consistent.asOf={complete}" in message
+    assert f"consistent-catalog revise rev.d --to-barrier {complete}" in message
+    assert "--as-of" not in message and "Error]" not in message  # Spark settings, no Python class names
+    app = lake.spark.sparkContext.applicationId
+    assert message.count(app) == 1, message  # Spark records its app id twice; the writer is named once
+    lake.cc.ingest("rev.r", pa.table({"x": [2]}, schema=XS), barrier=now - 30_000, key="k2")
+    assert _count(lake, "rev.r") == 3  # the root alone moves on while rev.d is left out
+    lake.cc.revise("rev.d", complete)  # what the message advises
+    assert sorted(r["x"] for r in lake.sql("SELECT x FROM lake_consistent.rev.d")) == [0, 1]
+    assert _count(lake, "rev.r") == 2  # the component's cut went back with the revision, once
+
+    lake.sql("SET spark.sql.consistent.refresh=manual")
+    try:
+        assert _count(lake, "rev.d") == 2
+        lake.sql("INSERT INTO lake.rev.d VALUES (98)")
+        lake.sql("CALL lake_consistent.system.refresh_cut()")
+        assert _error(lake, "SELECT * FROM lake_consistent.rev.d").startswith("[CONSISTENT_CUT.UNTRACKED_WRITE]")
+        lake.cc.revise("rev.d", complete)
+        lake.sql("CALL lake_consistent.system.refresh_cut()")
+        assert _count(lake, "rev.d") == 2
+    finally:
+        lake.sql("RESET spark.sql.consistent.refresh")
+
+
+def test_the_component_cut_is_what_resolve_component_answers(lake: Lake) -> None:
+    """Issue #23.2: with a table downstream lagging, the plugin serves the component cut; `resolve --component`
+    (CLI and Python) answers the same, plain `resolve` the newer cut of the table and its upstream."""
+    now = int(time.time() * 1000)
+    _pipeline(lake.cc, ["lag.r", "lag.a", "lag.b"], now - 60_000)
+    lake.cc.ingest("lag.r", pa.table({"x": [2]}, schema=XS), barrier=now - 30_000, key="k2")
+    first = lake.cc.job("copy-lag.a", sources=["lag.r"], sinks=["lag.a"], mode="overwrite", takeover=True,
+                        transform=lambda ctx: ctx.read("lag.r"))
+    with first:
+        first.run_until_caught_up()  # lag.b's job does not run: it lags one barrier behind
+    plain = lake.cc.resolve(["lag.r"])
+    component = lake.cc.resolve(["lag.r"], component=True)
+    assert plain.barrier == now - 30_000 and component.barrier == now - 59_000
+    served = _cut(lake, "lag.r")
+    assert set(served) == {"lag.r", "lag.a", "lag.b"}
+    assert served["lag.r"]["snapshot_id"] == component["lag.r"].snapshot_id
+    assert served["lag.r"]["cut_barrier"] == component.barrier
+    assert _count(lake, "lag.r") == _snapshot_rows(lake.cc, "lag.r", component["lag.r"].snapshot_id).num_rows == 2
+    env = {**os.environ, "PYICEBERG_CATALOG__LAKE__URI": lake.uri,
+           "PYICEBERG_CATALOG__LAKE__WAREHOUSE": f"file://{lake.warehouse}"}
+    cli = [str(BIN / "consistent-catalog"), "-c", "lake", "-o", "json", "resolve", "lag.r"]
+    answers = [json.loads(subprocess.run(args, env=env, capture_output=True, text=True, check=True).stdout)
+               for args in (cli, [*cli, "--component"])]
+    assert [a["barrier"] for a in answers] == [plain.barrier, component.barrier]
+    # no argument: every table of the catalog, each at its component's cut, in named columns
+    frame = lake.spark.sql("CALL lake_consistent.system.current_cut()")
+    assert frame.columns == ["table", "snapshot_id", "barrier", "branch", "cut_barrier", "level", "status"]
+    everything = {r["table"]: r.asDict() for r in frame.collect()}
+    assert {"lag.r", "lag.a", "lag.b", "rev.r", "rev.d", *TABLES} <= set(everything)
+    assert everything["lag.b"]["cut_barrier"] == component.barrier
+
+
+@pytest.mark.parametrize(
+    "key, value, says",
+    [
+        ("levle", "read-committed", "spark.sql.consistent.levle is not a setting of the consistent catalog; the "
+                                    "settings are spark.sql.consistent.level, "),
+        ("level", "serializable", "repeatable-read, read-committed, read-uncommitted"),
+        ("refresh", "auto", "use statement"),
+        ("asOf", "2030-01-01T00:00:00Z", "lies in the future"),
+        ("cut", "soon", "spark.sql.consistent.cut=latest takes a new cut"),
+    ],
+)
+def test_a_bad_setting_is_refused_at_the_statement_that_reads_it(lake: Lake, key: str, value: str, says: str) -> None:
+    """Issue #23.3: a typo in a key, a bad value or a future asOf is refused, naming what is valid."""
+    lake.spark.conf.set(f"spark.sql.consistent.{key}", value)
+    try:
+        for statement in (f"SELECT * FROM lake_consistent.{WORDS}", f"DESCRIBE TABLE lake_consistent.{WORDS}"):
+            message = _error(lake, statement)
+            assert message.startswith("[CONSISTENT_CUT.INVALID_SETTING]") and says in message, message
+    finally:
+        lake.spark.conf.unset(f"spark.sql.consistent.{key}")
+    assert _count(lake, WORDS) > 0
+
+
+def test_a_missing_tag_names_the_commands_that_list_tags(lake: Lake) -> None:
+    lake.sql("SET spark.sql.consistent.tag=consistent-nope")
+    try:
+        message = _error(lake, f"SELECT * FROM lake_consistent.{WORDS}")
+    finally:
+        lake.sql("RESET spark.sql.consistent.tag")
+    assert "`consistent-catalog pins`" in message and "`consistent-catalog retain --list`" in message
+    assert "retained," not in message and "Error]" not in message
+
+
+def test_a_misspelled_table_is_one_line(lake: Lake) -> None:
+    """Issue #23.4: not Spark's plan dump; ``tableExists`` still answers (no error) for tools that ask first."""
+    message = _error(lake, "SELECT * FROM lake_consistent.demo.nope")
+    assert message == ("[CONSISTENT_CUT.TABLE_NOT_FOUND] lake_consistent.demo.nope does not exist; check the name — "
+                       "SHOW TABLES IN lake_consistent.demo lists the tables there")
+    assert lake.spark.catalog.tableExists("lake_consistent.demo.nope") is False
+    assert lake.spark.catalog.tableExists(f"lake_consistent.{WORDS}") is True

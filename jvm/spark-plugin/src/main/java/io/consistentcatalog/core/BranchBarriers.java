@@ -112,15 +112,17 @@ public final class BranchBarriers {
     String by = writer == null ? "" : " by " + writer;
     String before =
         last != null
-            ? "cuts up to barrier " + last + " still resolve (--as-of " + last + "); consistent-catalog revise " + table
-                + " --to-barrier " + last + " removes the foreign write"
-            : "consistent-catalog revise " + table + " --to-barrier <a barrier before it> --mode full removes it";
+            ? "cuts up to barrier " + last + " still resolve (as of " + last + "); revise " + table + " to barrier "
+                + last + " to remove the foreign write"
+            : "revise " + table + " to a barrier before it (mode full) to remove the foreign write";
     return new ConsistentException(
         ErrorKind.UNTRACKED_WRITE,
         table,
         table + ": snapshot " + untracked + " on branch " + branch + " changed data without " + Keys.BARRIER
             + " (written" + by + " outside the table's job), so the table is untracked from that snapshot on; "
-            + before + "; then write it only through its job");
+            + before + "; then write it only through its job",
+        last,
+        false);
   }
 
   /** The barrier of the newest tracked snapshot (the head's, unless an untracked write followed it). */
@@ -165,8 +167,10 @@ public final class BranchBarriers {
             ErrorKind.HISTORY_EXPIRED,
             table,
             table + " has no snapshot at or before barrier " + barrier + "; its retained history starts at "
-                + barriers[first] + " (older snapshots were expired) — resolve with a later --as-of, or keep such "
-                + "cuts with a retained tag");
+                + barriers[first] + " (older snapshots were expired) — resolve as of a later barrier, or keep such "
+                + "cuts with a retained cut or a pin before they expire",
+            barriers[first],
+            false);
       }
       return null;
     }

@@ -36,25 +36,39 @@ public final class Resolver {
     return Keys.REPEATABLE_READ.equals(level) ? Keys.MAIN_BRANCH : state.newestBranch();
   }
 
-  /** Why {@code state} has no watermark, naming the root or job that holds it back and what to do. */
-  static String whyNoWatermark(TableState state, Map<String, TableState> known) {
+  /** Why {@code state} has no watermark, naming the root or job that holds it back (the error's table) and what to do. */
+  static ConsistentException noWatermarkError(TableState state, Map<String, TableState> known) {
     if (state.isRoot()) {
-      return state.identifier + " is an empty root table with no " + Keys.WATERMARK + ", so it blocks every consistent "
-          + "cut that includes it; ingest into it, or advance its watermark (consistent-catalog advance-watermark "
-          + state.identifier + " BARRIER)";
+      return new ConsistentException(
+          ErrorKind.NO_WATERMARK,
+          state.identifier,
+          state.identifier + " is an empty root table with no " + Keys.WATERMARK + ", so it blocks every consistent "
+              + "cut that includes it; ingest into it, or advance its watermark",
+          null,
+          true);
     }
     for (String source : state.sources()) {
       TableState upstream = known.get(source);
       if (upstream != null && upstream.watermark() == null) {
-        return state.identifier + " has no published epoch yet because its source " + source + " has none: "
-            + whyNoWatermark(upstream, known);
+        ConsistentException cause = noWatermarkError(upstream, known);
+        return new ConsistentException(
+            ErrorKind.NO_WATERMARK,
+            cause.table(),
+            state.identifier + " has no published epoch yet because its source " + source + " has none: "
+                + cause.getMessage(),
+            null,
+            cause.root());
       }
     }
     String job = state.job() != null ? state.job() : state.lastWriter();
-    return state.identifier + " has no published epoch yet, so it blocks every consistent cut that includes it; its "
-        + "job " + (job == null ? "(none registered)" : job) + " has not published an epoch — start it (restart a "
-        + "crashed instance with takeover=True); `consistent-catalog status " + state.identifier + "` shows its "
-        + "sources' progress";
+    return new ConsistentException(
+        ErrorKind.NO_WATERMARK,
+        state.identifier,
+        state.identifier + " has no published epoch yet, so it blocks every consistent cut that includes it; its "
+            + "job " + (job == null ? "(none registered)" : job) + " has not published an epoch — start it (restart a "
+            + "crashed instance with takeover=True); the status of the table shows its sources' progress",
+        null,
+        false);
   }
 
   /** {@code T* = min over Q of W(X)} on the branch the level reads; NoWatermarkError for a blocking table. */
@@ -63,7 +77,7 @@ public final class Resolver {
     for (TableState state : states) {
       Long w = state.watermark(branchFor(state, level));
       if (w == null) {
-        throw new ConsistentException(ErrorKind.NO_WATERMARK, state.identifier, whyNoWatermark(state, known));
+        throw noWatermarkError(state, known);
       }
       barrier = barrier == null ? w : Math.min(barrier, w);
     }
@@ -161,8 +175,11 @@ public final class Resolver {
     if (barrier == null) {
       throw new ConsistentException(
           ErrorKind.RESOLUTION,
+          null,
           "no barrier at or below " + upper + " has every table of the cut complete (" + String.join(", ", names)
-              + "); run their jobs, or resolve with a later --as-of");
+              + "); run their jobs" + (limit != null ? ", or resolve as of a later barrier" : ""),
+          limit,
+          false);
     }
     Map<String, TableCut> tables = new LinkedHashMap<>();
     for (TableState state : states) {

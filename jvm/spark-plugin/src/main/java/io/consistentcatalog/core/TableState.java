@@ -349,8 +349,8 @@ public final class TableState {
     if (!nonEmpty(summary.get("spark.app.id")).isEmpty()) {
       parts.add("app " + summary.get("spark.app.id"));
     }
-    if (!nonEmpty(summary.get("app-id")).isEmpty()) {
-      parts.add("app " + summary.get("app-id"));
+    if (!nonEmpty(summary.get("app-id")).isEmpty() && !parts.contains("app " + summary.get("app-id"))) {
+      parts.add("app " + summary.get("app-id")); // Spark writes its app id under both keys: name it once
     }
     return parts.isEmpty() ? null : String.join(", ", parts);
   }

@@ -48,6 +48,7 @@ import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.QueryPlanningTracker;
 import org.apache.spark.sql.catalyst.analysis.NoSuchNamespaceException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchProcedureException;
+import org.apache.spark.sql.catalyst.analysis.NoSuchViewException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
 import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.catalog.NamespaceChange;
@@ -188,10 +189,13 @@ public class ConsistentSparkCatalog extends SparkCatalog {
     SparkSession session = activeSession();
     if (session != null) {
       // SET spark.sql.consistent.cut=latest: a one-shot refresh of a held cut (refresh=manual), consumed here
-      String cut = Settings.conf(session, Settings.PREFIX + "cut");
+      String cut = Settings.conf(session, Settings.PREFIX + Settings.CUT);
       if (cut != null && cut.trim().equalsIgnoreCase("latest")) {
-        session.conf().unset(Settings.PREFIX + "cut");
+        session.conf().unset(Settings.PREFIX + Settings.CUT);
         refresh();
+      } else if (cut != null) {
+        throw Errors.raise(Errors.setting(Settings.PREFIX + Settings.CUT + "=" + cut + " is not a request; SET "
+            + Settings.PREFIX + Settings.CUT + "=latest takes a new cut at the next statement"));
       }
     }
     return Settings.read(session, defaults);
@@ -756,11 +760,25 @@ public class ConsistentSparkCatalog extends SparkCatalog {
             new LinkedHashMap<>(cut.blocked));
     timings[3] = System.nanoTime() - resolving;
     lastTimings = timings;
-    return settings.latest() ? monotone(scope, cut.cut, component) : scope;
+    return settings.latest() ? monotone(scope, cut.cut, component, states) : scope;
   }
 
-  /** Never serve a latest cut older than one this session already served (unless a revision rolled back). */
-  private Scope monotone(Scope scope, Cut cut, List<String> component) {
+  /**
+   * Never serve a latest cut older than one this session already served — unless a revision rolled a
+   * table of the component back (protocol §8: its {@code consistent.revision} changed), which legitimately
+   * moves the component's cut back: then the session forgets every floor of the component.
+   */
+  private Scope monotone(Scope scope, Cut cut, List<String> component, Map<String, TableState> states) {
+    for (String table : component) {
+      Floor floor = floors.get(scope.level + "|" + table);
+      TableState state = states.get(table);
+      if (floor != null && state != null && floor.revision != state.revision()) {
+        for (String member : component) {
+          floors.remove(scope.level + "|" + member);
+        }
+        break;
+      }
+    }
     if (cut == null || cut.barrier == null) {
       return scope;
     }
@@ -809,7 +827,8 @@ public class ConsistentSparkCatalog extends SparkCatalog {
                 ErrorKind.INVALID_INPUT,
                 e.getKey(),
                 e.getKey() + " " + what + " (a pin or retained cut tags only the tables it holds, and not those "
-                    + "empty at the cut); list them with consistent-catalog pins / retained, or RESET "
+                    + "empty at the cut); list pins with `consistent-catalog pins` and retained cuts with `consistent-catalog "
+                    + "retain --list`, or RESET "
                     + Settings.PREFIX + Settings.TAG));
       } else {
         snapshots.put(e.getKey(), ref.snapshotId());
@@ -846,9 +865,40 @@ public class ConsistentSparkCatalog extends SparkCatalog {
     String name = tableName(ident);
     Scope scope = scopeFor(name, settings());
     if (scope == null) {
-      return readOnly(super.loadTable(ident), name); // a selector (branch_x, tag_x, ...), a metadata table, a changelog
+      try {
+        return readOnly(super.loadTable(ident), name); // a selector (branch_x, tag_x, ...), a metadata table, a changelog
+      } catch (NoSuchTableException e) {
+        throw notFound(ident, name, e);
+      }
     }
     return serve(scope, name);
+  }
+
+  /**
+   * A name that is neither a table nor a view: one line naming it and where to look, instead of Spark's
+   * plan dump. A view of that name is left to Spark (it resolves views after tables).
+   */
+  private NoSuchTableException notFound(Identifier ident, String name, NoSuchTableException missing) {
+    try {
+      loadView(ident);
+      return missing;
+    } catch (NoSuchViewException | RuntimeException e) {
+      String namespace = ident.namespace().length == 0 ? "" : "." + String.join(".", ident.namespace());
+      throw Errors.raise(Errors.analysis("CONSISTENT_CUT.TABLE_NOT_FOUND", catalogName + "." + name + " does not "
+          + "exist; check the name — SHOW TABLES IN " + catalogName + namespace + " lists the tables there"));
+    }
+  }
+
+  /** Whether the table exists, without the one-line error {@link #loadTable} gives a missing one. */
+  @Override
+  public boolean tableExists(Identifier ident) {
+    boolean bypassed = BYPASS.get();
+    BYPASS.set(Boolean.TRUE);
+    try {
+      return super.tableExists(ident);
+    } finally {
+      BYPASS.set(bypassed);
+    }
   }
 
   @Override
@@ -890,29 +940,52 @@ public class ConsistentSparkCatalog extends SparkCatalog {
   // --- the cut as rows, for the procedures ---------------------------------------------------------------
 
   /** The cut the session serves for {@code table}'s component now (resolving it when needed). */
+  /**
+   * The cut the session serves now for {@code table}'s lineage component, one row per table of it; for every
+   * table of the catalog (each component at its own cut) when {@code table} is null.
+   */
   List<Object[]> describe(String table, boolean fresh) throws NoSuchTableException {
     Settings settings = settings();
     if (fresh) {
       refresh();
     }
-    Scope scope = scopeFor(table, settings);
-    if (scope == null) {
-      TableIdentifier id = TableIdentifier.parse(table);
-      throw new NoSuchTableException(Identifier.of(id.namespace().levels(), id.name()));
+    List<String> asked = new ArrayList<>();
+    if (table != null) {
+      asked.add(table);
+    } else {
+      Map<String, String> listed = listJdbcTables();
+      asked.addAll(listed != null ? listed.keySet() : listAllTables(name -> {}));
     }
     List<Object[]> rows = new ArrayList<>();
-    for (String name : scope.tables.keySet()) {
-      ConsistentException blocked = scope.blocked.get(name);
-      rows.add(
-          new Object[] {
-            name,
-            scope.snapshots.get(name),
-            scope.barriers.get(name),
-            scope.branches.get(name),
-            scope.barrier,
-            scope.tag != null ? "tag " + scope.tag : scope.level,
-            blocked == null ? "ok" : blocked.pythonName() + ": " + blocked.getMessage()
-          });
+    java.util.Set<String> shown = new java.util.HashSet<>();
+    for (String name : asked) {
+      if (shown.contains(name)) {
+        continue;
+      }
+      Scope scope = scopeFor(name, settings);
+      if (scope == null) {
+        if (table == null) {
+          continue; // dropped since the listing
+        }
+        TableIdentifier id = TableIdentifier.parse(name);
+        throw new NoSuchTableException(Identifier.of(id.namespace().levels(), id.name()));
+      }
+      for (String member : scope.tables.keySet()) {
+        if (!shown.add(member)) {
+          continue;
+        }
+        ConsistentException blocked = scope.blocked.get(member);
+        rows.add(
+            new Object[] {
+              member,
+              scope.snapshots.get(member),
+              scope.barriers.get(member),
+              scope.branches.get(member),
+              scope.barrier,
+              scope.tag != null ? "tag " + scope.tag : scope.level,
+              blocked == null ? "ok" : Errors.errorClass(blocked.kind()) + ": " + blocked.getMessage()
+            });
+      }
     }
     return rows;
   }
@@ -936,7 +1009,7 @@ public class ConsistentSparkCatalog extends SparkCatalog {
             catalogName,
             plainName,
             "CALL " + catalogName + "." + String.join(".", namespace) + "." + ident.name()
-                + " (this catalog has only system.refresh_cut() and system.current_cut(table); run Iceberg's "
+                + " (this catalog has only system.refresh_cut() and system.current_cut([table]); run Iceberg's "
                 + "procedures as CALL " + plainName + ".system." + ident.name() + "(...))"));
   }
 

@@ -19,7 +19,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  *   <li>{@code CALL lake_consistent.system.refresh_cut()}: the next table load resolves a new cut (never
  *       older than the last one). With a table argument it resolves that table's cut at once and returns it.
  *   <li>{@code CALL lake_consistent.system.current_cut('demo.words')}: the cut the session serves for the
- *       table's lineage component now (with refresh=manual, the held cut), one row per table.
+ *       table's lineage component now (with refresh=manual, the held cut), one row per table; without an
+ *       argument, every table of the catalog. Columns: table, snapshot_id, barrier (the snapshot's),
+ *       branch, cut_barrier, level, status ({@code ok} or the error class and message of a table left out).
  * </ul>
  */
 final class CutProcedures {
@@ -38,7 +40,6 @@ final class CutProcedures {
           });
 
   private static final ProcedureParameter[] TABLE_OPTIONAL = {ProcedureParameter.optional("table", DataTypes.StringType)};
-  private static final ProcedureParameter[] TABLE_REQUIRED = {ProcedureParameter.required("table", DataTypes.StringType)};
 
   private static UTF8String str(Object value) {
     return value == null ? null : UTF8String.fromString(value.toString());
@@ -61,7 +62,8 @@ final class CutProcedures {
     try {
       return rows(catalog.describe(table, fresh));
     } catch (NoSuchTableException e) {
-      throw Errors.raise(Errors.analysis("CONSISTENT_CUT.TABLE_NOT_FOUND", "table " + table + " does not exist"));
+      throw Errors.raise(Errors.analysis("CONSISTENT_CUT.TABLE_NOT_FOUND", "table " + table + " does not exist in "
+          + catalog.name() + "; list the tables with SHOW TABLES IN " + catalog.name() + ".<namespace>"));
     }
   }
 
@@ -107,7 +109,7 @@ final class CutProcedures {
 
     @Override
     public ProcedureParameter[] parameters() {
-      return TABLE_REQUIRED;
+      return TABLE_OPTIONAL;
     }
 
     @Override
@@ -122,7 +124,8 @@ final class CutProcedures {
 
     @Override
     public String description() {
-      return "current_cut(table): the consistent cut the session serves for the table's lineage component";
+      return "current_cut([table]): the consistent cut the session serves for the table's lineage component (every "
+          + "table without an argument)";
     }
   }
 }

@@ -59,14 +59,41 @@ final class Errors {
     }
   }
 
-  /** A table of the query that has no consistent cut: what is wrong, and the plain catalog as the way out. */
+  /** A table of the query that has no consistent cut: what is wrong, the way out in Spark SQL, and the plain catalog. */
   static AnalysisException blocked(String catalog, String plain, String table, ConsistentException cause) {
     String culprit = cause.table() != null && !cause.table().equals(table) ? " (because of " + cause.table() + ")" : "";
+    String hint = hint(cause);
     return analysis(
         errorClass(cause.kind()),
         catalog + "." + table + " has no consistent cut" + culprit + ": " + cause.getMessage()
-            + ". To read the table as it is now, without a consistent cut, use " + plain + "." + table
-            + " [" + cause.pythonName() + "]");
+            + (hint == null ? "" : ". " + hint)
+            + ". To read the table as it is now, without a consistent cut, use " + plain + "." + table);
+  }
+
+  /** What a Spark SQL user does about {@code cause}: a session setting, or the administrator's command. */
+  static String hint(ConsistentException cause) {
+    String asOf = Settings.PREFIX + Settings.AS_OF;
+    switch (cause.kind()) {
+      case UNTRACKED_WRITE:
+        if (cause.barrier() == null) {
+          return "`consistent-catalog revise " + cause.table() + " --to-barrier <a barrier before it> --mode full` "
+              + "removes the write";
+        }
+        return "SET " + asOf + "=" + cause.barrier() + " reads the cut from before the write; `consistent-catalog "
+            + "revise " + cause.table() + " --to-barrier " + cause.barrier() + "` removes the write (the next "
+            + "statement then reads the revised table)";
+      case HISTORY_EXPIRED:
+        return "SET " + asOf + " to a later barrier (the retained history starts at " + cause.barrier()
+            + "), or SET " + Settings.PREFIX + Settings.TAG + " to a retained cut (`consistent-catalog retain --list`)";
+      case NO_WATERMARK:
+        return cause.root()
+            ? "`consistent-catalog advance-watermark " + cause.table() + " BARRIER` declares it complete"
+            : "`consistent-catalog status " + cause.table() + "` shows its sources' progress";
+      case RESOLUTION:
+        return cause.barrier() == null ? null : "SET " + asOf + " to a later barrier, or RESET " + asOf;
+      default:
+        return null;
+    }
   }
 
   static AnalysisException setting(String message) {

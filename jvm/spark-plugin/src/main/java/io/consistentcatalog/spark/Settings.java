@@ -4,9 +4,12 @@ import io.consistentcatalog.core.Barriers;
 import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.core.Keys;
 import io.consistentcatalog.core.Resolver;
+import java.util.Arrays;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import org.apache.spark.sql.SparkSession;
+import scala.collection.JavaConverters;
 
 /**
  * The read settings of one load: session settings ({@code SET spark.sql.consistent.level=...}) over
@@ -29,6 +32,12 @@ final class Settings {
   static final String[] AS_OF_ALIASES = {"as-of", "as_of"};
   static final String TAG = "tag";
   static final String REFRESH = "refresh";
+  /** {@code SET spark.sql.consistent.cut=latest}: a one-shot refresh of a held cut. */
+  static final String CUT = "cut";
+  /** Every setting name; any other {@code spark.sql.consistent.*} key is a typo and is refused. */
+  static final List<String> NAMES = Arrays.asList(LEVEL, AS_OF, AS_OF_ALIASES[0], AS_OF_ALIASES[1], TAG, REFRESH, CUT);
+  /** How far ahead of this clock an asOf may lie (the protocol's default clock-skew allowance, 5 minutes). */
+  static final long CLOCK_SKEW_MS = 5 * 60 * 1000L;
 
   final String level;
   final Long asOf;
@@ -74,7 +83,22 @@ final class Settings {
     return session.conf().get(key, null);
   }
 
+  /** Refuse a {@code spark.sql.consistent.*} key that is not a setting (a typo would otherwise be ignored). */
+  static void checkNames(SparkSession session) {
+    if (session == null) {
+      return;
+    }
+    for (String key : JavaConverters.mapAsJavaMap(session.conf().getAll()).keySet()) {
+      if (key.startsWith(PREFIX) && !NAMES.contains(key.substring(PREFIX.length()))) {
+        throw Errors.raise(Errors.setting(key + " is not a setting of the consistent catalog; the settings are "
+            + PREFIX + LEVEL + ", " + PREFIX + AS_OF + ", " + PREFIX + TAG + ", " + PREFIX + REFRESH + " and "
+            + PREFIX + CUT + " — RESET " + key));
+      }
+    }
+  }
+
   static Settings read(SparkSession session, Map<String, String> defaults) {
+    checkNames(session);
     String level = value(session, defaults, LEVEL);
     level = level == null ? Keys.DEFAULT_LEVEL : level.toLowerCase(Locale.ROOT);
     if (!Resolver.LEVELS.contains(level)) {
@@ -97,6 +121,12 @@ final class Settings {
       } catch (ConsistentException e) {
         throw Errors.raise(Errors.setting(PREFIX + AS_OF + "=" + asOfText + ": " + e.getMessage()
             + "; or RESET " + PREFIX + AS_OF + " for the newest cut"));
+      }
+      long now = System.currentTimeMillis();
+      if (asOf > now + CLOCK_SKEW_MS) {
+        throw Errors.raise(Errors.setting(PREFIX + AS_OF + "=" + asOfText + " lies in the future (" + asOf + " ms, now is "
+            + now + "): it would read the newest cut now and another one later — give a past time, or RESET "
+            + PREFIX + AS_OF + " for the newest cut"));
       }
     }
     String tag = value(session, defaults, TAG);
