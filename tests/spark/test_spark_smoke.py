@@ -233,3 +233,41 @@ def test_falls_back_to_maven_packages_without_local_jars(monkeypatch: pytest.Mon
     packages = conf["spark.jars.packages"].split(",")
     assert "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2" in packages
     assert any(p.startswith("org.xerial:sqlite-jdbc:") for p in packages)
+
+
+def test_outside_a_checkout_the_shipped_template_gives_a_working_spark_sql(tmp_path: Path) -> None:
+    """Issue #23.9: a pip user's ``spark-conf`` (run outside a checkout) renders the template shipped in the
+    package; stock spark-sql runs with it and leaves no Derby metastore in the working directory."""
+    import subprocess
+    import sys
+
+    shipped = spark_session.builtin_template()
+    assert shipped == TEMPLATE.read_text(encoding="utf-8")  # the checkout's template is a link to it: one file
+    assert TEMPLATE.is_symlink()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    binaries = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{binaries}{os.pathsep}{os.environ.get('PATH', '')}", "PYSPARK_PYTHON": sys.executable}
+    render = subprocess.run(
+        [str(binaries / "consistent-catalog"), "spark-conf", "--write", "spark-defaults.conf",
+         "--catalog-uri", f"sqlite:///{elsewhere}/catalog.db", "--warehouse", str(elsewhere / "warehouse")],
+        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120)
+    assert render.returncode == 0, render.stderr
+    conf = spark_session.parse_spark_defaults((elsewhere / "spark-defaults.conf").read_text(encoding="utf-8"))
+    assert conf["spark.sql.defaultCatalog"] == "lake" and conf["spark.master"] == "local[2]"
+    assert conf["spark.hadoop.javax.jdo.option.ConnectionURL"].startswith("jdbc:derby:memory:")
+    assert conf["spark.sql.catalog.lake_consistent.plain-catalog"] == "lake"
+    run = subprocess.run([str(binaries / "spark-sql"), "--properties-file", "spark-defaults.conf", "-S", "-e",
+                          "SHOW NAMESPACES IN lake"], cwd=elsewhere, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.splitlines()[0].strip() == "namespace"  # results come with their column names
+    assert not (elsewhere / "metastore_db").exists() and not (elsewhere / "derby.log").exists()
+
+    without = subprocess.run(
+        [str(binaries / "consistent-catalog"), "spark-conf", "--catalog-uri", f"sqlite:///{elsewhere}/catalog.db",
+         "--warehouse", str(elsewhere / "warehouse")],
+        cwd=elsewhere, env={**env, "CONSISTENT_PLUGIN_JAR": str(elsewhere / "missing.jar")},
+        capture_output=True, text=True, timeout=120)
+    assert without.returncode == 0 and "lake_consistent" not in without.stdout
+    assert "CONSISTENT_PLUGIN_JAR" in without.stderr and len(without.stderr.strip().splitlines()) == 1

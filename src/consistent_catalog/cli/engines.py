@@ -12,10 +12,12 @@ from consistent_catalog.resolver import DEFAULT_LEVEL, LEVELS
 @click.option("--write", "path", type=click.Path(dir_okay=False), default=None,
               help="write the rendered file here (default: print it)")
 @click.option("--catalog-uri", default=None,
-              help="pyiceberg SQL URI or SQLite path (default: <repo>/.demo/catalog.db)")
-@click.option("--warehouse", default=None, help="warehouse path or URI (default: <repo>/.demo/warehouse)")
+              help="pyiceberg SQL URI or SQLite path (default: .demo/catalog.db of the checkout you are in, else of "
+                   "the current directory)")
+@click.option("--warehouse", default=None, help="warehouse path or URI (default: .demo/warehouse, as for --catalog-uri)")
 @click.option("--name", default="lake", show_default=True, help="catalog name, the same in Spark and pyiceberg")
-@click.option("--template", default=None, help="template to render (default: <repo>/spark-conf/spark-defaults.conf.template)")
+@click.option("--template", default=None, help="template to render (default: the one shipped in the package, which a "
+                                               "checkout's spark-conf/spark-defaults.conf.template links to)")
 @click.option("--no-init-catalog", is_flag=True, help="do not create the SQLite catalog database with pyiceberg")
 @click.pass_obj
 @command_errors
@@ -23,7 +25,9 @@ def spark_conf(ctx: Context, path: str | None, catalog_uri: str | None, warehous
                template: str | None, no_init_catalog: bool) -> None:
     """Render spark-defaults.conf for an Iceberg catalog shared by Spark and pyiceberg.
 
-    Stock shells use it directly: spark-sql --properties-file PATH.
+    Stock shells use it directly: spark-sql --properties-file PATH. The consistent catalog
+    (<name>_consistent) is included when its jar is found: $CONSISTENT_PLUGIN_JAR, else
+    build/jvm/spark-plugin.jar of a checkout (scripts/build_jvm.sh builds it).
 
     \b
     Example:
@@ -39,17 +43,27 @@ def spark_conf(ctx: Context, path: str | None, catalog_uri: str | None, warehous
         with tempfile.TemporaryDirectory() as tmp:
             written = write_spark_defaults(Path(tmp) / "spark-defaults.conf", catalog_uri, warehouse, name=name,
                                            template=template, init_catalog=not no_init_catalog)
-            click.echo(written.read_text(encoding="utf-8"), nl=False)
+            text = written.read_text(encoding="utf-8")
+            click.echo(text, nl=False)
+        _note_missing_plugin(parse_spark_defaults(text), name)
         return
     written = write_spark_defaults(path, catalog_uri, warehouse, name=name, template=template,
                                    init_catalog=not no_init_catalog)
     conf = parse_spark_defaults(written.read_text(encoding="utf-8"))
+    _note_missing_plugin(conf, name)
     click.echo(f"wrote {written}")
     click.echo(f"  catalog   {name}: {conf.get(f'spark.sql.catalog.{name}.uri')}")
     click.echo(f"  warehouse {conf.get(f'spark.sql.catalog.{name}.warehouse')}")
     if "spark.jars.packages" in conf:
         click.echo(f"  from Maven: {conf['spark.jars.packages']} (needs network access to Maven Central)")
     click.echo(f"run: spark-sql --properties-file {written}")
+
+
+def _note_missing_plugin(conf: dict[str, str], name: str) -> None:
+    """One line on stderr when the rendered file has no consistent catalog (its jar was not found)."""
+    if f"spark.sql.catalog.{name}_consistent" not in conf:
+        click.echo(f"note: no {name}_consistent in the file: the Spark plugin jar was not found; build it in a checkout "
+                   "(bash scripts/build_jvm.sh) or set CONSISTENT_PLUGIN_JAR=/path/to/spark-plugin.jar", err=True)
 
 
 @click.command("duckdb")

@@ -395,20 +395,12 @@ def build_session(
 # --- spark-defaults.conf --------------------------------------------------------------------------
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
 
-FALLBACK_TEMPLATE = """\
-# spark-defaults.conf for consistent-catalog (no template found; rendered from the built-in one)
-spark.sql.extensions                                  org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions
-spark.sql.catalog.{{catalog}}                         org.apache.iceberg.spark.SparkCatalog
-spark.sql.catalog.{{catalog}}.type                    jdbc
-spark.sql.catalog.{{catalog}}.uri                     {{jdbc_uri}}
-spark.sql.catalog.{{catalog}}.warehouse               {{warehouse}}
-spark.sql.catalog.{{catalog}}.jdbc.init-catalog-tables {{init_catalog_tables}}
-spark.sql.catalog.{{catalog}}.cache-enabled           false
-spark.sql.catalog.{{catalog}}.jdbc.user               {{jdbc_user}}
-spark.sql.catalog.{{catalog}}.jdbc.password           {{jdbc_password}}
-spark.jars                                            {{spark_jars}}
-spark.jars.packages                                   {{spark_jars_packages}}
-"""
+def builtin_template() -> str:
+    """The template shipped inside the package (the checkout's ``spark-conf/spark-defaults.conf.template``
+    links to it): what a pip-installed package renders outside a checkout."""
+    from importlib.resources import files
+
+    return files("consistent_catalog.spark").joinpath("spark-defaults.conf.template").read_text(encoding="utf-8")
 
 
 def _escape(value: str) -> str:
@@ -545,7 +537,7 @@ def write_spark_defaults(
     elif template is not None:
         raise CatalogConfigError(f"spark-defaults template {template_path} does not exist")
     else:
-        text = FALLBACK_TEMPLATE
+        text = builtin_template()
     rendered = render_spark_defaults(text, catalog_uri, warehouse, name=name)
     if init_catalog:
         ensure_sql_catalog(catalog_uri, warehouse, name=name)  # nothing to create for a REST catalog
