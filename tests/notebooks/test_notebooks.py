@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -99,6 +100,12 @@ def png_outputs(nb: Any) -> list[bytes]:
             if output.output_type in ("display_data", "execute_result") and "image/png" in output.get("data", {}):
                 images.append(base64.b64decode(output["data"]["image/png"]))
     return images
+
+
+def text_outputs(nb: Any) -> list[str]:
+    """What the code cells printed (stream outputs), cell by cell."""
+    return [output.get("text", "") for cell in nb.cells if cell.cell_type == "code" for output in cell.outputs
+            if output.output_type == "stream"]
 
 
 def check_common(nb: Any, result: dict, workdir: Path, name: str) -> None:
@@ -236,6 +243,35 @@ def check_quickstart(nb: Any, result: dict) -> None:
     assert int(staged[BARRIER]) == levels["read-committed"]["barrier"]  # the staged, never published epoch
 
 
+UTC_TIME = re.compile(r"\b\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z")
+
+
+def check_history_figures(nb: Any, checks: dict, lake: Lake) -> None:
+    """Issue #23.8: what the figures show, from the matplotlib objects the notebook drew them with."""
+    texts = checks["box_texts"]
+    details = texts[1::2]  # per box: its name, then "<namespace or root> · W=<time>"
+    assert len(details) == 4 and all("W=" in t and UTC_TIME.search(t) for t in details), texts
+    assert any(t.startswith("root · W=") for t in details), texts  # the root's box too
+    watermarks = {int(s.summary.additional_properties[BARRIER]) for s in lake.main_ancestry("demo.words")}
+    assert any(ms_text(max(watermarks)) in t for t in details), (texts, max(watermarks))
+    assert checks["labels_touching_boxes"] == 0 and checks["labels_touching_labels"] == 0
+    assert checks["box_texts_outside_their_box"] == 0
+    styles = checks["delay_styles"]
+    assert styles["demo.words"] != styles["demo.word_counts"], styles  # drawn apart: both stay visible
+    assert len({json.dumps(v) for v in styles.values()}) == len(styles)
+    assert any("W(X): the barrier up to which table X is complete" in t for t in checks["delay_texts"])
+    printed = "".join(text_outputs(nb))
+    times = re.findall(r"\d\d:\d\d:\d\d\.\d{3}", printed)
+    assert times and len(times) == len(UTC_TIME.findall(printed)), "a time printed without its date and zone"
+
+
+def ms_text(ms: int) -> str:
+    """A barrier as the notebook shows it (UTC, date included), computed here without consistent_catalog."""
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
 def check_history(nb: Any, result: dict) -> None:
     lake = Lake(result["catalog_dir"])
     images = png_outputs(nb)
@@ -244,6 +280,7 @@ def check_history(nb: Any, result: dict) -> None:
     assert result["figures"] == ["barrier_timeline.png", "delays.png", "lineage.png"]
     for figure in result["figures"]:
         assert (Path(result["catalog_dir"]) / figure).read_bytes().startswith(b"\x89PNG")
+    check_history_figures(nb, result["figure_checks"], lake)
 
     tables = result["tables"]
     assert tables == ["demo.words", "demo.word_counts", "demo.count_histogram", "demo.word_stats"]
