@@ -208,6 +208,8 @@ def _run(args: list[str], *, cwd: Path, env: dict[str, str], timeout: float, wha
         pytest.fail(f"{what} did not finish within {timeout:.0f} s\n{_tails(out, err)}", pytrace=False)
     if proc.returncode != 0:
         pytest.fail(f"{what} exited {proc.returncode}\n{_tails(out, err)}", pytrace=False)
+    if "Traceback (most recent call last)" in err:  # e.g. py4j's, when a snippet exits with Spark still up
+        pytest.fail(f"{what} exited 0 but printed a traceback\n{_tails(out, err)}", pytrace=False)
     return out
 
 
