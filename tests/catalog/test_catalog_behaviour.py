@@ -541,3 +541,27 @@ def test_epoch_history_reports_staging_and_publishing(cc, catalog, flip_tables):
     assert published.added_records == 2 and published.total_records == 2  # overwrite: delete + append of 2 rows
     assert staged.added_records == 3 and staged.deleted_records == 2
     assert len(published.snapshot_ids) == len({s for s in published.snapshot_ids}) >= 1
+
+
+def test_the_component_cut_waits_for_a_lagging_table_downstream(cc, catalog, flip_tables):
+    """Protocol §4.7: resolve(words) covers words and its upstream; the component cut covers word_counts and
+    count_histogram too, so a lagging histogram holds it back (what lake_consistent serves for words)."""
+    counter = cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite")
+    hist = cc.job("count-histogram", sources=[COUNTS], sinks=[HIST], transform=histogram, mode="overwrite")
+    with counter, hist:
+        cc.ingest(WORDS, words("a", "b"), barrier=1_000)
+        counter.run_until_caught_up()
+        hist.run_until_caught_up()
+        cc.ingest(WORDS, words("c"), barrier=2_000)
+        counter.run_until_caught_up()  # count_histogram lags at 1_000
+    assert cc.resolve([WORDS]).barrier == 2_000
+    component = cc.resolve([WORDS], component=True)
+    assert component.barrier == 1_000 and list(component.tables) == [WORDS]
+    assert component[WORDS].snapshot_id == catalog.load_table(WORDS).snapshots()[0].snapshot_id  # the first ingest
+    both = cc.resolve([COUNTS, WORDS], component=True)
+    assert list(both.tables) == [COUNTS, WORDS] and both.barrier == 1_000
+    catalog.create_table("demo.apart", schema=COUNTS_SCHEMA)
+    with pytest.raises(InvalidInputError, match="not in the lineage component of demo.words"):
+        cc.resolve([WORDS, "demo.apart"], component=True)
+    with pytest.raises(NoWatermarkError):  # an asked table that is left out of its component's cut says why
+        cc.resolve(["demo.apart"], component=True)
