@@ -106,7 +106,7 @@ NOT_RUN = [
 
 # Blocks marked slow (still part of make test).
 SLOW = [
-    Entry("README.md", "run_continuously(interval=5, max_epochs=10)", "a PySpark job polling every 5 s for 10 epochs"),
+    Entry("README.md", "run_continuously(interval=5, max_epochs=3)", "a PySpark job, then 3 attempts 5 s apart"),
 ]
 
 
