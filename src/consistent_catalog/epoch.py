@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
 @dataclass
 class EpochContext:
     """What a transform sees: the epoch's barrier and its inputs pinned at ``snap(source, T)``."""

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from consistent_catalog.barrier import BarrierLike
 from consistent_catalog.exceptions import InvalidInputError
-from consistent_catalog.resolver import DEFAULT_LEVEL, Cut, component, component_cut, resolve
+from consistent_catalog.resolver import DEFAULT_LEVEL, Cut, component_cut, resolve
+from consistent_catalog.resolver import component as component_of
 from consistent_catalog.util.identifiers import normalize_identifier
 
 if TYPE_CHECKING:
@@ -69,11 +70,11 @@ def resolve_component(
             store.load_table(name)  # TableNotFoundError naming it
             listed.append(name)
     states = {state.identifier: state for state in store.states(listed)}
-    members = component(names[0], states)
+    members = component_of(names[0], states)
     apart = [n for n in names if n not in members]
     if apart:
         raise InvalidInputError(
-            f"{', '.join(apart)} not in the lineage component of {names[0]} ({', '.join(members)}); a component cut "
+            f"{', '.join(apart)} {'is' if len(apart) == 1 else 'are'} not in the lineage component of {names[0]} ({', '.join(members)}); a component cut "
             "covers one component — resolve each component on its own"
         )
     found = component_cut(names[0], states, level, as_of)
