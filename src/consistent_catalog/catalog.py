@@ -199,7 +199,8 @@ class ConsistentCatalog:
 
         ``incremental``: derived tables return to ``snap(X, T)`` with watermark T, so their jobs replay
         from T. ``full``: derived tables are emptied and their jobs rebuild them from scratch. Staged
-        epochs are discarded; running jobs see their next publish refused and re-plan.
+        epochs are discarded; running jobs see their next publish refused and re-plan. A barrier in the
+        future (beyond the clock-skew allowance) is refused with InvalidBarrierError.
         """
         return _revise.revise(self.store, table, barrier, mode=mode, retries=retries)
 

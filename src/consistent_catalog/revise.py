@@ -19,10 +19,10 @@ from pyiceberg.table.update import (
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import BarrierLike, to_barrier
 from consistent_catalog.commit import RetryPolicy, TableStore, TakeFence, refs_at
-from consistent_catalog.exceptions import FencedError, InvalidInputError
+from consistent_catalog.exceptions import FencedError, InvalidBarrierError, InvalidInputError
 from consistent_catalog.revision import MODES, RevisionMode, RevisionResult, RevisionStep, affected_tables, plan_step
 from consistent_catalog.util.identifiers import normalize_identifier
-from consistent_catalog.util.time import fmt_barrier
+from consistent_catalog.util.time import fmt_barrier, fmt_duration, now_ms
 
 
 def revise(
@@ -33,13 +33,20 @@ def revise(
     ``incremental``: derived tables return to ``snap(X, T)`` with watermark T, so their jobs replay
     from T. ``full``: derived tables are emptied and their jobs rebuild them from scratch. A root
     (the revised table itself) is always rolled back. Staged epochs are discarded. Running jobs
-    see their next publish refused (main moved) and re-plan.
+    see their next publish refused (main moved) and re-plan. A barrier beyond now plus the table's
+    clock-skew allowance is refused (InvalidBarrierError): nothing has happened after it to roll back.
     """
     if mode not in MODES:
         raise InvalidInputError(f"revision mode {mode!r} is not one of {', '.join(MODES)}")
     value = to_barrier(barrier)
     name = normalize_identifier(table)
-    store.load_table(name)
+    state = store.state(name)  # TableNotFoundError naming it
+    ahead = value - now_ms()
+    if ahead > state.clock_skew_ms:
+        raise InvalidBarrierError(
+            f"{name}: revision barrier {fmt_barrier(value)} lies {fmt_duration(ahead)} in the future; a revision "
+            "rolls tables back to a barrier that has passed, so nothing would change — give a barrier at or before now"
+        )
     graph = store.lineage([name])
     policy = RetryPolicy(retries)
     steps = tuple(_revise_table(store, t, value, mode, policy) for t in affected_tables(graph, name))

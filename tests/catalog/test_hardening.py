@@ -210,10 +210,21 @@ def test_a_pin_of_a_cut_that_holds_nothing_is_refused_and_tags_nothing(cc, catal
 def test_a_revise_to_a_later_barrier_changes_nothing(pipeline, catalog) -> None:
     cc = pipeline
     before = snapshot_of(catalog)
-    result = cc.revise(WORDS, now_ms() + 365 * 86_400_000)
+    assert now_ms() - 1_000 > max(cc.resolve([WORDS, COUNTS, HIST]).barrier, 0)  # later than every barrier, not ahead
+    result = cc.revise(WORDS, now_ms() - 1_000)
     assert {s.action for s in result.steps} == {"unchanged"}
     assert snapshot_of(catalog) == before  # no commit at all: metadata locations unchanged
     assert all(P.REVISION not in catalog.load_table(t).metadata.properties for t in (WORDS, COUNTS, HIST))
+
+
+def test_a_revise_to_a_future_barrier_is_refused(pipeline, catalog) -> None:
+    """Issue #20: like a future watermark, a revision barrier beyond now plus the clock-skew allowance is refused
+    (it used to report success while changing nothing)."""
+    cc = pipeline
+    refused(catalog, InvalidBarrierError, "revision barrier .* lies .* in the future",
+            lambda: cc.revise(WORDS, now_ms() + 365 * 86_400_000))
+    within = cc.revise(WORDS, now_ms() + 60_000)  # inside the 5-minute clock-skew allowance: a no-op, as before
+    assert {s.action for s in within.steps} == {"unchanged"}
 
 
 # --- item 13: a zombie in overwrite mode is fenced out with FencedError -------------------------
