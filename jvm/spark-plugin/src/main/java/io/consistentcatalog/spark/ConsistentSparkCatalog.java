@@ -18,9 +18,11 @@ import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.Callable;
 import java.util.concurrent.ConcurrentHashMap;
@@ -48,8 +50,8 @@ import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.QueryPlanningTracker;
 import org.apache.spark.sql.catalyst.analysis.NoSuchNamespaceException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchProcedureException;
-import org.apache.spark.sql.catalyst.analysis.NoSuchViewException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
+import org.apache.spark.sql.catalyst.analysis.NoSuchViewException;
 import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.catalog.NamespaceChange;
 import org.apache.spark.sql.connector.catalog.StagedTable;
@@ -939,7 +941,6 @@ public class ConsistentSparkCatalog extends SparkCatalog {
 
   // --- the cut as rows, for the procedures ---------------------------------------------------------------
 
-  /** The cut the session serves for {@code table}'s component now (resolving it when needed). */
   /**
    * The cut the session serves now for {@code table}'s lineage component, one row per table of it; for every
    * table of the catalog (each component at its own cut) when {@code table} is null.
@@ -953,11 +954,13 @@ public class ConsistentSparkCatalog extends SparkCatalog {
     if (table != null) {
       asked.add(table);
     } else {
-      Map<String, String> listed = listJdbcTables();
-      asked.addAll(listed != null ? listed.keySet() : listAllTables(name -> {}));
+      synchronized (lock) { // the listing connection is shared with resolutions
+        Map<String, String> listed = listJdbcTables();
+        asked.addAll(listed != null ? listed.keySet() : listAllTables(name -> {}));
+      }
     }
     List<Object[]> rows = new ArrayList<>();
-    java.util.Set<String> shown = new java.util.HashSet<>();
+    Set<String> shown = new HashSet<>();
     for (String name : asked) {
       if (shown.contains(name)) {
         continue;
