@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from consistent_catalog.barrier import BarrierLike
-from consistent_catalog.exceptions import InvalidInputError
+from consistent_catalog import properties as P
+from consistent_catalog.barrier import BarrierLike, to_barrier
+from consistent_catalog.exceptions import InvalidBarrierError, InvalidInputError
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut, component_cut, resolve
 from consistent_catalog.resolver import component as component_of
 from consistent_catalog.util.identifiers import normalize_identifier
+from consistent_catalog.util.time import fmt_barrier, fmt_duration, now_ms
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -25,9 +27,24 @@ if TYPE_CHECKING:
     from consistent_catalog.loading import Located
 
 
+def check_as_of_passed(as_of: BarrierLike | None) -> None:
+    """Refuse an as-of beyond now plus the default clock-skew allowance (protocol §4.4): it would read the
+    newest cut now and another one later. The Spark plugin refuses ``spark.sql.consistent.asOf`` the same way."""
+    if as_of is None:
+        return
+    value = to_barrier(as_of)
+    ahead = value - now_ms()
+    if ahead > P.DEFAULT_CLOCK_SKEW_MS:
+        raise InvalidBarrierError(
+            f"as-of {fmt_barrier(value)} lies {fmt_duration(ahead)} in the future: it would read the newest cut now "
+            "and another one later — give a past time, or no as-of for the newest cut"
+        )
+
+
 def _resolve(
     store: TableStore, tables: Iterable[str], level: str, as_of: BarrierLike | None
 ) -> tuple[list[str], Cut, dict[str, Located]]:
+    check_as_of_passed(as_of)
     names = list(dict.fromkeys(normalize_identifier(t) for t in tables))
     closure = store.loader.upstream(names)
     cut = resolve([closure[n].state for n in names], level, as_of, upstream=[c.state for c in closure.values()])
@@ -61,6 +78,7 @@ def resolve_component(
     as the Spark plugin does. A table of the component that cannot take part is left out of the cut;
     when one of ``tables`` is, its error is raised.
     """
+    check_as_of_passed(as_of)
     names = list(dict.fromkeys(normalize_identifier(t) for t in tables))
     if not names:
         raise InvalidInputError("a cut needs at least one table")

@@ -217,6 +217,17 @@ def test_a_revise_to_a_later_barrier_changes_nothing(pipeline, catalog) -> None:
     assert all(P.REVISION not in catalog.load_table(t).metadata.properties for t in (WORDS, COUNTS, HIST))
 
 
+def test_an_as_of_in_the_future_is_refused_by_every_reader(pipeline, catalog) -> None:
+    """Protocol §4.4, as the Spark plugin refuses spark.sql.consistent.asOf: a future as-of would read the newest
+    cut now and another one later. Within the clock-skew allowance it is the newest cut, as before."""
+    cc = pipeline
+    ahead = now_ms() + 365 * 86_400_000
+    for read in (lambda: cc.resolve([WORDS, COUNTS], as_of=ahead), lambda: cc.read([WORDS], as_of=ahead),
+                 lambda: cc.resolve([WORDS], as_of=ahead, component=True), lambda: cc.pins.pin([WORDS], as_of=ahead)):
+        refused(catalog, InvalidBarrierError, "as-of .* lies .* in the future", read)
+    assert cc.resolve([WORDS], as_of=now_ms() + 60_000).barrier == cc.resolve([WORDS]).barrier
+
+
 def test_a_revise_to_a_future_barrier_is_refused(pipeline, catalog) -> None:
     """Issue #20: like a future watermark, a revision barrier beyond now plus the clock-skew allowance is refused
     (it used to report success while changing nothing)."""

@@ -153,6 +153,7 @@ def test_advance_watermark_allow_future(lake):
         (["history", "nonamespace"], "namespace.table"),
         (["--catalog", "nowhere", "status"], "cannot load catalog 'nowhere'"),
         (["revise", "demo.words", "--to-barrier", "2100-01-01T00:00:00Z"], "lies 2"),  # ... years in the future
+        (["resolve", "demo.words", "--as-of", "2100-01-01T00:00:00Z"], "in the future: it would read the newest cut"),
     ],
 )
 def test_errors_are_one_line_without_traceback(lake, args, message):

@@ -24,6 +24,8 @@ public final class Keys {
   public static final String PIN_PREFIX = "consistent-pin-";
 
   public static final String NO_SNAPSHOT = "-1";
+  /** How far ahead of the clock a barrier may lie by default ({@code DEFAULT_CLOCK_SKEW_MS}); also an as-of's allowance. */
+  public static final long DEFAULT_CLOCK_SKEW_MS = 5 * 60 * 1000L;
 
   // isolation levels (consistent_catalog.resolver.LEVELS)
   public static final String REPEATABLE_READ = "repeatable-read";

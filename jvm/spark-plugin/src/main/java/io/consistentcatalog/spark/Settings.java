@@ -36,8 +36,6 @@ final class Settings {
   static final String CUT = "cut";
   /** Every setting name; any other {@code spark.sql.consistent.*} key is a typo and is refused. */
   static final List<String> NAMES = Arrays.asList(LEVEL, AS_OF, AS_OF_ALIASES[0], AS_OF_ALIASES[1], TAG, REFRESH, CUT);
-  /** How far ahead of this clock an asOf may lie (the protocol's default clock-skew allowance, 5 minutes). */
-  static final long CLOCK_SKEW_MS = 5 * 60 * 1000L;
 
   final String level;
   final Long asOf;
@@ -123,7 +121,7 @@ final class Settings {
             + "; or RESET " + PREFIX + AS_OF + " for the newest cut"));
       }
       long now = System.currentTimeMillis();
-      if (asOf > now + CLOCK_SKEW_MS) {
+      if (asOf > now + Keys.DEFAULT_CLOCK_SKEW_MS) { // protocol §4.4, as the Python readers refuse it
         throw Errors.raise(Errors.setting(PREFIX + AS_OF + "=" + asOfText + " lies in the future (" + asOf + " ms, now is "
             + now + "): it would read the newest cut now and another one later — give a past time, or RESET "
             + PREFIX + AS_OF + " for the newest cut"));
