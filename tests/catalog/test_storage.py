@@ -227,6 +227,10 @@ def swept_table(cc, catalog):
     age_everything(location)
     young = location / "data" / "00001-0-writer-in-flight.parquet"
     pq.write_table(words("in", "flight"), young)
+    # a minute old: well under the 1h safety floor, yet unambiguously older than a threshold of "now"
+    # (written in the same millisecond as the sweep's clock reading, it would count as young)
+    a_minute_ago = time.time() - 60
+    os.utime(young, (a_minute_ago, a_minute_ago))
     return location, orphans, young
 
 
