@@ -30,6 +30,13 @@ test, by name, instead of corrupting a table. Nothing here runs at import time: 
    metadata file a cut was resolved from.
    ``sql_catalog_names`` and ``sqlite_has_catalog_tables`` read the same schema for the configuration
    checks of ``connect.py`` (which catalog names a database holds; whether a SQLite file is a catalog).
+7. ``rest_load_table`` / ``parse_load_result``: a ``RestCatalog``'s loadTable request sent through
+   its own session and URL builder (the private ``_session``, ``url``, ``_split_identifier_for_path``,
+   ``_check_endpoint``), with the REST spec's ``If-None-Match`` header, handing back the raw answer
+   (status, ``ETag``, body bytes) — pyiceberg's ``load_table`` sends no ``If-None-Match`` and always
+   builds a whole ``Table`` (pydantic models of every snapshot). Only a plain ``RestCatalog`` (not a
+   subclass, ``load_table`` not replaced: ``rest_loads_raw``) is asked so; the caller loads other
+   catalogs the public way.
 6. ``empty_snapshot``: a snapshot with no data (an empty manifest list written the way
    ``_SnapshotProducer._commit`` writes one), for the fence ref. pyiceberg makes snapshots only
    inside a data write; this builds the same ``Snapshot`` from its public pieces
@@ -40,7 +47,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.table.snapshots import Operation
@@ -65,7 +72,11 @@ __all__ = [
     "commit_transaction_once",
     "metadata_file_io",
     "open_table",
+    "parse_load_result",
     "parse_metadata",
+    "rest_load_table",
+    "rest_loads_raw",
+    "RestAnswer",
     "remove_snapshots_keeping_parents",
     "is_sql_catalog",
     "sql_catalog_names",
@@ -292,6 +303,54 @@ def open_table(catalog: Catalog, identifier: str, location: str) -> Table:
         io=catalog._load_file_io(metadata.properties, location),
         catalog=catalog,
     )
+
+
+# --- 7. a REST catalog's loadTable, conditional and raw ----------------------------------------------
+class RestAnswer(NamedTuple):
+    """A loadTable answer: ``status`` 200 (``body`` holds the LoadTableResult) or 304 (unchanged since ``etag``)."""
+
+    status: int
+    etag: str | None
+    body: bytes
+
+
+def rest_loads_raw(catalog: Catalog) -> bool:
+    """Whether ``rest_load_table`` may ask ``catalog``: a plain ``RestCatalog`` (not a subclass, ``load_table``
+    not replaced) with a snapshot-loading mode ``load_table`` accepts."""
+    from pyiceberg.catalog.rest import SNAPSHOT_LOADING_MODE, RestCatalog
+
+    if type(catalog) is not RestCatalog or "load_table" in vars(catalog):
+        return False
+    return catalog.properties.get(SNAPSHOT_LOADING_MODE) in (None, "", "all", "refs")
+
+
+def rest_load_table(catalog: Catalog, identifier: str, etag: str | None) -> RestAnswer | None:
+    """One loadTable request of a ``RestCatalog`` (``rest_loads_raw``), ``If-None-Match: etag`` when given.
+
+    It answers 200 and 304 only; any other answer (404, an expired token, a server error) is None, and
+    the caller asks ``catalog.load_table``, which raises or retries exactly as pyiceberg does. Safe to
+    call from several threads (requests' connection pool is).
+    """
+    from pyiceberg.catalog.rest import SNAPSHOT_LOADING_MODE, Capability, Endpoints
+
+    catalog._check_endpoint(Capability.V1_LOAD_TABLE)  # type: ignore[attr-defined]
+    mode = catalog.properties.get(SNAPSHOT_LOADING_MODE)
+    params = {"snapshots": mode} if mode else {}  # as load_table sends it
+    url = catalog.url(Endpoints.load_table, prefixed=True, **catalog._split_identifier_for_path(identifier))  # type: ignore[attr-defined]
+    response = catalog._session.get(url, params=params, headers={"If-None-Match": etag} if etag else None)  # type: ignore[attr-defined]
+    if response.status_code == 304 and etag:
+        return RestAnswer(304, response.headers.get("ETag") or etag, b"")
+    if response.status_code == 200:
+        return RestAnswer(200, response.headers.get("ETag"), response.content)
+    return None
+
+
+def parse_load_result(data: bytes) -> tuple[str | None, TableMetadata]:
+    """pyiceberg's own parse of a LoadTableResult body: (metadata location, metadata)."""
+    from pyiceberg.catalog.rest import TableResponse
+
+    response = TableResponse.model_validate_json(data)
+    return response.metadata_location, response.metadata
 
 
 # --- 6. a snapshot without data ------------------------------------------------------------------------

@@ -5,7 +5,13 @@ Resolution, epoch planning and status need a ``TableState`` per table, not pyice
 
 1. **One catalog round-trip.** For pyiceberg's ``SqlCatalog``, one query over its ``iceberg_tables``
    table gives every wanted table's current metadata location (``_pyiceberg.sql_metadata_locations``).
-   Other catalogs (REST, Glue, Hive, a test double) are asked table by table with ``load_table``.
+   A ``RestCatalog`` is asked for every table at once: concurrent loadTable requests (at most
+   ``REST_CONNECTIONS``, the size of requests' connection pool), each answer's inline metadata
+   decoded by the lean decoder, and, where the server answers the REST spec's ``ETag``, the next
+   request for the table carries ``If-None-Match``: an unchanged table then costs a ``304 Not
+   Modified`` with no body. A server without ETags still saves the decode: the answer's
+   ``metadata-location`` is read first, and a state parsed from that file before is taken from the
+   cache. Other catalogs (Glue, Hive, a test double) are asked table by table with ``load_table``.
 2. **A cache keyed by metadata file.** A metadata file never changes once written (every commit writes a
    new one and swaps the catalog's pointer), so a state parsed from location L is the state of every
    later read of L. ``StateCache`` keeps parsed states, least recently used first out, bounded by the
@@ -18,25 +24,29 @@ Resolution, epoch planning and status need a ``TableState`` per table, not pyice
    recognise is parsed by pyiceberg as before (``_pyiceberg.parse_metadata``), so answers, warnings and
    errors stay pyiceberg's.
 
+A REST answer other than 200 or 304 (404, an expired token, a server error) is left to pyiceberg: the
+table is asked again with ``load_table``, which raises or retries exactly as it always did.
+
 Errors keep the order of the names asked for: the first missing or unreadable table, in that order,
 raises, as when the tables were loaded one after another.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
 from consistent_catalog import _pyiceberg
 from consistent_catalog.barrier import SnapshotRecord
 from consistent_catalog.exceptions import TableNotFoundError
-from consistent_catalog.metadata import LeanDecodeError, decode_state
+from consistent_catalog.metadata import LeanDecodeError, decode_load_result, decode_state, load_result_location
 from consistent_catalog.state import TableState
 from consistent_catalog.util.identifiers import normalize_identifier
 
@@ -46,11 +56,16 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
     from pyiceberg.table.metadata import TableMetadata
 
+T = TypeVar("T")
+
 #: Default bound of the shared cache, in snapshots (each costs about 1.4 KiB: its record and summary; 200,000: ~280 MiB).
 DEFAULT_MAX_SNAPSHOTS = 200_000
 DEFAULT_MAX_ENTRIES = 10_000
 #: Default number of threads reading metadata files at once.
 DEFAULT_READERS = 16
+#: Most loadTable requests in flight at once to a REST catalog: requests' default connection pool per host
+#: (10) is what pyiceberg's session has; more threads would open connections only to drop them.
+REST_CONNECTIONS = 10
 
 
 def table_state(identifier: str, metadata: TableMetadata) -> TableState:
@@ -85,7 +100,7 @@ class Located(NamedTuple):
     location: str | None
     """None when the catalog gave a table without a metadata location (then nothing was cached)."""
     table: Table | None = None
-    """Set when the catalog was asked for the whole table (catalogs other than SqlCatalog)."""
+    """Set when the catalog was asked for the whole table with ``load_table`` (catalogs other than SQL and REST)."""
 
 
 class StateCache:
@@ -163,6 +178,9 @@ class MetadataLoader:
         self.cache = SHARED_CACHE if cache is None else cache
         self.readers = max(1, readers)
         self._file_ios: dict[str, FileIO] = {}
+        self._rest = _pyiceberg.rest_loads_raw(catalog)
+        self._etags: dict[str, tuple[str, str]] = {}
+        """REST: table -> (the ETag of its last answer, the metadata file that answer held)."""
 
     # --- one table, as load_table gives it ---------------------------------------------------------
     def state_of(self, name: str, table: Table) -> TableState:
@@ -202,6 +220,8 @@ class MetadataLoader:
         must = set(required)
         locations = _pyiceberg.sql_metadata_locations(self.catalog, names) if names else {}
         if locations is None:
+            if self._rest:
+                return self._load_rest(names, must)
             return self._load_one_by_one(names, must)
         found: dict[str, Located] = {}
         cached: dict[str, TableState] = {}
@@ -279,6 +299,63 @@ class MetadataLoader:
             found[name] = Located(self.state_of(name, table), getattr(table, "metadata_location", None), table)
         return found
 
+    def _load_rest(self, names: list[str], must: set[str]) -> dict[str, Located]:
+        """Every table's loadTable at once (conditional where an ETag is known); answers decoded in order."""
+        sent: dict[str, str | None] = {}
+        for name in names:
+            known = self._etags.get(name)
+            # an ETag is worth sending only while the state it stands for is still cached
+            sent[name] = known[0] if known is not None and (name, known[1]) in self.cache else None
+        get = _pyiceberg.rest_load_table
+        answers = _run_all([(name, functools.partial(get, self.catalog, name, sent[name])) for name in names],
+                           min(self.readers, REST_CONNECTIONS))
+        found: dict[str, Located] = {}
+        try:
+            for name in names:
+                located = self._from_answer(name, answers[name].result())
+                if located is None:  # not a 200 or 304: pyiceberg asks again, and raises or retries its way
+                    try:
+                        table = self.catalog.load_table(name)
+                    except (NoSuchTableError, NoSuchNamespaceError):
+                        self._etags.pop(name, None)
+                        if name in must:
+                            raise not_found(name, self.catalog.name) from None
+                        continue
+                    located = Located(self.state_of(name, table), getattr(table, "metadata_location", None), table)
+                found[name] = located
+        finally:
+            for future in answers.values():
+                future.cancel()
+        return found
+
+    def _from_answer(self, name: str, answer: _pyiceberg.RestAnswer | None) -> Located | None:
+        if answer is not None and answer.status == 304:
+            location = self._etags[name][1]
+            state = self.cache.get(name, location)
+            if state is not None:
+                return Located(state, location)
+            answer = _pyiceberg.rest_load_table(self.catalog, name, None)  # evicted since it was sent: the body
+        if answer is None or answer.status != 200:
+            return None
+        try:
+            location = load_result_location(answer.body)
+        except LeanDecodeError:
+            location = None
+        state = self.cache.get(name, location) if location is not None else None
+        if state is None:
+            try:
+                location, state = decode_load_result(name, answer.body)
+            except LeanDecodeError:
+                location, metadata = _pyiceberg.parse_load_result(answer.body)
+                state = table_state(name, metadata)
+            if location is not None:
+                self.cache.put(name, location, state)
+        if answer.etag and location is not None:
+            self._etags[name] = (answer.etag, location)
+        else:
+            self._etags.pop(name, None)
+        return Located(state, location)
+
     def _file_io(self, location: str) -> FileIO:
         scheme = location.split("://", 1)[0] if "://" in location else ""
         io = self._file_ios.get(scheme)
@@ -287,25 +364,9 @@ class MetadataLoader:
         return io
 
     def _start_reads(self, wanted: list[tuple[str, str]]) -> dict[str, Future[bytes]]:
-        """Start reading the files; each future holds the bytes or the error of reading them.
-
-        A single file is read at once, without a thread; more go to the process's reader pool.
-        """
+        """Start reading the files; each future holds the bytes or the error of reading them."""
         inputs = [(name, self._file_io(location).new_input(location)) for name, location in wanted]
-        futures: dict[str, Future[bytes]] = {}
-        if len(inputs) <= 1:
-            for name, input_file in inputs:
-                future: Future[bytes] = Future()
-                try:
-                    future.set_result(_read(input_file))
-                except Exception as exc:  # raised when its turn comes, like the others
-                    future.set_exception(exc)
-                futures[name] = future
-            return futures
-        pool = _reader_pool(self.readers)
-        for name, input_file in inputs:
-            futures[name] = pool.submit(_read, input_file)
-        return futures
+        return _run_all([(name, functools.partial(_read, input_file)) for name, input_file in inputs], self.readers)
 
     @staticmethod
     def _parse(name: str, location: str, data: bytes) -> TableState:
@@ -313,6 +374,27 @@ class MetadataLoader:
             return decode_state(name, data)
         except LeanDecodeError:
             return table_state(name, _pyiceberg.parse_metadata(data, location))
+
+
+def _run_all(calls: list[tuple[str, Callable[[], T]]], threads: int) -> dict[str, Future[T]]:
+    """Start every call; each future holds its result or its error (raised when its turn comes).
+
+    A single call runs at once, without a thread; more go to the process's pool of ``threads``.
+    """
+    futures: dict[str, Future[T]] = {}
+    if len(calls) <= 1:
+        for name, call in calls:
+            future: Future[T] = Future()
+            try:
+                future.set_result(call())
+            except Exception as exc:
+                future.set_exception(exc)
+            futures[name] = future
+        return futures
+    pool = _reader_pool(threads)
+    for name, call in calls:
+        futures[name] = pool.submit(call)
+    return futures
 
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}

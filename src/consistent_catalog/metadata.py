@@ -13,7 +13,10 @@ field, in the same order: ``tests/unit/test_metadata.py``):
 - table properties; the snapshot log.
 
 Every snapshot is kept (history, epochs and retention read them all), so a lean state is complete.
-gzip-compressed metadata (``*.gz.metadata.json``) is recognised by its magic bytes.
+gzip-compressed metadata (``*.gz.metadata.json``) is recognised by its magic bytes. A REST catalog's
+``LoadTableResult`` (the metadata inline, beside its ``metadata-location``) is decoded the same way
+(``decode_load_result``), and its location alone can be read without decoding the metadata
+(``load_result_location``).
 
 The decoder is strict: whatever it does not recognise as well-formed metadata of the fields it reads
 (a summary without an operation or with non-string values, properties that are not strings, an
@@ -74,6 +77,21 @@ class _Metadata(msgspec.Struct, rename="kebab"):
 _DECODER = msgspec.json.Decoder(_Metadata)
 
 
+class _LoadResult(msgspec.Struct, rename="kebab"):
+    """The REST spec's LoadTableResult, only what a state needs (config and credentials are skipped)."""
+
+    metadata: _Metadata
+    metadata_location: str | None = None
+
+
+class _LoadResultLocation(msgspec.Struct, rename="kebab"):
+    metadata_location: str | None = None
+
+
+_LOAD_RESULT_DECODER = msgspec.json.Decoder(_LoadResult)
+_LOCATION_DECODER = msgspec.json.Decoder(_LoadResultLocation)
+
+
 def decompress(data: bytes) -> bytes:
     """The JSON of a metadata file: gzip-compressed files (by their magic bytes) are decompressed."""
     if data[:2] == GZIP_MAGIC:
@@ -90,6 +108,27 @@ def decode_state(identifier: str, data: bytes) -> TableState:
         metadata = _DECODER.decode(decompress(data))
     except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
         raise LeanDecodeError(str(exc)) from None
+    return _state(identifier, metadata)
+
+
+def decode_load_result(identifier: str, data: bytes) -> tuple[str | None, TableState]:
+    """(metadata location, ``TableState``) of a REST ``LoadTableResult`` body; LeanDecodeError if not lean-readable."""
+    try:
+        result = _LOAD_RESULT_DECODER.decode(data)
+    except msgspec.DecodeError as exc:
+        raise LeanDecodeError(str(exc)) from None
+    return result.metadata_location, _state(identifier, result.metadata)
+
+
+def load_result_location(data: bytes) -> str | None:
+    """The ``metadata-location`` of a REST ``LoadTableResult`` body, the metadata skipped, not decoded (None if absent)."""
+    try:
+        return _LOCATION_DECODER.decode(data).metadata_location
+    except msgspec.DecodeError as exc:
+        raise LeanDecodeError(str(exc)) from None
+
+
+def _state(identifier: str, metadata: _Metadata) -> TableState:
     if metadata.format_version not in FORMAT_VERSIONS:
         raise LeanDecodeError(f"format-version {metadata.format_version}")
     make = tuple.__new__

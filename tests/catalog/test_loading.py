@@ -3,11 +3,15 @@
 - every table's state through the loader equals ``TableState.from_metadata`` of pyiceberg's own load,
   on histories written by pyiceberg (ingests, epochs, staged branches, pins, deletes, expiry, revision)
   and on gzip-compressed metadata files;
-- the SQL catalog is asked once for all tables (SQLite and PostgreSQL: the ``catalog`` fixture);
+- the SQL catalog is asked once for all tables (SQLite and PostgreSQL: the ``catalog`` fixture); a REST
+  catalog once per table, all at once, and an unchanged table costs a ``304 Not Modified`` with no body
+  (seen on the wire, through a hook on pyiceberg's own HTTP session); a server without ETags still
+  skips the decode of a metadata file parsed before;
 - an unchanged table is not read again; a changed one is; the cache stays within its bounds;
 - a commit by another process is seen by the next resolution;
 - ``read``/``to_arrow`` scan the metadata file the cut was resolved from, without asking the catalog;
-- the conformance corpus, registered in a real SQLite catalog, resolves as through pyiceberg's own loads.
+- the conformance corpus, registered in a real SQLite catalog and in a REST catalog, resolves (cold and
+  warm) as through pyiceberg's own loads.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,11 +42,16 @@ from consistent_catalog.resolver import DEFAULT_LEVEL
 from consistent_catalog.retention import RetentionPolicy
 from consistent_catalog.state import TableState
 from tests.conformance.corpus import cut_json, load_cases, python_answer
+from tests.conftest import rest_catalog
 from tests.harness.lake import sqlite_catalog, words
 from tests.harness.metadata_docs import REFUSED, assert_same
 
 WORDS, COUNTS, HIST = "demo.words", "demo.word_counts", "demo.count_histogram"
 FLIP = (WORDS, COUNTS, HIST)
+#: the test runs on the backends named (overriding the ``backend`` fixture's parameters)
+ON_SQL = pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.integration)],
+                                 indirect=True)
+ON_REST = pytest.mark.parametrize("backend", [pytest.param("rest", marks=pytest.mark.integration)], indirect=True)
 
 
 # --- helpers -----------------------------------------------------------------------------------------
@@ -74,6 +84,41 @@ def statements(catalog: SqlCatalog) -> Iterator[list[str]]:
         yield seen
     finally:
         event.remove(catalog.engine, "before_cursor_execute", record)
+
+
+@contextmanager
+def wire(catalog: RestCatalog, *, strip_etags: bool = False) -> Iterator[list[dict]]:
+    """Every loadTable exchange of the REST catalog's HTTP session, as the wire saw it: the table, the status,
+    the body's size, the ``If-None-Match`` sent, the ``ETag`` received and the sending thread. With
+    ``strip_etags`` the answers lose their ``ETag`` before the client reads them: a server without ETags."""
+    seen: list[dict] = []
+    lock = threading.Lock()
+
+    def record(response, *args, **kwargs):  # noqa: ARG001 - a requests response hook
+        if response.request.method != "GET" or "/tables/" not in response.request.url:
+            return
+        if strip_etags:
+            response.headers.pop("ETag", None)
+        with lock:
+            seen.append({"table": "demo." + response.request.url.split("?")[0].rsplit("/", 1)[1],
+                         "status": response.status_code, "bytes": len(response.content),
+                         "if_none_match": response.request.headers.get("If-None-Match"),
+                         "etag": response.headers.get("ETag"), "thread": threading.current_thread().name})
+
+    hooks = catalog._session.hooks["response"]
+    hooks.append(record)
+    try:
+        yield seen
+    finally:
+        hooks.remove(record)
+
+
+def by_table(seen: list[dict]) -> dict[str, dict]:
+    found: dict[str, dict] = {}
+    for exchange in seen:
+        assert exchange["table"] not in found, f"{exchange['table']} asked twice: {seen}"
+        found[exchange["table"]] = exchange
+    return found
 
 
 def table_reads(seen: list[str]) -> list[str]:
@@ -197,10 +242,8 @@ def test_what_the_lean_decoder_refuses_pyiceberg_parses_as_before(name: str) -> 
 
 
 # --- one catalog round-trip -------------------------------------------------------------------------------
+@ON_SQL
 def test_one_query_for_many_tables(pipeline, catalog) -> None:
-    if is_rest(catalog):
-        pytest.skip("one SQL query for many tables is the SqlCatalog fast path; a REST catalog is asked table "
-                    "by table (test_other_catalogs_are_asked_table_by_table)")
     cc = pipeline
     for i in range(12):
         catalog.create_table(f"demo.extra_{i:02d}", schema=catalog.load_table(WORDS).schema())
@@ -218,6 +261,74 @@ def test_one_query_for_many_tables(pipeline, catalog) -> None:
     with statements(catalog) as seen:
         cc.status(list(FLIP))
     assert len(table_reads(seen)) <= 3, seen
+
+
+def extra_tables(cc: ConsistentCatalog, catalog, count: int = 12) -> list[str]:  # type: ignore[no-untyped-def]
+    names = [f"demo.extra_{i:02d}" for i in range(count)]
+    for i, name in enumerate(names):
+        catalog.create_table(name, schema=catalog.load_table(WORDS).schema())
+        cc.ingest(name, words("x"), barrier=1_000 + i)
+    return names
+
+
+@ON_REST
+def test_rest_asks_for_every_table_at_once_and_an_unchanged_one_costs_a_304(pipeline, catalog) -> None:
+    cc = pipeline
+    names = [*extra_tables(cc, catalog), *FLIP]
+    by_pyiceberg = {name: pyiceberg_state(catalog, name) for name in names}
+    cache = own_cache(cc)
+    with wire(catalog) as cold:
+        states = cc.store.states(names)
+    first = by_table(cold)
+    assert sorted(first) == sorted(names)  # one request per table
+    assert all(e["status"] == 200 and e["etag"] and e["if_none_match"] is None for e in cold), cold
+    assert len({e["thread"] for e in cold}) > 1  # sent at once, not one after the other
+    for state in states:
+        assert_same(state, by_pyiceberg[state.identifier])
+    with wire(catalog) as warm:
+        again = cc.store.states(names)
+    second = by_table(warm)
+    assert sorted(second) == sorted(names)
+    for name, exchange in second.items():  # each asked "still the metadata of this ETag?", answered with no body
+        assert exchange["if_none_match"] == first[name]["etag"] and (exchange["status"], exchange["bytes"]) == (304, 0)
+    assert [a is b for a, b in zip(again, states)] == [True] * len(names)  # the very states, nothing decoded
+    # a commit by another client: that table alone comes back whole, with a new ETag
+    catalog.load_table(WORDS).append(words("d"), snapshot_properties={P.BARRIER: "3000"})
+    with wire(catalog) as changed:
+        cut = cc.resolve(names)
+    third = by_table(changed)
+    assert third[WORDS]["status"] == 200 and third[WORDS]["etag"] != first[WORDS]["etag"]
+    assert all(e["status"] == 304 for name, e in third.items() if name != WORDS)
+    assert_same(cc.store.state(WORDS), pyiceberg_state(catalog, WORDS))
+    assert cut.barrier == 1_000  # extra_00's watermark: the lowest of all
+    assert cache.misses == len(names) + 1
+
+
+@ON_REST
+def test_rest_without_etags_still_skips_the_decode_of_an_unchanged_table(pipeline, catalog) -> None:
+    cc = pipeline
+    cache = own_cache(cc)
+    with wire(catalog, strip_etags=True) as cold:
+        first = cc.resolve(list(FLIP))
+    with wire(catalog, strip_etags=True) as warm:
+        again = cc.resolve(list(FLIP))
+    assert again == first
+    assert all(e["status"] == 200 and e["if_none_match"] is None for e in cold + warm), cold + warm
+    assert (cache.hits, cache.misses) == (3, 3)  # the second answers' metadata files were parsed before
+
+
+@ON_REST
+def test_rest_answers_equal_pyiceberg_loads_table_by_table(pipeline, catalog, monkeypatch) -> None:
+    """The same cuts, states and errors as pyiceberg's own ``load_table`` (forced by replacing it on the instance)."""
+    cc = pipeline
+    names = [*extra_tables(cc, catalog, 3), *FLIP]
+    ours = {level: cc.resolve(names, level).to_json() for level in ("repeatable-read", "read-committed")}
+    own_cache(cc)
+    monkeypatch.setattr(catalog, "load_table", catalog.load_table)  # an instance attribute: no raw REST loads
+    theirs = ConsistentCatalog(catalog)
+    own_cache(theirs)
+    assert not theirs.store.loader._rest
+    assert {level: theirs.resolve(names, level).to_json() for level in ours} == ours
 
 
 def test_missing_tables_raise_as_before(pipeline, catalog) -> None:
@@ -400,12 +511,15 @@ def test_read_scans_the_resolved_metadata_without_asking_the_catalog_again(pipel
 CORPUS = load_cases()
 
 
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("rest", marks=pytest.mark.integration)])
 @pytest.mark.parametrize("case", sorted(CORPUS))
-def test_the_corpus_resolves_to_its_answers_through_a_sqlite_catalog(case: str, tmp_path: Path) -> None:
-    """Through the SQL catalog, the lean decoder and the cache (cold, then warm), every query of the corpus gets
-    the answer of the corpus's own reference path (pyiceberg's full parse of each table, one by one)."""
+def test_the_corpus_resolves_to_its_answers_through_a_catalog(case: str, kind: str, tmp_path: Path,
+                                                                request: pytest.FixtureRequest) -> None:
+    """Through the SQL catalog (one query, the lean decoder of the files) or the REST catalog (a request per
+    table, the lean decoder of its answers, 304s when warm) and the cache, cold then warm, every query of the
+    corpus gets the answer of the corpus's own reference path (pyiceberg's full parse of each table)."""
     body = CORPUS[case]
-    catalog = sqlite_catalog(tmp_path)
+    catalog = sqlite_catalog(tmp_path) if kind == "sqlite" else rest_catalog(request.getfixturevalue("rest_server"), tmp_path)
     try:
         for name, document in body["tables"].items():
             namespace = name.rpartition(".")[0]
@@ -430,7 +544,8 @@ def test_the_corpus_resolves_to_its_answers_through_a_sqlite_catalog(case: str, 
                     wrong.append(f"{repeat} query {index}: expected {expected}, got {answer}")
         assert not wrong, "\n".join(wrong[:5])
     finally:
-        catalog.engine.dispose()
+        if kind == "sqlite":
+            catalog.engine.dispose()
 
 
 def test_watermark_marker_property_round_trips(pipeline) -> None:

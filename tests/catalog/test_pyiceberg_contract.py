@@ -336,3 +336,49 @@ INTERNALS = re.compile(
 
 def test_no_other_module_touches_pyiceberg_internals() -> None:
     assert lines_matching(INTERNALS, except_in="_pyiceberg.py") == []
+
+
+# --- 7. a REST catalog's loadTable, conditional and raw ----------------------------------------------
+@pytest.mark.integration
+def test_the_raw_rest_load_sends_what_load_table_sends_and_reads_its_answer(rest_server, tmp_path: Path) -> None:
+    """``rest_load_table`` asks the URL ``load_table`` asks (nested namespaces, a prefix), through the catalog's
+    own session; its 200 body parses (pyiceberg's own model) to the metadata ``load_table`` returns; a current
+    ETag gets a 304 with no body; a missing table is left to ``load_table`` (None)."""
+    from tests.conftest import rest_catalog
+
+    catalog = rest_catalog(rest_server, tmp_path)
+    assert _pyiceberg.rest_loads_raw(catalog)
+    catalog.create_namespace(("deep", "er"))
+    catalog.create_table("deep.er.words", schema=SCHEMA).append(rows(["a"]))
+    sent: list[str] = []
+    catalog._session.hooks["response"].append(lambda response, *a, **k: sent.append(response.request.url))
+    table = catalog.load_table("deep.er.words")
+    answer = _pyiceberg.rest_load_table(catalog, "deep.er.words", None)
+    assert answer is not None and answer.status == 200 and answer.etag
+    assert sent[0] == sent[1]  # the same request as load_table's
+    location, metadata = _pyiceberg.parse_load_result(answer.body)
+    assert location == table.metadata_location and metadata == table.metadata
+    unchanged = _pyiceberg.rest_load_table(catalog, "deep.er.words", answer.etag)
+    assert unchanged == _pyiceberg.RestAnswer(304, answer.etag, b"")
+    assert _pyiceberg.rest_load_table(catalog, "deep.er.missing", None) is None
+    stale = _pyiceberg.rest_load_table(catalog, "deep.er.words", '"not-the-current-one"')
+    assert stale is not None and stale.status == 200 and stale.etag == answer.etag
+
+
+@pytest.mark.integration
+def test_the_raw_rest_load_is_only_for_a_plain_rest_catalog(rest_server, tmp_path: Path, monkeypatch) -> None:
+    from pyiceberg.catalog.rest import RestCatalog
+
+    from tests.conftest import rest_catalog
+
+    catalog = rest_catalog(rest_server, tmp_path)
+    monkeypatch.setattr(catalog, "load_table", catalog.load_table)  # replaced on the instance
+    assert not _pyiceberg.rest_loads_raw(catalog)
+
+    class Custom(RestCatalog):
+        pass
+
+    assert not _pyiceberg.rest_loads_raw(Custom("c", uri=rest_server.uri))
+    assert not _pyiceberg.rest_loads_raw(SqlCatalog("s", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}"))
+    odd = RestCatalog("o", uri=rest_server.uri, **{"snapshot-loading-mode": "some"})
+    assert not _pyiceberg.rest_loads_raw(odd)  # load_table raises for it: it is asked, and raises

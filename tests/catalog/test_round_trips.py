@@ -1,14 +1,16 @@
 """Catalog round trips of an epoch and of an ingest, counted where they leave the process.
 
-Every call that reaches the catalog goes through one of three pyiceberg entry points: ``load_table``,
-``commit_table`` and, on SQL catalogs, the one-query listing of metadata locations
-(``_pyiceberg.sql_metadata_locations``). The counter wraps those on the catalog's class (so the SQL
+Every call that reaches the catalog goes through one of four entry points: ``load_table``,
+``commit_table``, on SQL catalogs the one-query listing of metadata locations
+(``_pyiceberg.sql_metadata_locations``), and on REST catalogs the loader's own loadTable request
+(``_pyiceberg.rest_load_table``, one per table, sent concurrently). The counter wraps those on the catalog's class (so the SQL
 fast path, which checks that ``load_table`` is the class's own, stays on) and counts what one step
 costs on every backend. The numbers are exact: a change that adds a round trip fails here.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,12 +30,17 @@ WORDS, COUNTS = "demo.words", "demo.word_counts"
 def counting(catalog, monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter]:
     calls: Counter = Counter()
     kind = type(catalog)
-    inside: list[str] = []  # SqlCatalog.commit_table loads the table itself: part of that one commit
+    # SqlCatalog.commit_table loads the table itself: part of that one commit (per thread: REST loads run
+    # on the loader's threads at once)
+    local = threading.local()
+    counter = threading.Lock()
 
     def wrap(name: str, original):
         def counted(*args, **kwargs):
+            inside = local.__dict__.setdefault("inside", [])
             if not inside:
-                calls[name] += 1
+                with counter:
+                    calls[name] += 1
             inside.append(name)
             try:
                 return original(*args, **kwargs)
@@ -53,12 +60,16 @@ def counting(catalog, monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter]:
             return found
 
         patch.setattr(_pyiceberg, "sql_metadata_locations", listed)
+        patch.setattr(_pyiceberg, "rest_load_table", wrap("rest_load", _pyiceberg.rest_load_table))
         yield calls
 
 
 def lookups(catalog, tables: int) -> Counter:
-    """What locating ``tables`` lineage levels costs: one listing each on SQL catalogs, one load each elsewhere."""
-    return Counter({"listing": tables}) if _pyiceberg.is_sql_catalog(catalog) else Counter({"load_table": tables})
+    """What locating ``tables`` lineage levels (of one table each) costs: one listing each on SQL catalogs, one
+    loadTable request each on REST, one load each elsewhere."""
+    if _pyiceberg.is_sql_catalog(catalog):
+        return Counter({"listing": tables})
+    return Counter({"rest_load": tables}) if _pyiceberg.rest_loads_raw(catalog) else Counter({"load_table": tables})
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from consistent_catalog.exceptions import ConsistentCatalogError, TableNotFoundError
-from consistent_catalog.metadata import LeanDecodeError, decode_state
+from consistent_catalog.metadata import LeanDecodeError, decode_load_result, decode_state, load_result_location
 from consistent_catalog.resolver import DEFAULT_LEVEL, resolve
 from consistent_catalog.state import TableState
 from tests.conformance.corpus import cut_json, load_cases
@@ -79,6 +79,50 @@ def test_lean_state_equals_pyiceberg_state_on_edge_cases(name: str) -> None:
 def test_what_pyiceberg_reads_differently_is_refused(name: str) -> None:
     with pytest.raises(LeanDecodeError):
         decode_state("db.t", json.dumps(REFUSED[name]).encode())
+
+
+# --- a REST catalog's LoadTableResult: the metadata inline -----------------------------------------------
+LOCATION = "s3://bucket/wh/db/t/metadata/00007-6f1c.metadata.json"
+
+
+def load_result(document: dict[str, Any], **extra: Any) -> bytes:
+    """A LoadTableResult as the REST spec writes it (config and storage credentials beside the metadata)."""
+    return json.dumps({"metadata-location": LOCATION, "metadata": document,
+                       "config": {"s3.endpoint": "http://127.0.0.1:1"},
+                       "storage-credentials": [{"prefix": "s3://bucket", "config": {"s3.access-key-id": "k"}}],
+                       **extra}).encode()
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_CASES))
+def test_a_load_result_decodes_to_the_state_of_its_metadata(name: str) -> None:
+    from pyiceberg.catalog.rest import TableResponse
+
+    data = load_result(EDGE_CASES[name])
+    location, state = decode_load_result("db.t", data)
+    theirs = TableResponse.model_validate_json(data)  # pyiceberg's own parse of the answer
+    assert location == theirs.metadata_location == LOCATION
+    assert_same(state, reference("db.t", EDGE_CASES[name]))
+    assert load_result_location(data) == LOCATION
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_a_load_result_whose_metadata_pyiceberg_reads_differently_is_refused(name: str) -> None:
+    data = load_result(REFUSED[name])
+    with pytest.raises(LeanDecodeError):
+        decode_load_result("db.t", data)
+    assert load_result_location(data) == LOCATION  # the location alone is still read, the metadata skipped
+
+
+@pytest.mark.parametrize("data", [b"", b"{", b"[]", b'{"metadata-location": 7}', b'{"metadata": {}}'])
+def test_what_is_no_load_result_is_refused(data: bytes) -> None:
+    with pytest.raises(LeanDecodeError):
+        decode_load_result("db.t", data)
+
+
+def test_a_load_result_without_a_location() -> None:
+    data = json.dumps({"metadata": base()}).encode()
+    assert load_result_location(data) is None
+    assert decode_load_result("db.t", data)[0] is None
 
 
 @pytest.mark.parametrize("data", [b"", b"{", b"[]", b"not json", gzip.compress(b"{")[:-3], b"\x1f\x8b garbage"])

@@ -4,8 +4,6 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashSet;
@@ -50,12 +48,19 @@ final class Catalogs {
     final JdbcCatalog catalog;
     final TransactionCommitter committer;
     final Path database; // the SQLite file of a prefixed catalog, null for the root
+    final MetadataPointers pointers;
 
-    Served(String prefix, JdbcCatalog catalog, TransactionCommitter committer, Path database) {
+    Served(
+        String prefix,
+        JdbcCatalog catalog,
+        TransactionCommitter committer,
+        Path database,
+        MetadataPointers pointers) {
       this.prefix = prefix;
       this.catalog = catalog;
       this.committer = committer;
       this.database = database;
+      this.pointers = pointers;
     }
   }
 
@@ -103,7 +108,7 @@ final class Catalogs {
       location = catalogsDir.resolve(prefix).resolve("warehouse").toUri().toString();
     } else if (LOCATION.matcher(w).matches()) {
       location = stripTrailingSlash(w);
-      prefix = "wh-" + sha256Hex(location).substring(0, 16);
+      prefix = "wh-" + MetadataPointers.sha256Hex(location).substring(0, 16);
     } else {
       throw new BadRequestException(
           "Warehouse %s is neither a name ([A-Za-z0-9][A-Za-z0-9_.-]*) nor a location URI", w);
@@ -165,7 +170,13 @@ final class Catalogs {
     JdbcCatalog catalog = new JdbcCatalog();
     catalog.setConf(hadoopConf());
     catalog.initialize(catalogName, props);
-    served = new Served(prefix, catalog, new TransactionCommitter(catalog, props), database);
+    served =
+        new Served(
+            prefix,
+            catalog,
+            new TransactionCommitter(catalog, props),
+            database,
+            new MetadataPointers(catalogName, props));
     byPrefix.put(prefix, served);
     System.err.println("RestCatalogServer: catalog " + prefix + " -> " + location + " (" + database + ")");
     return served;
@@ -194,6 +205,7 @@ final class Catalogs {
 
   private static void close(Served served) {
     try {
+      served.pointers.close();
       served.catalog.close();
     } catch (RuntimeException e) {
       System.err.println("RestCatalogServer: closing catalog " + served.prefix + ": " + e);
@@ -208,17 +220,4 @@ final class Catalogs {
     return out;
   }
 
-  private static String sha256Hex(String text) {
-    try {
-      byte[] digest =
-          MessageDigest.getInstance("SHA-256").digest(text.getBytes(StandardCharsets.UTF_8));
-      StringBuilder hex = new StringBuilder();
-      for (byte b : digest) {
-        hex.append(String.format("%02x", b));
-      }
-      return hex.toString();
-    } catch (NoSuchAlgorithmException e) {
-      throw new IllegalStateException(e);
-    }
-  }
 }

@@ -114,7 +114,12 @@ public final class RestCatalogServer {
 
     Catalogs catalogs =
         new Catalogs(
-            new Catalogs.Served(null, catalog, new TransactionCommitter(catalog, props), null),
+            new Catalogs.Served(
+                null,
+                catalog,
+                new TransactionCommitter(catalog, props),
+                null,
+                new MetadataPointers(catalogName, props)),
             catalogsDir == null ? null : Path.of(catalogsDir).toAbsolutePath(),
             catalogName,
             extra);

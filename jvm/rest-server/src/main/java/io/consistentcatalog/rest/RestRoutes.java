@@ -42,6 +42,7 @@ import org.apache.iceberg.rest.requests.UpdateNamespacePropertiesRequest;
 import org.apache.iceberg.rest.requests.UpdateTableRequest;
 import org.apache.iceberg.rest.responses.ConfigResponse;
 import org.apache.iceberg.rest.responses.ErrorResponse;
+import org.apache.iceberg.rest.responses.LoadTableResponse;
 import org.apache.iceberg.shaded.com.fasterxml.jackson.annotation.JsonAutoDetect;
 import org.apache.iceberg.shaded.com.fasterxml.jackson.annotation.PropertyAccessor;
 import org.apache.iceberg.shaded.com.fasterxml.jackson.core.JsonFactory;
@@ -109,14 +110,20 @@ final class RestRoutes implements HttpHandler {
     return mapper;
   }
 
-  /** A status and a body (a REST response, an ErrorResponse, or null for no body). */
+  /** A status, a body (a REST response, an ErrorResponse, or null for no body) and an ETag or null. */
   private static final class Reply {
     final int status;
     final Object body;
+    final String etag;
 
     Reply(int status, Object body) {
+      this(status, body, null);
+    }
+
+    Reply(int status, Object body, String etag) {
       this.status = status;
       this.body = body;
+      this.etag = etag;
     }
   }
 
@@ -197,8 +204,7 @@ final class RestRoutes implements HttpHandler {
                         catalog, namespace(r[1]), query.get("pageToken"), pageSize));
           }
           if (is(r, "namespaces", "*", "tables", "*")) {
-            // "snapshots=refs" may be ignored by a server: all snapshots are returned
-            return ok(CatalogHandlers.loadTable(catalog, table(r[1], r[3])));
+            return loadTable(served, table(r[1], r[3]), exchange);
           }
           break;
 
@@ -286,6 +292,22 @@ final class RestRoutes implements HttpHandler {
             .withType("BadRequestException")
             .withMessage(String.format("No route for request: %s %s", method, rawPath))
             .build());
+  }
+
+  /**
+   * loadTable, freshness-aware (REST spec: {@code ETag}, {@code If-None-Match}, {@code 304}): a client
+   * holding the current metadata file gets a 304 with no body, decided from the catalog's pointer
+   * alone ({@link MetadataPointers}); otherwise the full answer, with the ETag of its metadata file.
+   * "snapshots=refs" may be ignored by a server: all snapshots are returned.
+   */
+  private static Reply loadTable(Catalogs.Served served, TableIdentifier table, HttpExchange exchange) {
+    String ifNoneMatch = exchange.getRequestHeaders().getFirst("If-None-Match");
+    if (ifNoneMatch != null && served.pointers.unchanged(table, ifNoneMatch)) {
+      return new Reply(304, null, null);
+    }
+    LoadTableResponse response = CatalogHandlers.loadTable(served.catalog, table);
+    String location = response.metadataLocation();
+    return new Reply(200, response, location == null ? null : MetadataPointers.etag(location));
   }
 
   /** Path segments against a pattern, "*" matching one non-empty segment. */
@@ -415,8 +437,11 @@ final class RestRoutes implements HttpHandler {
 
   private static void send(HttpExchange exchange, Reply reply) throws IOException {
     boolean head = exchange.getRequestMethod().equals("HEAD");
+    if (reply.etag != null) {
+      exchange.getResponseHeaders().set("ETag", reply.etag);
+    }
     if (reply.body == null || head) {
-      // HEAD and 204 carry no body; -1 tells HttpServer so
+      // HEAD, 204 and 304 carry no body; -1 tells HttpServer so
       exchange.sendResponseHeaders(reply.status, -1);
       return;
     }
