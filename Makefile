@@ -5,7 +5,7 @@ EPOCHS ?= 6
 ROWS ?= 1000
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-demo test test-fast lint-imports demo bench bench-all clean
+.PHONY: setup setup-demo test test-fast lint-imports demo bench bench-all dist clean
 
 # the test set-up: everything (scripts/setup.sh test); the demo's fetches only what the demo needs
 setup:
@@ -39,5 +39,9 @@ bench-all: bench
 	$(PY) -m bench.bench_streaming --part both --files 60 --words 200 --rows 100000 --rounds 6 --batches 6 --markdown
 	$(PY) -m bench.bench_plugin --repeat 15 --markdown
 
+# dist/: the sdist and a wheel with the Spark plugin jar inside, checked (twine check, jar manifest)
+dist: setup
+	@bash scripts/dist.sh
+
 clean:
-	rm -rf $(DEMO_DIR) .pytest_cache build src/*.egg-info
+	rm -rf $(DEMO_DIR) .pytest_cache build dist src/*.egg-info

@@ -3,12 +3,19 @@
 # into build/jvm/<module>/classes with plain javac against jars already on this machine:
 #   - the Iceberg Spark runtime jar from the PyPI package snowpark-connect-deps-iceberg
 #     ($CONSISTENT_ICEBERG_JAR overrides, as in consistent_catalog.spark.session),
-#   - pyspark's jars (Hadoop, slf4j/log4j for the runtime),
+#   - pyspark's jars (Spark, Hadoop, slf4j/log4j for the runtime; $CONSISTENT_SPARK_JARS, a directory
+#     such as .../site-packages/pyspark/jars, overrides),
 #   - Debian's JDBC drivers in /usr/share/java ($CONSISTENT_JDBC_JARS, colon-separated, overrides).
+# pyspark and the Iceberg package are looked up with $CONSISTENT_BUILD_PYTHON, else .venv/bin/python, else
+# python3 (the wheel build, build_support/plugin_jar.py, passes the two jar variables instead).
 # No Maven, no jar in git (build/ is git-ignored). Idempotent and silent when nothing changed: a module
-# is rebuilt only when a file under its src/ is newer than its last build, or the classpath or javac
-# changed. Next to the classes it writes `classpath` (the runtime classpath without the classes dir)
+# is rebuilt only when a file under its src/ is newer than its last build, or the classpath, javac or its
+# flags changed. Next to the classes it writes `classpath` (the runtime classpath without the classes dir)
 # and `java` (the java binary matching the javac used), which tests/harness/rest_server.py reads.
+# Each module's jar (build/jvm/<module>.jar) has a manifest naming the project version and the Spark,
+# Scala and Iceberg versions it was compiled against (read from the classpath's jar names).
+# Without javac it installs openjdk-17-jdk-headless with apt-get when run as root, unless
+# CONSISTENT_NO_APT=1 (a package build must not install system packages): then it exits 1 naming the way out.
 # Usage: build_jvm.sh [MODULE...]  (default: every module; a module that fails to compile keeps its
 # previous build, the others are still built, and the script exits 1 naming the failures).
 set -euo pipefail
@@ -41,7 +48,7 @@ find_javac() {
   return 1
 }
 if ! JAVAC=$(find_javac); then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  if [ "${CONSISTENT_NO_APT:-0}" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "build_jvm: installing openjdk-17-jdk-headless with apt-get (javac)"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >/dev/null
@@ -55,7 +62,7 @@ JAVA=$(dirname "$JAVAC")/java
 [ -x "$JAVA" ] || die "no java next to $JAVAC"
 
 # --- classpath ----------------------------------------------------------------------------------
-PY=.venv/bin/python
+PY=${CONSISTENT_BUILD_PYTHON:-.venv/bin/python}
 [ -x "$PY" ] || PY=python3
 locations=$("$PY" - <<'PY'
 import importlib.util
@@ -86,9 +93,29 @@ else
   ICEBERG_JAR=$(printf '%s\n' "${cands[@]}" | sort | tail -n1)
 fi
 ICEBERG_JAR=$(readlink -f "$ICEBERG_JAR")
-[ -n "$PYSPARK" ] && [ -d "$PYSPARK/jars" ] || die "pyspark's jars not found (run scripts/setup.sh)"
+if [ -n "${CONSISTENT_SPARK_JARS:-}" ]; then
+  SPARK_JARS=$CONSISTENT_SPARK_JARS
+  [ -d "$SPARK_JARS" ] || die "\$CONSISTENT_SPARK_JARS=$SPARK_JARS is not a directory (want Spark's jars, e.g. .../site-packages/pyspark/jars)"
+else
+  [ -n "$PYSPARK" ] && [ -d "$PYSPARK/jars" ] || die "pyspark's jars not found (run scripts/setup.sh, or set \$CONSISTENT_SPARK_JARS)"
+  SPARK_JARS=$PYSPARK/jars
+fi
+SPARK_JARS=$(readlink -f "$SPARK_JARS")
+spark_core=("$SPARK_JARS"/spark-core_*.jar)
+[ ${#spark_core[@]} -gt 0 ] || die "no spark-core_*.jar in $SPARK_JARS: not Spark's jars directory"
 
-cp_entries=("$ICEBERG_JAR" "$PYSPARK/jars/*")
+# The versions the jars are compiled against, for their manifests: spark-core_2.12-3.5.9.jar and
+# iceberg-spark-runtime-3.5_2.12-1.10.2.jar carry them in their names.
+core_name=$(basename "${spark_core[0]}" .jar)          # spark-core_2.12-3.5.9
+SCALA_VERSION=${core_name#spark-core_}; SCALA_VERSION=${SCALA_VERSION%%-*}
+SPARK_VERSION=${core_name##*-}
+ICEBERG_VERSION=$(basename "$ICEBERG_JAR" .jar); ICEBERG_VERSION=${ICEBERG_VERSION##*-}
+PROJECT_VERSION=$(sed -n 's/^version *= *"\([^"]*\)".*/\1/p' pyproject.toml | head -n1)
+# Bytecode for Java 17 whatever JDK compiles it (a JDK 21 would otherwise emit classes Java 17 cannot load).
+JAVA_RELEASE=17
+JAVAC_FLAGS=(-nowarn -Xlint:none -proc:none -encoding UTF-8 --release "$JAVA_RELEASE")
+
+cp_entries=("$ICEBERG_JAR" "$SPARK_JARS/*")
 if [ -n "${CONSISTENT_JDBC_JARS+set}" ]; then
   IFS=: read -r -a jdbc <<<"$CONSISTENT_JDBC_JARS"
   for jar in "${jdbc[@]}"; do [ -n "$jar" ] && cp_entries+=("$jar"); done
@@ -111,7 +138,7 @@ for module in "${modules[@]}"; do
   src=jvm/$module/src/main
   out=$BUILD/$module
   stamp=$out/.built
-  want="$JAVAC"$'\n'"$CLASSPATH_RT"
+  want="$JAVAC ${JAVAC_FLAGS[*]}"$'\n'"$CLASSPATH_RT"
   if [ -f "$stamp" ] && [ -d "$out/classes" ] && [ "$(cat "$stamp")" = "$want" ] \
      && [ -z "$(find "$src" -newer "$stamp" -print -quit)" ]; then
     continue  # up to date
@@ -121,7 +148,7 @@ for module in "${modules[@]}"; do
   tmp=$(mktemp -d "$BUILD/.$module.XXXXXX")
   chmod 755 "$tmp"
   trap 'rm -rf "$tmp"' EXIT
-  if ! "$JAVAC" -nowarn -Xlint:none -proc:none -encoding UTF-8 \
+  if ! "$JAVAC" "${JAVAC_FLAGS[@]}" \
         -cp "$CLASSPATH_RT" -d "$tmp/classes" "${sources[@]}" >"$tmp/javac.log" 2>&1; then
     cat "$tmp/javac.log" >&2
     echo "build_jvm: javac failed for $module (its previous build, if any, is left as it was)" >&2
@@ -141,12 +168,24 @@ for module in "${modules[@]}"; do
   echo "build_jvm: compiled $module (${#sources[@]} sources) into $out/classes"
 done
 # A jar per module (spark.jars takes jars, and the Spark plugin must load beside the Iceberg runtime jar).
+# Its manifest says what it is and what it was compiled against; a changed manifest re-packs the jar.
 JAR_TOOL=$(dirname "$JAVAC")/jar
 for module in "${modules[@]}"; do
   out=$BUILD/$module
   [ -f "$out/.built" ] && [ -d "$out/classes" ] || continue
-  if [ ! -f "$BUILD/$module.jar" ] || [ "$out/.built" -nt "$BUILD/$module.jar" ]; then
-    "$JAR_TOOL" cf "$BUILD/$module.jar.tmp" -C "$out/classes" . && mv "$BUILD/$module.jar.tmp" "$BUILD/$module.jar"
+  manifest="Implementation-Title: consistent-catalog $module
+Implementation-Version: $PROJECT_VERSION
+Implementation-Vendor: consistent-catalog
+Spark-Version: $SPARK_VERSION
+Scala-Version: $SCALA_VERSION
+Iceberg-Version: $ICEBERG_VERSION
+Build-Jdk-Spec: $JAVA_RELEASE
+"
+  if [ ! -f "$BUILD/$module.jar" ] || [ "$out/.built" -nt "$BUILD/$module.jar" ] \
+     || [ "$(cat "$BUILD/$module.manifest" 2>/dev/null)" != "$(printf '%s' "$manifest")" ]; then
+    printf '%s' "$manifest" >"$BUILD/$module.manifest.tmp"
+    "$JAR_TOOL" cfm "$BUILD/$module.jar.tmp" "$BUILD/$module.manifest.tmp" -C "$out/classes" . \
+      && mv "$BUILD/$module.jar.tmp" "$BUILD/$module.jar" && mv "$BUILD/$module.manifest.tmp" "$BUILD/$module.manifest"
   fi
 done
 [ ${#failed[@]} -eq 0 ] || die "failed: ${failed[*]}"
