@@ -17,11 +17,22 @@ from tests.harness.source import lines_matching
 
 pytestmark = pytest.mark.spark
 
-PRIVATE = re.compile(r"\._jvm\b|\._jsparkSession\b|\._gateway\b|\._jsc\b|\._jdf\b|\._jconf\b")
+PRIVATE = re.compile(r"\._jvm\b|\._jsparkSession\b|\._gateway\b|\._jsc\b|\._jdf\b|\._jconf\b|\._options\b")
 
 
 def test_no_other_module_touches_pyspark_internals() -> None:
     assert lines_matching(PRIVATE, except_in="_jvm.py") == []
+
+
+def test_builder_options_are_the_settings_a_builder_holds() -> None:
+    """``configure_spark`` reads them to add to a builder's jars and extensions rather than replace them."""
+    from pyspark.sql import SparkSession
+
+    from consistent_catalog.spark import _jvm
+
+    builder = SparkSession.builder.appName("options").config("spark.jars", "/a.jar").config("spark.x", 1)
+    assert _jvm.builder_options(builder) == {"spark.app.name": "options", "spark.jars": "/a.jar", "spark.x": "1"}
+    assert _jvm.builder_options(SparkSession.builder) == {}  # every access is a new builder
 
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,13 @@ RETENTION = {
     "ExpiryPlan", "TableExpiry", "ExpiryResult", "DeletedFiles", "OrphanResult", "TableOrphans",
     "Pin", "PinInfo", "RetainedCut", "RetainedTag",
 }
+#: consistent_catalog.spark: the Spark side, kept out of the package's top level so that importing
+#: consistent_catalog never imports it; configure_spark is delta's configure_spark_with_delta_pip for this package.
+SPARK = {
+    "build_session", "configure_spark", "spark_conf", "write_spark_defaults", "render_spark_defaults",
+    "parse_spark_defaults", "parse_catalog_uri", "ensure_sql_catalog",
+    "find_plugin_jar", "find_iceberg_runtime_jar", "find_jdbc_jars", "ICEBERG_RUNTIME_PACKAGE",
+}
 PURE_CORE = ["barrier", "state", "completeness", "metadata", "resolver", "lineage", "epoch_plan", "revision", "report",
              "sql", "retention/plan", "retention/policy", "retention/refs"]
 
@@ -46,6 +53,22 @@ def test_the_package_exports_exactly_what_users_call_and_get_back() -> None:
     assert len(consistent_catalog.__all__) == len(PACKAGE)  # no name twice
     for name in PACKAGE:
         assert getattr(consistent_catalog, name) is not None
+
+
+def test_the_spark_package_exports_the_session_helpers_lazily() -> None:
+    import subprocess
+    import sys
+
+    import consistent_catalog.spark as spark
+
+    assert set(spark.__all__) == SPARK and len(spark.__all__) == len(SPARK)
+    for name in SPARK:
+        assert getattr(spark, name) is not None
+    assert "configure_spark" not in consistent_catalog.__all__
+    loaded = subprocess.run([sys.executable, "-c", "import sys, consistent_catalog, consistent_catalog.spark; "
+                             "print(sorted(m for m in sys.modules if m.startswith(('pyspark', 'consistent_catalog.spark.'))))"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]"  # importing the package (and its spark package) starts nothing of Spark
 
 
 def test_retention_exports_what_cc_retention_and_cc_pins_return() -> None:

@@ -26,8 +26,8 @@ def spark_conf(ctx: Context, path: str | None, catalog_uri: str | None, warehous
     """Render spark-defaults.conf for an Iceberg catalog shared by Spark and pyiceberg.
 
     Stock shells use it directly: spark-sql --properties-file PATH. The consistent catalog
-    (<name>_consistent) is included when its jar is found: $CONSISTENT_PLUGIN_JAR, else
-    build/jvm/spark-plugin.jar of a checkout (scripts/build_jvm.sh builds it).
+    (<name>_consistent) is included when its jar is found: $CONSISTENT_PLUGIN_JAR, else the jar inside
+    the installed package, else build/jvm/spark-plugin.jar of a checkout (scripts/build_jvm.sh builds it).
 
     \b
     Example:
@@ -60,10 +60,12 @@ def spark_conf(ctx: Context, path: str | None, catalog_uri: str | None, warehous
 
 
 def _note_missing_plugin(conf: dict[str, str], name: str) -> None:
-    """One line on stderr when the rendered file has no consistent catalog (its jar was not found)."""
+    """One line on stderr when the rendered file has no consistent catalog: why the jar is missing, the way out."""
+    from consistent_catalog.spark.session import missing_plugin_jar_message
+
     if f"spark.sql.catalog.{name}_consistent" not in conf:
-        click.echo(f"note: no {name}_consistent in the file: the Spark plugin jar was not found; build it in a checkout "
-                   "(bash scripts/build_jvm.sh) or set CONSISTENT_PLUGIN_JAR=/path/to/spark-plugin.jar", err=True)
+        click.echo(f"note: no {name}_consistent in the file, no Spark plugin jar: {missing_plugin_jar_message()}",
+                   err=True)
 
 
 @click.command("duckdb")

@@ -1,9 +1,10 @@
 """Spark integration: a SparkSession whose Iceberg catalog is the one pyiceberg (and consistent-catalog) uses.
 
-Importing this package imports neither pyspark nor the session module; ``build_session`` imports pyspark
+Importing this package imports neither pyspark nor the session module; ``build_session`` and
+``configure_spark`` (your own ``SparkSession.builder`` with the catalogs and jars added) import pyspark
 lazily. Install the extra with ``pip install 'consistent-catalog[spark]'`` (pyspark 3.5.9 plus the
-Iceberg 1.10.2 Spark runtime jar). The names below live in ``consistent_catalog.spark.session``
-and ``consistent_catalog.spark.job`` (loaded on first use).
+Iceberg 1.10.2 Spark runtime jar); the consistent catalog's plugin jar ships inside the package. The
+names below live in ``consistent_catalog.spark.session`` (loaded on first use).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from typing import Any
 __all__ = [
     "ICEBERG_RUNTIME_PACKAGE",
     "build_session",
+    "configure_spark",
     "ensure_sql_catalog",
     "find_iceberg_runtime_jar",
     "find_jdbc_jars",
+    "find_plugin_jar",
     "parse_catalog_uri",
     "parse_spark_defaults",
     "render_spark_defaults",

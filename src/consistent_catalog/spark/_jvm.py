@@ -1,7 +1,8 @@
 """Every private PySpark attribute the package touches, in one place (PySpark has no public JVM access).
 
 PySpark 3.5's ``SparkSession._jvm``, ``SparkSession._jsparkSession``, ``SparkContext._gateway`` and
-``SparkContext._jsc`` are what its own modules use to reach the JVM; they are pinned by the
+``SparkContext._jsc`` are what its own modules use to reach the JVM (and ``SparkSession.Builder._options``
+what its builder holds); they are pinned by the
 ``pyspark==3.5.*`` requirement and checked by ``tests/spark/test_spark_internals.py``. No other
 module of the package uses them (that test also greps for it).
 """
@@ -41,3 +42,8 @@ def start_callback_server(spark: SparkSession) -> Any:
 def catalog_plugin(spark: SparkSession, name: str) -> Any:
     """Spark's catalog plugin ``name`` in this session, instantiated now if it was not yet (with the conf as it is)."""
     return java_session(spark).sessionState().catalogManager().catalog(name)
+
+
+def builder_options(builder: SparkSession.Builder) -> dict[str, str]:
+    """The settings a ``SparkSession.Builder`` holds so far (PySpark has no getter; ``getOrCreate`` reads them)."""
+    return {str(key): str(value) for key, value in builder._options.items()}

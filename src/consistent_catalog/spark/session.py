@@ -24,6 +24,10 @@ Also a command that renders ``spark-conf/spark-defaults.conf`` for stock ``spark
 
     consistent-catalog spark-conf --write spark-conf/spark-defaults.conf
     spark-sql --properties-file spark-conf/spark-defaults.conf -e 'SHOW NAMESPACES IN lake'
+
+and, for a PySpark builder of your own, ``configure_spark(SparkSession.builder, catalog_uri, warehouse)``.
+The consistent catalog's plugin jar ships inside the wheel (``consistent_catalog/jars/spark-plugin.jar``,
+compiled by ``build_support/plugin_jar.py`` when the wheel is built); ``find_plugin_jar`` says where it is found.
 """
 
 from __future__ import annotations
@@ -62,6 +66,12 @@ PLUGIN_CLASS = "io.consistentcatalog.spark.ConsistentSparkCatalog"
 PLUGIN_EXTENSIONS = "io.consistentcatalog.spark.ConsistentSqlExtensions"
 """Parses ``CALL <catalog>.system.refresh_cut()`` / ``current_cut(...)`` (Iceberg's parser takes only its own)."""
 PLUGIN_JAR_RELPATH = "build/jvm/spark-plugin.jar"
+"""A checkout's plugin jar (scripts/build_jvm.sh, run by make setup)."""
+PACKAGE_PLUGIN_JAR = Path(__file__).resolve().parents[1] / "jars" / "spark-plugin.jar"
+"""The plugin jar inside an installed wheel (build_support/plugin_jar.py compiles it into the wheel)."""
+PLUGIN_JAR_ENV = "CONSISTENT_PLUGIN_JAR"
+#: Comma-separated settings a builder may already hold: configure_spark adds to them instead of replacing them.
+_LIST_KEYS = ("spark.jars", "spark.jars.packages", "spark.sql.extensions")
 #: Settings of the plain catalog the consistent catalog shares: the same catalog database and warehouse.
 _SHARED_KEYS = (
     "type", "uri", "warehouse", "jdbc.init-catalog-tables", "cache-enabled", "jdbc.user", "jdbc.password", "io-impl",
@@ -83,12 +93,35 @@ TEMPLATE_RELPATH = "spark-conf/spark-defaults.conf.template"
 
 # --- jars -----------------------------------------------------------------------------------------
 def find_plugin_jar() -> str | None:
-    """The consistent catalog's jar: ``$CONSISTENT_PLUGIN_JAR``, else ``build/jvm/spark-plugin.jar`` of the checkout."""
-    configured = os.environ.get("CONSISTENT_PLUGIN_JAR")
+    """The consistent catalog's jar, or None (``missing_plugin_jar_message`` then says why).
+
+    ``$CONSISTENT_PLUGIN_JAR`` when set (a path that is no file means none: the way to render a file without
+    the consistent catalog); else the jar inside the installed package (``PACKAGE_PLUGIN_JAR``, in every
+    wheel built where a JDK was); else ``build/jvm/spark-plugin.jar`` of the checkout one is in (an editable
+    install keeps no jar in ``src/``; ``make setup`` builds it there).
+    """
+    configured = os.environ.get(PLUGIN_JAR_ENV)
     if configured:
-        return configured if Path(configured).is_file() else None
+        path = Path(configured).expanduser()
+        return str(path.resolve()) if path.is_file() else None
+    if PACKAGE_PLUGIN_JAR.is_file():
+        return str(PACKAGE_PLUGIN_JAR)
     jar = repo_root() / PLUGIN_JAR_RELPATH
     return str(jar) if jar.is_file() else None
+
+
+def missing_plugin_jar_message() -> str:
+    """One line: why ``find_plugin_jar`` found no jar, and the way out (spark-conf's note, configure_spark's error)."""
+    configured = os.environ.get(PLUGIN_JAR_ENV)
+    if configured:
+        return (f"${PLUGIN_JAR_ENV}={configured} is not a file: point it at a spark-plugin.jar, or unset it to use "
+                "the one inside the package")
+    root = repo_root()
+    if (root / "jvm" / "spark-plugin").is_dir():
+        return f"the checkout {root} has no {PLUGIN_JAR_RELPATH}: build it with bash scripts/build_jvm.sh (make setup does)"
+    return (f"the package at {PACKAGE_PLUGIN_JAR.parents[1]} was built without it (no JDK 17 or no pyspark and "
+            "Iceberg jars at build time): install a wheel built with them (make dist in a checkout), or set "
+            f"{PLUGIN_JAR_ENV}=/path/to/spark-plugin.jar")
 
 
 def find_iceberg_runtime_jar() -> str | None:
@@ -351,6 +384,66 @@ def ensure_sql_catalog(
     return catalog
 
 
+def configure_spark(
+    builder: SparkSession.Builder,
+    catalog_uri: str | os.PathLike[str],
+    warehouse: str | os.PathLike[str] | None,
+    *,
+    name: str = "lake",
+    consistent: bool = True,
+) -> SparkSession.Builder:
+    """Add the catalogs and their jars to your own PySpark builder, the way delta's
+    ``configure_spark_with_delta_pip(builder)`` does; returns the builder::
+
+        builder = SparkSession.builder.appName("report").master("local[2]")
+        spark = configure_spark(builder, "sqlite:////abs/catalog.db", "/abs/warehouse").getOrCreate()
+        spark.table("lake_consistent.demo.words")
+
+    Sets the plain Iceberg catalog ``name`` and the consistent catalog ``<name>_consistent`` (``spark_conf``'s
+    settings), and adds the Iceberg runtime jar, the JDBC driver and the plugin jar inside the package to
+    ``spark.jars`` (what is not found locally to ``spark.jars.packages``). ``spark.jars``,
+    ``spark.jars.packages`` and ``spark.sql.extensions`` the builder already holds are kept, ours appended.
+    A SQLite catalog database is created with pyiceberg first (Spark must not create it: the SQLite-lock
+    trap), and ``PYSPARK_PYTHON`` is set to this interpreter when unset.
+
+    ``consistent=False`` configures the plain catalog only; with ``consistent=True`` a missing plugin jar is a
+    ``CatalogConfigError`` naming the way out. Jars and extensions reach only a session this builder creates:
+    ``getOrCreate()`` returns a running session unchanged, so stop that one first.
+    """
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise ImportError(
+            "pyspark is not installed; install the Spark extra: pip install 'consistent-catalog[spark]'"
+        ) from None
+    from consistent_catalog.spark import _jvm
+
+    if not isinstance(builder, SparkSession.Builder):
+        raise TypeError(f"configure_spark takes a SparkSession.Builder (SparkSession.builder), not {type(builder).__name__}")
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        raise CatalogConfigError(
+            "Spark needs Java 17 and none was found; install it (apt-get install openjdk-17-jre-headless) "
+            "or set JAVA_HOME"
+        )
+    if consistent and find_plugin_jar() is None:
+        raise CatalogConfigError(
+            f"no Spark plugin jar for the consistent catalog {name}_consistent: {missing_plugin_jar_message()}; "
+            "or pass consistent=False for the plain catalog only"
+        )
+    conf = spark_conf(catalog_uri, warehouse, name=name, consistent=consistent)
+    ensure_sql_catalog(catalog_uri, warehouse, name=name)
+    # Python workers (createDataFrame, UDFs) run PYSPARK_PYTHON, by default "python3" from PATH, which
+    # outside an activated venv is another interpreter; use this one unless told otherwise.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    held = _jvm.builder_options(builder)
+    for key, value in conf.items():
+        if key in _LIST_KEYS and held.get(key):
+            mine = [item for item in str(held[key]).split(",") if item]
+            value = ",".join([*mine, *(item for item in value.split(",") if item not in mine)])
+        builder = builder.config(key, value)
+    return builder
+
+
 def build_session(
     catalog_uri: str | os.PathLike[str],
     warehouse: str | os.PathLike[str] | None,
@@ -361,9 +454,11 @@ def build_session(
     extra_conf: Mapping[str, str] | None = None,
     log_level: str = "ERROR",
 ) -> SparkSession:
-    """A SparkSession with the Iceberg catalog ``name`` (``spark.table(f"{name}.demo.words")``).
+    """A SparkSession with the Iceberg catalog ``name`` (``spark.table(f"{name}.demo.words")``) and, where the
+    plugin jar is found, the consistent catalog ``<name>_consistent``.
 
-    Creates a SQLite catalog with pyiceberg first and sets ``PYSPARK_PYTHON`` to this interpreter when it
+    ``configure_spark`` on a builder with the small-machine settings (``SMALL_MACHINE_CONF``): it creates a
+    SQLite catalog with pyiceberg first and sets ``PYSPARK_PYTHON`` to this interpreter when it
     is unset. ``extra_conf`` overrides any setting. If a session is
     already running in this process, Spark returns it and static settings (jars, extensions) are
     not applied to it: stop it first.
@@ -374,18 +469,12 @@ def build_session(
         raise ImportError(
             "pyspark is not installed; install the Spark extra: pip install 'consistent-catalog[spark]'"
         ) from None
-    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
-        raise CatalogConfigError(
-            "Spark needs Java 17 and none was found; install it (apt-get install openjdk-17-jre-headless) "
-            "or set JAVA_HOME"
-        )
-    conf = {**SMALL_MACHINE_CONF, **spark_conf(catalog_uri, warehouse, name=name), **dict(extra_conf or {})}
-    ensure_sql_catalog(catalog_uri, warehouse, name=name)
-    # Python workers (createDataFrame, UDFs) run PYSPARK_PYTHON, by default "python3" from PATH, which
-    # outside an activated venv is another interpreter; use this one unless told otherwise.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name).master(master)
-    for key, value in conf.items():
+    for key, value in SMALL_MACHINE_CONF.items():
+        builder = builder.config(key, value)
+    # The consistent catalog where its jar is found, else the plain catalog alone (spark-conf says which).
+    builder = configure_spark(builder, catalog_uri, warehouse, name=name, consistent=find_plugin_jar() is not None)
+    for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(log_level)
