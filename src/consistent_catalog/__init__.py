@@ -29,7 +29,7 @@ from consistent_catalog.ingest import IngestResult
 from consistent_catalog.lineage import LineageGraph
 from consistent_catalog.ownership import Lease
 from consistent_catalog.read import ConsistentRead
-from consistent_catalog.report import EpochEntry, HistoryEntry, TableStatus
+from consistent_catalog.report import EpochEntry, Freshness, HistoryEntry, TableStatus
 from consistent_catalog.resolver import LEVELS, Cut, Level, TableCut
 from consistent_catalog.retention import RetentionPolicy
 from consistent_catalog.revision import RevisionResult, RevisionStep
@@ -46,6 +46,7 @@ __all__ = [
     "EpochJob",
     "EpochPlan",
     "EpochResult",
+    "Freshness",
     "HistoryEntry",
     "IngestResult",
     "Lease",

@@ -6,6 +6,7 @@ no protocol logic of its own: it imports its helpers and hands them its ``TableS
 =====================  ===============================================================
 ``load``               ``connect``: find the catalog the pyiceberg way, configuration checks
 ``resolve``/``read``   ``read``: consistent cuts and readers pinned at them (§4)
+``wait_for``           ``read``: block until a cut is fresh enough (§6.7)
 ``ingest``, watermarks ``ingest``: root tables, idle sources (§5.6)
 ``register_job`` ...   ``ownership``: single writer, leases, the fence (§5.2, §6)
 ``revise``             ``revise``: roll back to a barrier, downstream included (§8)
@@ -17,7 +18,7 @@ no protocol logic of its own: it imports its helpers and hands them its ``TableS
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -31,8 +32,8 @@ from consistent_catalog.epoch import EpochJob, Transform
 from consistent_catalog.ingest import IngestResult
 from consistent_catalog.lineage import LineageGraph
 from consistent_catalog.ownership import DEFAULT_LEASE_MS, Lease
-from consistent_catalog.read import ConsistentRead, open_read, resolve_cut
-from consistent_catalog.report import EpochEntry, HistoryEntry, TableStatus, epochs, history, status
+from consistent_catalog.read import ConsistentRead, Duration, open_read, resolve_cut, wait_for_fresh
+from consistent_catalog.report import EpochEntry, Freshness, HistoryEntry, TableStatus, epochs, history, status
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut
 from consistent_catalog.retention import Pins, Retention, RetentionPolicy
 from consistent_catalog.revision import RevisionMode, RevisionResult
@@ -101,6 +102,33 @@ class ConsistentCatalog:
         first scanned, from the very metadata file the cut was resolved from.
         """
         return open_read(self.store, tables, level, as_of)
+
+    def wait_for(
+        self,
+        tables: Iterable[str],
+        *,
+        fresher_than: Duration | None = None,
+        barrier: BarrierLike | None = None,
+        timeout: Duration | None = None,
+        interval: Duration = "5s",
+        max_interval: Duration = "60s",
+        on_poll: Callable[[Freshness], None] | None = None,
+    ) -> Freshness:
+        """Block until the repeatable-read cut of ``tables`` is fresh enough (protocol §6.7).
+
+        Exactly one target: ``fresher_than`` (``now - barrier <= D``: ``"5m"``, a timedelta, or ms) or
+        ``barrier`` (the cut's barrier at least this, any ``as_of`` value). Every poll re-resolves, so
+        other processes' commits are seen; polls back off from ``interval`` to ``max_interval`` while the
+        cut does not move. ``timeout=None`` waits for as long as it takes, ``0`` measures once. Returns
+        the measurement (barrier, delay, the cut); NotFreshError (a TimeoutError, ``.freshness``: the last
+        measurement with the bottleneck job and table) when ``timeout`` ends first.
+
+        >>> cc.wait_for(["demo.word_counts"], fresher_than="10m", timeout="1h").cut  # doctest: +SKIP
+        """
+        return wait_for_fresh(
+            self.store, tables, fresher_than=fresher_than, barrier=barrier, timeout=timeout, interval=interval,
+            max_interval=max_interval, on_poll=on_poll,
+        )
 
     def lineage(self, tables: Iterable[str] | None = None) -> LineageGraph:
         """The lineage graph of the whole catalog, or of the tables connected to ``tables``."""

@@ -18,11 +18,17 @@ table); errors of the resolver also carry the table and barrier they are about (
     │   ├── CycleError              registering the job would close a cycle
     │   ├── OwnershipError          another job (or instance) holds a live lease on a sink
     │   └── NotRegisteredError      the job does not own the table it tries to write
-    └── FencedError                 the catalog refused a commit: this instance lost its lease or
-                                    another instance published first (the zombie is fenced out)
+    ├── FencedError                 the catalog refused a commit: this instance lost its lease or
+    │                               another instance published first (the zombie is fenced out)
+    └── NotFreshError               a wait for freshness timed out; ``freshness`` is the last measurement
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from consistent_catalog.report import Freshness
 
 
 class ConsistentCatalogError(Exception):
@@ -98,3 +104,12 @@ class NotRegisteredError(LineageError):
 
 class FencedError(ConsistentCatalogError):
     """The catalog refused a commit because this instance is no longer the table's writer."""
+
+
+class NotFreshError(ConsistentCatalogError, TimeoutError):
+    """The cut did not become fresh enough before the timeout (``ConsistentCatalog.wait_for``)."""
+
+    def __init__(self, message: str = "", *, freshness: Freshness | None = None) -> None:
+        super().__init__(message)
+        self.freshness = freshness
+        """The last measurement (a ``consistent_catalog.report.Freshness``): barrier, delay, bottleneck."""

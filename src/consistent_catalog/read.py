@@ -8,14 +8,25 @@ the very metadata file the cut was resolved from.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import BarrierLike, to_barrier
-from consistent_catalog.exceptions import InvalidBarrierError, InvalidInputError
+from consistent_catalog.exceptions import (
+    InvalidBarrierError,
+    InvalidInputError,
+    NotFreshError,
+    NoWatermarkError,
+    ResolutionError,
+)
+from consistent_catalog.report import Freshness, FreshnessTarget, freshness
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut, component_cut, resolve
 from consistent_catalog.resolver import component as component_of
+from consistent_catalog.util.durations import parse_duration
 from consistent_catalog.util.identifiers import normalize_identifier
 from consistent_catalog.util.time import fmt_barrier, fmt_duration, now_ms
 
@@ -115,6 +126,87 @@ def open_read(
     loaded = {n: closure[n].table for n in names if closure[n].table is not None}
     locations = {n: closure[n].location for n in names}
     return ConsistentRead(cut, loaded, opener=lambda name: store.loader.open_table(name, locations.get(name)))
+
+
+Duration = int | str | timedelta
+"""A duration: ``90s``, ``5m``, a timedelta, or an int of milliseconds (``util.durations``)."""
+
+
+def measure_freshness(store: TableStore, tables: Iterable[str], target: FreshnessTarget) -> Freshness:
+    """Resolve the repeatable-read cut of ``tables`` now and measure it against ``target`` (protocol §6.7).
+
+    A cut that cannot resolve *yet* (no watermark, no complete barrier) is a measurement that is not
+    fresh, with the error's message; any other error (an unknown table, an untracked write) is raised.
+    """
+    names = list(dict.fromkeys(normalize_identifier(t) for t in tables))
+    if not names:
+        raise InvalidInputError("a freshness check needs at least one table")
+    closure = store.loader.upstream(names)
+    states = {name: located.state for name, located in closure.items()}
+    cut: Cut | None = None
+    error: ResolutionError | None = None
+    try:
+        cut = resolve([states[n] for n in names], DEFAULT_LEVEL, upstream=list(states.values()))
+    except ResolutionError as exc:
+        if not isinstance(exc, NoWatermarkError) and type(exc) is not ResolutionError:
+            raise  # untracked writes, expired history: waiting will not help
+        error = exc
+    return freshness(states, names, cut, target, now=now_ms(), error=error)
+
+
+def wait_for_fresh(
+    store: TableStore,
+    tables: Iterable[str],
+    *,
+    fresher_than: Duration | None = None,
+    barrier: BarrierLike | None = None,
+    timeout: Duration | None = None,
+    interval: Duration = "5s",
+    max_interval: Duration = "60s",
+    on_poll: Callable[[Freshness], None] | None = None,
+) -> Freshness:
+    """Block until the repeatable-read cut of ``tables`` is fresh enough, re-resolving at every poll (§6.7).
+
+    Exactly one target: ``fresher_than`` (``now - T* <= D``) or ``barrier`` (``T* >= B``). Polls start
+    ``interval`` apart and back off (doubling while the cut does not move) up to ``max_interval``.
+    ``timeout`` None waits for as long as it takes; 0 measures once. Returns the fresh measurement;
+    raises NotFreshError (``.freshness``: the last measurement, with the bottleneck) when the timeout
+    ends first. ``on_poll`` sees every measurement.
+    """
+    names = list(dict.fromkeys(normalize_identifier(t) for t in tables))
+    if not names:
+        raise InvalidInputError("a freshness wait needs at least one table")
+    target = FreshnessTarget.of(barrier=barrier, fresher_than_ms=None if fresher_than is None else parse_duration(fresher_than))
+    timeout_ms = None if timeout is None else parse_duration(timeout)
+    first_ms = parse_duration(interval)
+    if first_ms <= 0:
+        raise InvalidInputError(f"poll interval {interval!r} must be positive, e.g. 5s")
+    cap_ms = max(parse_duration(max_interval), first_ms)
+    target.check_reachable(now_ms(), timeout_ms)
+
+    started = time.monotonic()
+    deadline = None if timeout_ms is None else started + timeout_ms / 1000
+    pause_ms, polls, seen = first_ms, 0, None
+    while True:
+        polls += 1
+        found = measure_freshness(store, names, target)
+        found = replace(found, waited_ms=int((time.monotonic() - started) * 1000), polls=polls)
+        if on_poll is not None:
+            on_poll(found)
+        if found.fresh:
+            return found
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            raise NotFreshError(
+                f"the cut of {', '.join(names)} is not fresh enough after {fmt_duration(found.waited_ms)}: "
+                f"{found.describe()}",
+                freshness=found,
+            )
+        if polls > 1:  # back off while nothing moves; a moving cut is polled at the first interval again
+            pause_ms = first_ms if found.barrier != seen else min(pause_ms * 2, cap_ms)
+        seen = found.barrier
+        pause = pause_ms / 1000 if deadline is None else min(pause_ms / 1000, deadline - now)
+        time.sleep(pause)
 
 
 def empty_read(table: Table) -> pa.Table:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from consistent_catalog import properties as P
-from consistent_catalog.barrier import ancestry
-from consistent_catalog.exceptions import ConsistentCatalogError
+from consistent_catalog.barrier import BarrierLike, ancestry, to_barrier
+from consistent_catalog.exceptions import ConsistentCatalogError, InvalidBarrierError, InvalidInputError
+from consistent_catalog.resolver import PROBABLY_SECONDS, Cut
 from consistent_catalog.state import TableState, parse_summary_sources
+from consistent_catalog.util.time import fmt_barrier, fmt_duration, fmt_ms
 
 
 @dataclass(frozen=True)
@@ -60,12 +62,19 @@ class HistoryEntry:
         return asdict(self)
 
 
-def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int) -> list[TableStatus]:
-    """One row per table in ``tables``; ``states`` also holds their upstream tables (delays, bottleneck).
+class Bottleneck(NamedTuple):
+    """Where a table's slowest path back to a root lags most (protocol §6.7)."""
 
-    End-to-end delay is ``now - W(X)``; a job's own delay is ``W(slowest source) - W(X)``; the
-    bottleneck of X is the job with the largest own delay on X's slowest path back to a root.
-    """
+    job: str | None
+    """The job with the largest positive own delay on the path; None when no job lags."""
+    table: str | None
+    """That job's sink on the path; with no lagging job, the table the path ends at (a root)."""
+    delay_ms: int | None
+    """The job's own delay; for a root at the end, ``now - W(root)`` (None without a watermark)."""
+
+
+def watermarks(states: Mapping[str, TableState]) -> tuple[dict[str, int | None], dict[str, str]]:
+    """``W(X)`` of every table (None where it cannot be computed) and, for those, why."""
     marks: dict[str, int | None] = {}
     errors: dict[str, str] = {}
     for name, state in states.items():
@@ -73,28 +82,46 @@ def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int)
             marks[name] = state.watermark()
         except ConsistentCatalogError as exc:
             marks[name], errors[name] = None, str(exc)
+    return marks, errors
 
-    def slowest_source(state: TableState) -> tuple[str | None, int | None]:
-        known = {s: marks[s] for s in state.sources if marks.get(s) is not None}
-        if not known:
-            return None, None
-        slowest = min(known, key=lambda s: known[s])  # type: ignore[arg-type,return-value]
-        w = marks.get(state.identifier)
-        return slowest, None if w is None else known[slowest] - w  # type: ignore[operator]
 
-    def bottleneck(name: str) -> tuple[str | None, int | None]:
-        best: tuple[str | None, int | None] = (None, None)
-        seen: set[str] = set()
-        current: str | None = name
-        while current is not None and current in states and current not in seen:
-            seen.add(current)
-            state = states[current]
-            source, own = slowest_source(state)
-            if own is not None and own > 0 and (best[1] is None or own > best[1]):
-                best = (state.job or state.last_writer, own)
-            current = source
+def slowest_source(state: TableState, marks: Mapping[str, int | None]) -> tuple[str | None, int | None]:
+    """The source of ``state`` with the smallest watermark, and the job's own delay ``W(that source) - W(X)``."""
+    known = {s: marks[s] for s in state.sources if marks.get(s) is not None}
+    if not known:
+        return None, None
+    slowest = min(known, key=lambda s: known[s])  # type: ignore[arg-type,return-value]
+    w = marks.get(state.identifier)
+    return slowest, None if w is None else known[slowest] - w  # type: ignore[operator]
+
+
+def bottleneck(states: Mapping[str, TableState], marks: Mapping[str, int | None], name: str, *, now: int) -> Bottleneck:
+    """The bottleneck of ``name``: follow the slowest source back to a root, keep the largest own delay."""
+    best = Bottleneck(None, None, None)
+    seen: set[str] = set()
+    current: str | None = name
+    last = name
+    while current is not None and current in states and current not in seen:
+        seen.add(current)
+        last = current
+        state = states[current]
+        source, own = slowest_source(state, marks)
+        if own is not None and own > 0 and (best.delay_ms is None or own > best.delay_ms):
+            best = Bottleneck(state.job or state.last_writer, current, own)
+        current = source
+    if best.job is not None:
         return best
+    end = marks.get(last)
+    return Bottleneck(None, last, None if end is None else now - end)
 
+
+def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int) -> list[TableStatus]:
+    """One row per table in ``tables``; ``states`` also holds their upstream tables (delays, bottleneck).
+
+    End-to-end delay is ``now - W(X)``; a job's own delay is ``W(slowest source) - W(X)``; the
+    bottleneck of X is the job with the largest own delay on X's slowest path back to a root.
+    """
+    marks, errors = watermarks(states)
     rows = []
     for name in tables:
         state = states[name]
@@ -111,8 +138,8 @@ def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int)
             lease = "live"
         else:
             lease = "expired"
-        slowest, own = slowest_source(state)
-        job, _ = bottleneck(name)
+        slowest, own = slowest_source(state, marks)
+        job = bottleneck(states, marks, name, now=now).job
         untracked = None
         if name not in errors and state.head() is not None:
             untracked = state.branch().untracked
@@ -139,6 +166,161 @@ def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int)
             )
         )
     return rows
+
+
+# --- freshness of a cut (protocol §6.7) -----------------------------------------------------------------
+#: How far ahead of now a barrier may be waited for when no timeout bounds the wait.
+UNBOUNDED_WAIT_AHEAD_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class FreshnessTarget:
+    """When a cut is fresh enough: its barrier at least ``barrier``, or its delay at most ``fresher_than_ms``."""
+
+    barrier: int | None = None
+    fresher_than_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.barrier is None) == (self.fresher_than_ms is None):
+            raise InvalidInputError(
+                "give exactly one freshness target: a barrier the cut must reach, or a delay it must be within "
+                "(fresher_than)"
+            )
+        if self.fresher_than_ms is not None and self.fresher_than_ms < 0:
+            raise InvalidInputError(f"fresher_than {self.fresher_than_ms} ms is negative; give a positive age such as 5m")
+        if self.barrier is not None and self.barrier < PROBABLY_SECONDS:
+            raise InvalidBarrierError(
+                f"barrier {self.barrier} ({fmt_ms(self.barrier)}) would be met by any cut: barriers are milliseconds — "
+                f"in seconds {self.barrier} would be {self.barrier * 1000} ({fmt_ms(self.barrier * 1000)})"
+            )
+
+    @classmethod
+    def of(cls, *, barrier: BarrierLike | None = None, fresher_than_ms: int | None = None) -> FreshnessTarget:
+        return cls(None if barrier is None else to_barrier(barrier), fresher_than_ms)
+
+    def reached(self, cut_barrier: int | None, now: int) -> bool:
+        if cut_barrier is None:
+            return False
+        if self.barrier is not None:
+            return cut_barrier >= self.barrier
+        return now - cut_barrier <= self.fresher_than_ms  # type: ignore[operator]
+
+    def check_reachable(self, now: int, timeout_ms: int | None) -> None:
+        """Refuse a barrier no cut can reach before the wait ends: root barriers lie at most the default
+        clock-skew allowance ahead of now (protocol §5.6), so beyond the deadline plus that it never comes."""
+        if self.barrier is None:
+            return
+        if timeout_ms is None:
+            limit, why = now + UNBOUNDED_WAIT_AHEAD_MS, "more than a day ahead with no timeout (a mistyped date would wait for ever)"
+        else:
+            limit = now + timeout_ms + P.DEFAULT_CLOCK_SKEW_MS
+            why = (f"beyond the timeout ({fmt_duration(timeout_ms)}) plus the clock-skew allowance "
+                   f"({fmt_duration(P.DEFAULT_CLOCK_SKEW_MS)}), so no cut can reach it in time")
+        if self.barrier > limit:
+            raise InvalidBarrierError(
+                f"barrier {fmt_barrier(self.barrier)} lies {fmt_duration(self.barrier - now)} in the future, {why}; "
+                "wait for an earlier barrier, or give a longer timeout"
+            )
+
+    def describe(self) -> str:
+        if self.barrier is not None:
+            return f"barrier >= {fmt_barrier(self.barrier)}"
+        return f"delay <= {fmt_duration(self.fresher_than_ms)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"barrier": self.barrier, "fresher_than_ms": self.fresher_than_ms}
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """One measurement of the freshness of the repeatable-read cut of ``tables`` against a target (§6.7)."""
+
+    tables: tuple[str, ...]
+    target: FreshnessTarget
+    fresh: bool
+    barrier: int | None
+    """The cut's barrier T*; None while no cut resolves (``error`` says why)."""
+    now: int
+    lagging_table: str | None
+    """The table of ``tables`` with the smallest watermark."""
+    bottleneck_job: str | None
+    bottleneck_table: str | None
+    bottleneck_delay_ms: int | None
+    error: str | None
+    cut: Cut | None
+    waited_ms: int = 0
+    polls: int = 1
+
+    @property
+    def delay_ms(self) -> int | None:
+        return None if self.barrier is None else self.now - self.barrier
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object of protocol §10.9, exactly."""
+        return {
+            "fresh": self.fresh, "tables": list(self.tables), "target": self.target.to_json(),
+            "barrier": self.barrier, "now": self.now, "delay_ms": self.delay_ms,
+            "lagging_table": self.lagging_table, "bottleneck_job": self.bottleneck_job,
+            "bottleneck_table": self.bottleneck_table, "bottleneck_delay_ms": self.bottleneck_delay_ms,
+            "error": self.error, "waited_ms": self.waited_ms, "polls": self.polls,
+            "cut": None if self.cut is None else self.cut.to_json(),
+        }
+
+    def describe(self) -> str:
+        """One line: the barrier and its time, the delay readable and in ms, the target, the bottleneck."""
+        if self.barrier is None:
+            where = f"no cut resolves yet ({self.error})"
+        else:
+            where = f"barrier {fmt_barrier(self.barrier)}, delay {fmt_duration(self.delay_ms)} ({self.delay_ms} ms)"
+        parts = [f"{where}; wanted {self.target.describe()}"]
+        if not self.fresh:
+            parts.append(self.describe_bottleneck())
+        return "; ".join(parts)
+
+    def describe_bottleneck(self) -> str:
+        lag = "" if self.bottleneck_delay_ms is None else f", {fmt_duration(self.bottleneck_delay_ms)}"
+        if self.bottleneck_job is not None:
+            return f"bottleneck: job {self.bottleneck_job} writing {self.bottleneck_table}{lag} behind its sources"
+        if self.bottleneck_table is not None:
+            return f"bottleneck: root {self.bottleneck_table}{lag} behind now (its ingests or watermark)"
+        return "no bottleneck found"
+
+
+def freshness(
+    states: Mapping[str, TableState],
+    tables: Iterable[str],
+    cut: Cut | None,
+    target: FreshnessTarget,
+    *,
+    now: int,
+    error: ConsistentCatalogError | None = None,
+) -> Freshness:
+    """Measure the cut of ``tables`` (``states`` holds them and their upstream tables) against ``target``.
+
+    ``cut`` is None when it cannot resolve yet, with ``error`` saying why; the table that error names
+    (where the block starts) is then the bottleneck.
+    """
+    names = tuple(tables)
+    marks, _ = watermarks(states)
+    known = [n for n in names if marks.get(n) is not None]
+    if cut is not None and known:
+        lagging: str | None = min(known, key=lambda n: marks[n])  # type: ignore[arg-type,return-value]
+    else:  # a table without a watermark holds the cut back
+        lagging = next((n for n in names if marks.get(n) is None), names[0] if names else None)
+    blocked = getattr(error, "table", None)
+    start = blocked if blocked in states else lagging
+    if start is None:
+        found = Bottleneck(None, None, None)
+    elif marks.get(start) is None and not states[start].is_root:  # its job has not published yet
+        found = Bottleneck(states[start].job or states[start].last_writer, start, None)
+    else:
+        found = bottleneck(states, marks, start, now=now)
+    barrier = None if cut is None else cut.barrier
+    return Freshness(
+        tables=names, target=target, fresh=cut is not None and target.reached(barrier, now), barrier=barrier,
+        now=now, lagging_table=lagging, bottleneck_job=found.job, bottleneck_table=found.table,
+        bottleneck_delay_ms=found.delay_ms, error=None if error is None else str(error), cut=cut,
+    )
 
 
 def _count(summary: Mapping[str, str], key: str) -> int:

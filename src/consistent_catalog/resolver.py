@@ -263,7 +263,7 @@ def component_cut(
 
 
 #: Barriers below this (1973-03-03 in milliseconds) are seconds far more often than they are real.
-_PROBABLY_SECONDS = 10**11
+PROBABLY_SECONDS = 10**11
 
 
 def check_as_of(states: Iterable[TableState], as_of: int) -> None:
@@ -281,7 +281,7 @@ def check_as_of(states: Iterable[TableState], as_of: int) -> None:
             firsts.append(first)
     if firsts and as_of < min(firsts):
         hint = ""
-        if as_of < _PROBABLY_SECONDS:
+        if as_of < PROBABLY_SECONDS:
             hint = f"; barriers are milliseconds — in seconds {as_of} would be {as_of * 1000} ({fmt_ms(as_of * 1000)})"
         raise InvalidBarrierError(
             f"as-of {as_of} ({fmt_ms(as_of)}) is before the first barrier of every table of the cut (the earliest is "

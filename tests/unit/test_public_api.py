@@ -31,6 +31,8 @@ PACKAGE = {
     "IngestResult", "Lease", "EpochJob", "EpochContext", "EpochPlan", "EpochResult",
     # lineage, reports, revisions, retention's policy
     "LineageGraph", "TableStatus", "HistoryEntry", "EpochEntry", "RevisionResult", "RevisionStep", "RetentionPolicy",
+    # what a wait for freshness returns
+    "Freshness",
 }
 RETENTION = {
     "Retention", "Pins", "RetentionPolicy", "Tier",

@@ -196,3 +196,41 @@ def test_two_attempts_at_one_barrier_are_two_epochs() -> None:
     ]
     state = table_state("db.d", records, head=22, properties=derived_properties("job", "db.r"))
     assert [(e.barrier, e.snapshot_ids) for e in report.epochs(state)] == [(300, [22]), (300, [21])]
+
+
+# --- the freshness of a cut (protocol §6.7, issue #22) ------------------------------------------------
+def test_freshness_of_a_cut_names_the_lagging_table_and_its_bottleneck() -> None:
+    from consistent_catalog.resolver import resolve
+
+    target = report.FreshnessTarget(fresher_than_ms=8_000)
+    cut = resolve([FAST, JOIN], upstream=list(STATES.values()))
+    found = report.freshness(STATES, ["db.fast", "db.join"], cut, target, now=NOW)
+    # min W = 1000, but db.fast's genesis read nothing while db.r holds r1 at 1000: complete at 999 (§4.2)
+    assert (found.barrier, found.delay_ms, found.fresh) == (999, 9001, False)
+    # db.join (W 1000) lags; on its slowest path db.slow is 2000 behind db.r
+    assert (found.lagging_table, found.bottleneck_job, found.bottleneck_table, found.bottleneck_delay_ms) == (
+        "db.join", "slow", "db.slow", 2000)
+    assert report.freshness(STATES, ["db.fast", "db.join"], cut, report.FreshnessTarget(fresher_than_ms=9_001),
+                            now=NOW).fresh  # a delay of exactly D is fresh enough
+    fast = report.freshness(STATES, ["db.fast"], resolve([FAST], upstream=[R]), target, now=NOW)
+    # nothing lags between db.r and db.fast: the root is the bottleneck, NOW - W(db.r) behind
+    assert (fast.bottleneck_job, fast.bottleneck_table, fast.bottleneck_delay_ms) == (None, "db.r", 7000)
+
+
+@pytest.mark.parametrize("barrier, now, fresh", [(3000, 3000, True), (3001, 3000, False), (1000, 10**13, True)])
+def test_a_barrier_target_is_met_from_that_barrier_on(barrier: int, now: int, fresh: bool) -> None:
+    assert report.FreshnessTarget(barrier=barrier * 10**8).reached(now * 10**8, now=0) is fresh
+
+
+def test_an_unresolvable_cut_is_not_fresh_and_the_blocking_table_is_the_bottleneck() -> None:
+    from consistent_catalog.exceptions import NoWatermarkError
+
+    never = table_state("db.never", [genesis(50, job="never")], properties=owned("never", "db.r", lease_until=NOW + 1),
+                        head=50)
+    states = {**STATES, "db.never": never}
+    error = NoWatermarkError("db.never has no published epoch yet", table="db.never")
+    found = report.freshness(states, ["db.never"], None, report.FreshnessTarget(fresher_than_ms=1), now=NOW,
+                             error=error)
+    assert (found.fresh, found.barrier, found.delay_ms, found.error) == (False, None, None, str(error))
+    assert (found.bottleneck_job, found.bottleneck_table, found.bottleneck_delay_ms) == ("never", "db.never", None)
+    assert found.to_json()["cut"] is None
