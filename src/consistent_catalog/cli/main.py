@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from consistent_catalog.cli import engines, retention
@@ -15,6 +17,8 @@ from consistent_catalog.cli.output import (
     output_option,
     table_out,
 )
+from consistent_catalog.exceptions import InvalidInputError, NotFreshError
+from consistent_catalog.report import Freshness
 from consistent_catalog.resolver import DEFAULT_LEVEL, LEVELS
 
 
@@ -77,6 +81,58 @@ def resolve(ctx: Context, tables: tuple[str, ...], level: str, as_of: str | None
         )
 
     ctx.out(output).emit(cut.to_json(), text)
+
+
+#: Exit code of ``wait`` when the timeout ends before the cut is fresh (sysexits' EX_TEMPFAIL: try again later).
+EXIT_NOT_FRESH = 75
+#: Exit code after Ctrl-C (128 + SIGINT, what shells report).
+EXIT_INTERRUPTED = 130
+
+
+@cli.command()
+@click.argument("tables", nargs=-1, required=True)
+@click.option("--fresher-than", "fresher_than", default=None, metavar="D",
+              help="fresh when now minus the cut's barrier is at most D (90s, 5m, 2h; a bare number is ms)")
+@click.option("--barrier", "barrier", default=None, metavar="B",
+              help="fresh when the cut's barrier is at least B (ms or ISO-8601 time, like --as-of)")
+@click.option("--timeout", default=None, metavar="D",
+              help="give up after D with exit code 75 (0: check once); default: wait for as long as it takes")
+@click.option("--interval", default="5s", show_default=True, metavar="D", help="pause between the first polls")
+@click.option("--max-interval", "max_interval", default="60s", show_default=True, metavar="D",
+              help="longest pause: the pause doubles while the cut does not move, up to this")
+@output_option
+@click.pass_obj
+@command_errors
+def wait(ctx: Context, tables: tuple[str, ...], fresher_than: str | None, barrier: str | None, timeout: str | None,
+         interval: str, max_interval: str, output: str | None) -> None:
+    """Block until the consistent cut of TABLES is fresh enough: what a scheduler's sensor calls.
+
+    Re-resolves the repeatable-read cut (the one resolve prints) at every poll. Exit code 0: fresh;
+    75: the timeout ended first (the line names the delay and the bottleneck job); 1: an error
+    (unknown table, untracked write, bad input); 130: interrupted.
+
+    \b
+    Example (a scheduler's sensor: exit 0 once fresh, 75 after an hour):
+      consistent-catalog --catalog lake wait demo.word_counts \\
+          --fresher-than 10m --timeout 1h
+      fresh: barrier 1700000000000 (2023-11-14 22:13:20.000Z), delay 4.2s ...
+    """
+    if (fresher_than is None) == (barrier is None):
+        raise InvalidInputError("give exactly one of --fresher-than D (e.g. 10m) or --barrier B (ms or ISO-8601 time)")
+    last: list[Freshness] = []
+    out = ctx.out(output)
+    try:
+        found = ctx.catalog.wait_for(tables, fresher_than=fresher_than, barrier=barrier, timeout=timeout,
+                                     interval=interval, max_interval=max_interval, on_poll=last.append)
+    except NotFreshError as exc:
+        stale = exc.freshness or last[-1]
+        out.emit(stale.to_json(), lambda: click.echo(f"not fresh after {fmt_duration(stale.waited_ms)}: {stale.describe()}"))
+        sys.exit(EXIT_NOT_FRESH)
+    except KeyboardInterrupt:
+        seen = f": {last[-1].describe()}" if last else ""
+        click.echo(f"interrupted: stopped waiting for {', '.join(tables)}{seen}", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    out.emit(found.to_json(), lambda: click.echo(f"fresh: {found.describe()}"))
 
 
 @cli.command()
