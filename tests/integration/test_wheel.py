@@ -1,0 +1,276 @@
+"""One ``pip install`` gives the whole product (issue #22): the wheel carries the Spark plugin jar.
+
+From a clean ``git clone`` of this repository (what CI checks out: the committed tree, so commit before
+running this): ``scripts/dist.sh`` (``make dist``) builds the sdist and, from it, the wheel with the jar;
+``python -m build --wheel`` where no pyspark/Iceberg jars can be found builds a wheel without it. Both are
+installed, one after the other, into one fresh venv outside the repository (the ``[spark]`` extra from
+pip's cache; ``consistent_catalog`` itself only from the wheel). From a directory outside the repository:
+
+- the jar-less package's ``consistent-catalog spark-conf`` renders no ``lake_consistent`` and says so in one
+  line naming the way out;
+- the full package's ``spark-conf`` names the jar inside the installed package, and stock ``spark-sql
+  --properties-file`` reads ``lake_consistent`` at the consistent cut, recounted independently with pyiceberg;
+- ``configure_spark(SparkSession.builder, ...)`` of the installed package gives a session with both catalogs.
+
+The lake is built here with the checkout's package (it is only data): word_counts counted words' first
+ingest, and a second ingest after it is not counted yet, so the consistent cut (3 words) differs from
+words' head (4 words). Timings of each step are printed (``pytest -s``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import consistent_catalog
+from consistent_catalog import ConsistentCatalog
+from consistent_catalog.demo import count_words
+from consistent_catalog.spark.session import find_iceberg_runtime_jar, parse_spark_defaults
+from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA, sqlite_catalog, words
+
+ROOT = Path(__file__).resolve().parents[2]
+JAR_IN_WHEEL = "consistent_catalog/jars/spark-plugin.jar"
+#: What the test's environment must not pass on: where the build or the package would find jars or Python.
+_LEAKY = ("PYTHONPATH", "VIRTUAL_ENV", "CONSISTENT_PLUGIN_JAR", "CONSISTENT_BUILD_PYTHON", "CONSISTENT_ICEBERG_JAR",
+          "CONSISTENT_SPARK_JARS", "CONSISTENT_REQUIRE_PLUGIN_JAR", "PYSPARK_PYTHON", "SPARK_HOME")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _LEAKY and not k.startswith("PYICEBERG_")}
+    env.update(extra)
+    return env
+
+
+def _run(args: list[str], *, cwd: Path, env: dict[str, str], timeout: float, what: str) -> subprocess.CompletedProcess:
+    started = time.monotonic()
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+                            stdin=subprocess.DEVNULL)
+    print(f"[test_wheel] {what}: {time.monotonic() - started:.1f} s")
+    assert result.returncode == 0, f"{what} exited {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+    return result
+
+
+@dataclass(frozen=True)
+class Dists:
+    full_wheel: Path
+    sdist: Path
+    bare_wheel: Path
+    dist_output: str  # scripts/dist.sh's stdout
+    bare_log: str  # what the jar-less build printed
+
+
+@dataclass(frozen=True)
+class Lake:
+    directory: Path
+    first_ingest_snapshot: int
+
+
+@dataclass(frozen=True)
+class Venv:
+    bin: Path
+    elsewhere: Path  # a working directory outside the repository
+
+
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
+    tmp = tmp_path_factory.mktemp("wheel-build")
+    clone = tmp / "clone"
+    _run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)], cwd=tmp, env=_env(), timeout=120,
+         what="git clone")
+    # make dist's script: sdist, then the wheel from it in an isolated env; the classpath from this venv's python.
+    built = _run(["bash", "scripts/dist.sh"], cwd=clone, env=_env(PYTHON=sys.executable), timeout=600,
+                 what="scripts/dist.sh (sdist + wheel with the jar + twine check)")
+    (full,) = (clone / "dist").glob("*.whl")
+    (sdist,) = (clone / "dist").glob("*.tar.gz")
+    # No pyspark where the build looks (an isolated env, no .venv in the clone, no VIRTUAL_ENV): no jar.
+    bare = _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp / "bare"), str(clone)], cwd=tmp,
+                env=_env(), timeout=600, what="python -m build --wheel without a classpath")
+    (bare_wheel,) = (tmp / "bare").glob("*.whl")
+    return Dists(full, sdist, bare_wheel, built.stdout, bare.stdout + bare.stderr)
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
+    directory = tmp_path_factory.mktemp("wheel-lake")
+    catalog = sqlite_catalog(directory)
+    catalog.create_namespace("demo")
+    catalog.create_table("demo.words", schema=WORDS_SCHEMA)
+    catalog.create_table("demo.word_counts", schema=COUNTS_SCHEMA)
+    cc = ConsistentCatalog(catalog)
+    first = cc.ingest("demo.words", words("kafka", "offset", "kafka"))
+    with cc.job("word-count", sources=["demo.words"], sinks=["demo.word_counts"], transform=count_words,
+                mode="overwrite") as job:
+        job.run_until_caught_up()
+    cc.ingest("demo.words", words("late"))  # after the epoch: not counted, so beyond the consistent cut
+    catalog.engine.dispose()  # no connection held while Spark opens the file
+    yield Lake(directory, first.snapshot_id)
+
+
+@pytest.fixture(scope="module")
+def venv(dists: Dists, tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """A fresh venv (no system site-packages) with the jar-less wheel and its ``[spark]`` extra."""
+    tmp = tmp_path_factory.mktemp("wheel-venv")
+    base = Path(getattr(sys, "_base_executable", sys.executable))
+    _run([str(base), "-m", "venv", str(tmp / "venv")], cwd=tmp, env=_env(), timeout=120, what="python -m venv")
+    bin_dir = tmp / "venv" / "bin"
+    _run([str(bin_dir / "python"), "-m", "pip", "install", "-q", f"{dists.bare_wheel}[spark]"], cwd=tmp, env=_env(),
+         timeout=600, what="pip install <jar-less wheel>[spark] (pyspark from pip's cache)")
+    elsewhere = tmp / "elsewhere"
+    elsewhere.mkdir()
+    return Venv(bin_dir, elsewhere)
+
+
+@pytest.fixture(scope="module")
+def full_venv(venv: Venv, dists: Dists) -> Venv:
+    """The same venv with the jar-less package replaced by the full wheel."""
+    _run([str(venv.bin / "python"), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall",
+          str(dists.full_wheel)], cwd=venv.elsewhere, env=_env(), timeout=300, what="pip install <full wheel>")
+    return venv
+
+
+def _venv_env(venv: Venv, **extra: str) -> dict[str, str]:
+    return _env(PATH=f"{venv.bin}{os.pathsep}{os.environ.get('PATH', '')}", VIRTUAL_ENV=str(venv.bin.parent),
+                PYSPARK_PYTHON=str(venv.bin / "python"), **extra)
+
+
+def _render(venv: Venv, lake: Lake, target: Path, **extra: str) -> subprocess.CompletedProcess:
+    return _run([str(venv.bin / "consistent-catalog"), "spark-conf", "--write", str(target),
+                 "--catalog-uri", f"sqlite:///{lake.directory}/catalog.db", "--warehouse", str(lake.directory / "warehouse")],
+                cwd=venv.elsewhere, env=_venv_env(venv, **extra), timeout=120, what=f"spark-conf --write {target.name}")
+
+
+def _manifest(jar_bytes: bytes) -> dict[str, str]:
+    import io
+
+    with zipfile.ZipFile(io.BytesIO(jar_bytes)) as jar:
+        lines = jar.read("META-INF/MANIFEST.MF").decode("utf-8").splitlines()
+    return dict(line.split(": ", 1) for line in lines if ": " in line)
+
+
+# --- the artefacts ----------------------------------------------------------------------------------------
+def test_make_dist_builds_an_sdist_of_sources_and_a_wheel_with_the_versioned_plugin_jar(dists: Dists) -> None:
+    with tarfile.open(dists.sdist) as sdist:
+        names = [member.name.split("/", 1)[-1] for member in sdist.getmembers()]
+    assert "jvm/spark-plugin/src/main/java/io/consistentcatalog/spark/ConsistentSparkCatalog.java" in names
+    assert not [n for n in names if n.endswith((".jar", ".class"))]
+    with zipfile.ZipFile(dists.full_wheel) as wheel:
+        manifest = _manifest(wheel.read(JAR_IN_WHEEL))
+        assert "consistent_catalog/spark/spark-defaults.conf.template" in wheel.namelist()
+    # The versions, checked against this venv's own Spark and Iceberg jars (what the README promises).
+    import pyspark
+
+    runtime = Path(find_iceberg_runtime_jar() or "").name  # iceberg-spark-runtime-3.5_2.12-1.10.2.jar
+    assert manifest["Spark-Version"] == pyspark.__version__ == "3.5.9"
+    assert manifest["Scala-Version"] == "2.12" and "_2.12-" in runtime
+    assert manifest["Iceberg-Version"] == "1.10.2" and runtime.endswith("-1.10.2.jar")
+    assert manifest["Implementation-Version"] == consistent_catalog.__version__
+    assert "PASSED" in dists.dist_output and "Spark 3.5.9 (Scala 2.12), Iceberg 1.10.2" in dists.dist_output
+
+
+def test_a_build_without_a_classpath_succeeds_without_the_jar_and_says_so(dists: Dists) -> None:
+    with zipfile.ZipFile(dists.bare_wheel) as wheel:
+        assert JAR_IN_WHEEL not in wheel.namelist()
+        assert "consistent_catalog/cli/main.py" in wheel.namelist()
+    said = [line for line in dists.bare_log.splitlines() if line.startswith("consistent-catalog build:")]
+    assert len(said) == 1 and "WITHOUT the Spark plugin jar" in said[0] and "CONSISTENT_BUILD_PYTHON" in said[0], said
+
+
+def test_the_jarless_package_renders_without_lake_consistent_and_names_the_way_out_in_one_line(
+    venv: Venv, lake: Lake
+) -> None:
+    rendered = _render(venv, lake, venv.elsewhere / "bare.conf")
+    conf = parse_spark_defaults((venv.elsewhere / "bare.conf").read_text(encoding="utf-8"))
+    assert conf["spark.sql.catalog.lake.type"] == "jdbc"
+    assert not [key for key in conf if key.startswith("spark.sql.catalog.lake_consistent")]
+    note = rendered.stderr.strip().splitlines()
+    assert len(note) == 1, rendered.stderr
+    assert note[0].startswith("note: no lake_consistent in the file")
+    assert "built without it" in note[0] and "make dist" in note[0] and "CONSISTENT_PLUGIN_JAR=" in note[0]
+
+
+# --- the installed package ----------------------------------------------------------------------------------
+def test_consistent_catalog_comes_from_the_wheel(full_venv: Venv) -> None:
+    out = _run([str(full_venv.bin / "python"), "-c",
+                "import consistent_catalog; from consistent_catalog.spark.session import find_plugin_jar; "
+                "print(consistent_catalog.__file__); print(find_plugin_jar())"],
+               cwd=full_venv.elsewhere, env=_venv_env(full_venv), timeout=60, what="import consistent_catalog").stdout
+    module, jar = out.split()
+    site = full_venv.bin.parent / "lib"
+    assert Path(module).is_relative_to(site) and "site-packages" in module, module
+    assert Path(jar) == Path(module).parent / "jars" / "spark-plugin.jar"
+
+
+def test_stock_spark_sql_reads_lake_consistent_with_the_installed_package(full_venv: Venv, lake: Lake) -> None:
+    conf_path = full_venv.elsewhere / "spark-defaults.conf"
+    rendered = _render(full_venv, lake, conf_path)
+    assert "note:" not in rendered.stderr
+    conf = parse_spark_defaults(conf_path.read_text(encoding="utf-8"))
+    jars = conf["spark.jars"].split(",")
+    plugin = [j for j in jars if j.endswith("/consistent_catalog/jars/spark-plugin.jar")]
+    assert plugin and Path(plugin[0]).is_relative_to(full_venv.bin.parent), jars
+    assert conf["spark.sql.catalog.lake_consistent"] == "io.consistentcatalog.spark.ConsistentSparkCatalog"
+
+    query = ("SELECT (SELECT sum(cnt) FROM lake_consistent.demo.word_counts) AS counted, "
+             "(SELECT count(*) FROM lake_consistent.demo.words) AS words, "
+             "(SELECT count(*) FROM lake.demo.words) AS head")
+    run = _run([str(full_venv.bin / "spark-sql"), "--properties-file", str(conf_path), "-S", "-e", query],
+               cwd=full_venv.elsewhere, env=_venv_env(full_venv), timeout=300, what="spark-sql on lake_consistent")
+    lines = [line for line in run.stdout.splitlines() if line.strip()]
+    assert lines[0].split() == ["counted", "words", "head"], run.stdout
+    counted, cut_words, head = (int(v) for v in lines[-1].split())
+
+    # Independent recount: plain pyiceberg scans, the words at the snapshot word_counts was computed from.
+    catalog = sqlite_catalog(lake.directory)
+    try:
+        counts = catalog.load_table("demo.word_counts").scan().to_arrow()
+        table = catalog.load_table("demo.words")
+        at_cut = table.scan(snapshot_id=lake.first_ingest_snapshot).to_arrow().num_rows
+        now = table.scan().to_arrow().num_rows
+    finally:
+        catalog.engine.dispose()
+    assert (counted, cut_words, head) == (sum(counts.column("cnt").to_pylist()), at_cut, now) == (3, 3, 4)
+    assert not (full_venv.elsewhere / "metastore_db").exists()
+
+
+def test_configure_spark_of_the_installed_package_gives_a_builder_both_catalogs(full_venv: Venv, lake: Lake) -> None:
+    script = full_venv.elsewhere / "builder.py"
+    script.write_text(f"""\
+import json
+from pyspark.sql import SparkSession
+from consistent_catalog.spark import configure_spark
+
+builder = SparkSession.builder.master("local[2]").appName("wheel-builder").config("spark.ui.enabled", "false")
+spark = configure_spark(builder, "sqlite:///{lake.directory}/catalog.db", "{lake.directory}/warehouse").getOrCreate()
+try:
+    row = spark.sql("SELECT (SELECT count(*) FROM lake_consistent.demo.words) AS cut, "
+                    "(SELECT count(*) FROM lake.demo.words) AS head").collect()[0]
+    print(json.dumps({{"cut": row.cut, "head": row.head, "jars": spark.conf.get("spark.jars")}}))
+finally:
+    spark.stop()
+""", encoding="utf-8")
+    run = _run([str(full_venv.bin / "python"), str(script)], cwd=full_venv.elsewhere, env=_venv_env(full_venv),
+               timeout=300, what="configure_spark + getOrCreate + one query")
+    answer = json.loads(run.stdout.strip().splitlines()[-1])
+    assert (answer["cut"], answer["head"]) == (3, 4)
+    assert any(j.startswith(str(full_venv.bin.parent)) and j.endswith("spark-plugin.jar")
+               for j in answer["jars"].split(","))
+
+
+def test_consistent_plugin_jar_overrides_the_packaged_one(full_venv: Venv, lake: Lake, tmp_path: Path) -> None:
+    other = tmp_path / "my-plugin.jar"
+    packaged = next(full_venv.bin.parent.glob("lib/python*/site-packages/consistent_catalog/jars/spark-plugin.jar"))
+    shutil.copyfile(packaged, other)
+    _render(full_venv, lake, full_venv.elsewhere / "override.conf", CONSISTENT_PLUGIN_JAR=str(other))
+    conf = parse_spark_defaults((full_venv.elsewhere / "override.conf").read_text(encoding="utf-8"))
+    assert str(other) in conf["spark.jars"].split(",") and str(packaged) not in conf["spark.jars"]
