@@ -102,6 +102,9 @@ NOT_RUN = [
     # `make demo` / `make test` are the set-up itself (venv, packages, apt, jars) and `make test` runs this
     # very suite: running them from a test would recurse and reinstall the environment under the tests.
     Entry("README.md", "make demo", "the set-up commands themselves (make test runs this suite)"),
+    # `make dist` runs the set-up too, then a build and an install into a venv of its own: the same steps, from
+    # a clean clone into throw-away directories, are tests/integration/test_wheel.py.
+    Entry("README.md", "make dist", "builds and installs the wheel (tests/integration/test_wheel.py does, from a clone)"),
 ]
 
 # Blocks marked slow (still part of make test).
