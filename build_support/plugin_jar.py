@@ -124,6 +124,8 @@ def classpath_env(root: Path = ROOT) -> dict[str, str]:
     if len(have) == 2:
         return have
     explicit = os.environ.get(BUILD_PYTHON_ENV)
+    if explicit and not os.access(explicit, os.X_OK):
+        raise PluginJarUnavailable(f"${BUILD_PYTHON_ENV}={explicit} is not an executable Python")
     tried: list[str] = []
     for python in _candidate_pythons(root):
         found = _probe(python)

@@ -438,8 +438,8 @@ def configure_spark(
     held = _jvm.builder_options(builder)
     for key, value in conf.items():
         if key in _LIST_KEYS and held.get(key):
-            mine = [item for item in str(held[key]).split(",") if item]
-            value = ",".join([*mine, *(item for item in value.split(",") if item not in mine)])
+            theirs = [item for item in held[key].split(",") if item]
+            value = ",".join([*theirs, *(item for item in value.split(",") if item not in theirs)])
         builder = builder.config(key, value)
     return builder
 
