@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import click
@@ -83,6 +84,7 @@ def resolve(ctx: Context, tables: tuple[str, ...], level: str, as_of: str | None
     ctx.out(output).emit(cut.to_json(), text)
 
 
+_UNITLESS = re.compile(r"\s*\d+(\.\d+)?\s*")
 #: Exit code of ``wait`` when the timeout ends before the cut is fresh (sysexits' EX_TEMPFAIL: try again later).
 EXIT_NOT_FRESH = 75
 #: Exit code after Ctrl-C (128 + SIGINT, what shells report).
@@ -92,7 +94,7 @@ EXIT_INTERRUPTED = 130
 @cli.command()
 @click.argument("tables", nargs=-1, required=True)
 @click.option("--fresher-than", "fresher_than", default=None, metavar="D",
-              help="fresh when now minus the cut's barrier is at most D (90s, 5m, 2h; a bare number is ms)")
+              help="fresh when now minus the cut's barrier is at most D (with a unit: 90s, 5m, 2h)")
 @click.option("--barrier", "barrier", default=None, metavar="B",
               help="fresh when the cut's barrier is at least B (ms or ISO-8601 time, like --as-of)")
 @click.option("--timeout", default=None, metavar="D",
@@ -119,6 +121,11 @@ def wait(ctx: Context, tables: tuple[str, ...], fresher_than: str | None, barrie
     """
     if (fresher_than is None) == (barrier is None):
         raise InvalidInputError("give exactly one of --fresher-than D (e.g. 10m) or --barrier B (ms or ISO-8601 time)")
+    for flag, value in (("--fresher-than", fresher_than), ("--timeout", timeout), ("--interval", interval),
+                        ("--max-interval", max_interval)):
+        # the library reads a bare number as ms; on a scheduler's command line "--timeout 3600" means an hour
+        if value is not None and _UNITLESS.fullmatch(value) and float(value) != 0:
+            raise InvalidInputError(f"{flag} {value} has no unit; write it with one: {value}s, {value}m or {value}ms")
     last: list[Freshness] = []
     out = ctx.out(output)
     try:
