@@ -45,7 +45,7 @@ from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
 from consistent_catalog import _pyiceberg
 from consistent_catalog.barrier import SnapshotRecord
-from consistent_catalog.exceptions import TableNotFoundError
+from consistent_catalog.exceptions import ConsistentCatalogError, TableNotFoundError
 from consistent_catalog.metadata import LeanDecodeError, decode_load_result, decode_state, load_result_location
 from consistent_catalog.state import TableState
 from consistent_catalog.util.identifiers import normalize_identifier
@@ -181,6 +181,8 @@ class MetadataLoader:
         self._rest = _pyiceberg.rest_loads_raw(catalog)
         self._etags: dict[str, tuple[str, str]] = {}
         """REST: table -> (the ETag of its last answer, the metadata file that answer held)."""
+        self._sources: dict[str, tuple[str, ...]] = {}
+        """Table -> the sources it named when last loaded: ``upstream``'s guess at what it will ask next."""
 
     # --- one table, as load_table gives it ---------------------------------------------------------
     def state_of(self, name: str, table: Table) -> TableState:
@@ -217,7 +219,15 @@ class MetadataLoader:
         order of ``names`` (the first missing or unreadable table first).
         """
         names = list(dict.fromkeys(names))
-        must = set(required)
+        found = self._load(names, set(required))
+        for name, located in found.items():
+            try:
+                self._sources[name] = located.state.sources
+            except ConsistentCatalogError:
+                self._sources.pop(name, None)  # unreadable lineage: whoever reads it raises, not the guess
+        return found
+
+    def _load(self, names: list[str], must: set[str]) -> dict[str, Located]:
         locations = _pyiceberg.sql_metadata_locations(self.catalog, names) if names else {}
         if locations is None:
             if self._rest:
@@ -259,6 +269,12 @@ class MetadataLoader:
         A source that no longer exists is left out; a missing table of ``tables`` itself raises
         TableNotFoundError when ``required``. The result is ordered as a depth-first walk from the
         last table given (the order in which tables used to be loaded one by one).
+
+        Each level's load also asks for the tables its tables named as sources when this loader last
+        loaded them, transitively: with a lineage that has not changed, the whole closure is one load
+        (one SQL query; one round of concurrent REST requests) instead of one per level. A source that
+        is new is found in the level after, as before; a guessed table that is no longer upstream is
+        loaded for nothing and left out of the result.
         """
         first = [normalize_identifier(t) for t in tables]
         must = set(first) if required else set()
@@ -267,7 +283,9 @@ class MetadataLoader:
         level = list(dict.fromkeys(first))
         while level:
             asked.update(level)
-            loaded = self.load(level, required=must)
+            guessed = self._known_upstream(level, asked)
+            asked.update(guessed)
+            loaded = self.load(level + guessed, required=must)
             found.update(loaded)
             following: dict[str, None] = {}
             for located in loaded.values():
@@ -287,6 +305,17 @@ class MetadataLoader:
         return ordered
 
     # --- internals --------------------------------------------------------------------------------
+    def _known_upstream(self, level: list[str], asked: set[str]) -> list[str]:
+        """The sources the tables of ``level`` named when last loaded, transitively, not ``asked`` yet."""
+        guessed: dict[str, None] = {}
+        pending = [source for name in level for source in self._sources.get(name, ())]
+        while pending:
+            name = pending.pop()
+            if name not in asked and name not in guessed:
+                guessed[name] = None
+                pending.extend(self._sources.get(name, ()))
+        return list(guessed)
+
     def _load_one_by_one(self, names: list[str], must: set[str]) -> dict[str, Located]:
         found: dict[str, Located] = {}
         for name in names:

@@ -352,6 +352,33 @@ def test_upstream_order_is_the_depth_first_order_of_before(pipeline) -> None:
     assert list(cc.store.upstream_states([WORDS, HIST])) == [HIST, COUNTS, WORDS]
 
 
+def test_a_known_lineage_is_loaded_in_one_round_and_a_changed_one_is_still_followed(pipeline, catalog, monkeypatch) -> None:
+    """The loader asks for the sources each table named when it last loaded it together with that table: a
+    warm closure is one load (one SQL query, one round of REST requests); a changed lineage is followed level by
+    level as before, and a table no longer upstream is not in the result."""
+    cc = pipeline
+    rounds: list[list[str]] = []
+    original = MetadataLoader._load
+    monkeypatch.setattr(MetadataLoader, "_load", lambda self, names, must: rounds.append(list(names)) or original(self, names, must))
+    assert list(cc.store.upstream_states([HIST])) == [HIST, COUNTS, WORDS]
+    rounds.clear()
+    with statements(catalog) as seen:
+        assert list(cc.store.upstream_states([HIST])) == [HIST, COUNTS, WORDS]
+    assert [sorted(r) for r in rounds] == [sorted(FLIP)]
+    assert len(table_reads(seen)) == (3 if is_rest(catalog) else 1)
+    # word_counts now derives from another root as well, and no longer from words
+    catalog.create_table("demo.other", schema=catalog.load_table(WORDS).schema())
+    cc.ingest("demo.other", words("o"), barrier=2_000)
+    with catalog.load_table(COUNTS).transaction() as tx:
+        tx.set_properties({P.SOURCES: json.dumps(["demo.other"])})
+    rounds.clear()
+    assert list(cc.store.upstream_states([HIST])) == [HIST, COUNTS, "demo.other"]  # words guessed, not upstream
+    assert [sorted(r) for r in rounds] == [sorted(FLIP), ["demo.other"]]
+    rounds.clear()
+    assert list(cc.store.upstream_states([HIST])) == [HIST, COUNTS, "demo.other"]
+    assert [sorted(r) for r in rounds] == [sorted([HIST, COUNTS, "demo.other"])]
+
+
 def test_other_catalogs_are_asked_table_by_table(pipeline, catalog, monkeypatch) -> None:
     """A catalog that is not a plain SqlCatalog (here: one whose load_table was replaced) gets load_table calls."""
     cc = pipeline
