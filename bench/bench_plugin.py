@@ -20,6 +20,11 @@ of ``--repeat`` repetitions after ``--warmup`` dropped ones (a long-lived sessio
   still at the listed metadata file is not even refreshed); plugin_all_*: plus serving every other
   table of the set.
 
+- ``synthetic-rest+Nms``: the same synthetic tables served by the project's REST server
+  (tests/harness/rest_server.py, over the synthetic SQLite file) behind ``tests/harness/proxy.py``,
+  which delays every request by ``--rest-latency-ms`` (a catalog that far away): the plain catalog is
+  Iceberg's SparkCatalog with ``type=rest``, loading the tables one by one through the proxy.
+
 Each set is read through two consistent catalogs over the same database in the same session: the
 configured one (``lake_consistent``: its tables load on ``load-threads`` threads, default 8) and
 ``<name>_consistent_seq`` with ``load-threads=1`` (one table after the other on the querying thread),
@@ -35,7 +40,7 @@ machine the paired wall ratio moves by +-15 % between runs; the CPU ratio moves 
 
 Usage:
     python -m bench.bench_plugin [--tables 100] [--snapshots 1000] [--demo-epochs 20] [--demo-rows 200]
-                                 [--repeat 5] [--warmup 3] [--markdown] [--dir D]
+                                 [--rest-latency-ms 20 | --no-rest] [--repeat 5] [--warmup 3] [--markdown] [--dir D]
 """
 
 from __future__ import annotations
@@ -143,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3, help="repetitions run first and dropped (JIT warm-up)")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one)")
+    parser.add_argument("--rest-latency-ms", type=float, default=20, help="delay of every request in the REST set")
+    parser.add_argument("--no-rest", action="store_true", help="leave out the synthetic set served over REST")
     args = parser.parse_args(argv)
 
     from consistent_catalog.spark.session import build_session
@@ -154,7 +161,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"built the lakes in {time.monotonic() - started:.0f}s under {work}", file=sys.stderr)
     conf = plugin_conf(demo_uri, demo_warehouse)
     conf.update(plugin_conf(big_uri, big_warehouse, name="big", consistent="big_consistent"))
-    for plain in ("lake", "big"):  # the same catalog loading one table after the other
+    sets = [("demo", "lake", DEMO_TABLES), ("synthetic", "big", big_tables)]
+    servers: list[Any] = []
+    if not args.no_rest:  # the synthetic tables again, served over REST from the same SQLite file, far away
+        from tests.harness.proxy import DelayProxy
+        from tests.harness.rest_server import RestCatalogServer
+
+        server = RestCatalogServer(work / "rest-server", jdbc_uri=f"jdbc:sqlite:{work}/synthetic/catalog.db",
+                                   warehouse=f"file://{big_warehouse}", catalog_name="big", catalogs_dir=False).start()
+        servers.append(server)
+        proxy = DelayProxy(server.port, delay_ms=args.rest_latency_ms).start()  # type: ignore[arg-type]
+        servers.append(proxy)
+        conf.update(plugin_conf(proxy.uri, "", name="rbig", consistent="rbig_consistent"))
+        sets.append((f"synthetic-rest+{args.rest_latency_ms:g}ms", "rbig", big_tables))
+    for plain in [plain for _, plain, _ in sets]:  # the same catalog loading one table after the other
         prefix = f"spark.sql.catalog.{plain}_consistent"
         conf.update({prefix + "_seq" + k[len(prefix):]: v for k, v in list(conf.items()) if k.startswith(prefix)})
         conf[f"{prefix}_seq.plain-catalog"] = plain
@@ -164,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         bench = spark._jvm.io.consistentcatalog.bench.FirstLoad  # noqa: SLF001 - py4j
         results: dict[str, dict[str, Any]] = {}
-        for label, plain, tables in (("demo", "lake", DEMO_TABLES), ("synthetic", "big", big_tables)):
+        for label, plain, tables in sets:
             consistent = f"{plain}_consistent,{plain}_consistent_seq"  # timed in the same repetitions, interleaved
             measured = json.loads(
                 bench.run(spark._jsparkSession, plain, consistent, ",".join(tables), args.repeat, args.warmup)
@@ -173,11 +193,13 @@ def main(argv: list[str] | None = None) -> int:
                 results[f"{label} {catalog}"] = r
     finally:
         spark.stop()
+        for running in reversed(servers):
+            running.stop()
 
     rows = []
     for key, r in results.items():
         label, catalog = key.split()
-        snapshots = f"{args.demo_epochs} epochs" if label == "demo" else f"{args.snapshots}"
+        snapshots = f"{args.demo_epochs} epochs" if label == "demo" else f"{args.snapshots}"  # synthetic sets too
         rows.append(
             (
                 label, catalog, r["tables"], snapshots, r["plain_first"], r["plain_all"], r["plugin_first_cold"],

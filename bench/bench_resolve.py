@@ -15,6 +15,11 @@ Setups (rows):
 
   sqlite       SqlCatalog on SQLite, warehouse on local disk: ``--tables`` x each of ``--snapshots``
   wide         the same with ``--wide-tables`` tables x ``--wide-snapshots`` (linear growth in tables)
+  rest demo    FLIP-276's three tables (``run_demo``, 6 epochs of 1,000 words, pyiceberg jobs) in a REST
+               catalog: the project's REST server (tests/harness/rest_server.py), on this machine
+  rest         ``--tables`` x ``--rest-snapshots`` in that REST catalog, asked directly
+  rest+Nms     the same tables through ``tests/harness/proxy.py``, which delays every request by
+               ``--rest-latency-ms`` (a catalog that far away); pyiceberg's load and ours pay it alike
   pg+s3        SqlCatalog on PostgreSQL, warehouse in S3 (moto, in a process of its own, every request
                delayed by ``--latency-ms``: ``bench/latency_s3.py``, a WSGI middleware in front of moto, so
                pyiceberg's load and ours pay the same latency per request): ``--tables`` x ``--s3-snapshots``
@@ -34,6 +39,7 @@ It also times the JSON decoders on one metadata file (pyiceberg's pydantic parse
 Usage:
     python -m bench.bench_resolve [--tables 100] [--snapshots 1000] [--wide-tables 1000] [--wide-snapshots 100]
                                   [--s3-snapshots 1000] [--latency-ms 20] [--readers 16] [--repeat 5]
+                                  [--rest-snapshots 1000] [--rest-latency-ms 20] [--no-rest | --only-rest]
                                   [--no-s3] [--markdown] [--profile] [--keep-gc]
     python -m bench.bench_resolve --legacy [--snapshots 100,250,500,1000] ...   (the table of the first benchmark)
 """
@@ -56,6 +62,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyiceberg
+from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.schema import Schema
 from pyiceberg.table.refs import SnapshotRefType
@@ -142,7 +149,7 @@ def input_at(history: list[tuple[int, int]], barrier: int) -> int | None:
 
 @dataclass
 class Fixture:
-    catalog: SqlCatalog
+    catalog: Catalog
     tables: list[str]
     expected_barrier: int
     expected_heads: dict[str, int]
@@ -592,15 +599,82 @@ def pg_s3_fixture(pg: object, s3: object, directory: str, n_tables: int, n_snaps
     return build(directory, n_tables, n_snapshots, catalog)
 
 
+def served_copy(fixture: Fixture, directory: str) -> str:
+    """A SQLite catalog (its file path returned) registering a copy of each table's metadata without its metadata log.
+
+    Java's TableMetadata refuses a table whose newest snapshot is more than a minute older than an entry of
+    its metadata log (the table's creation, now), and its metadata builder such a history in a commit; the
+    generated grid is in 2023. A registered table has no metadata log: the copy is the same table as Java
+    accepts it (snapshots, refs, properties, snapshot log unchanged), and later commits work.
+    """
+    os.makedirs(directory, exist_ok=True)
+    served = SqlCatalog("bench", uri=f"sqlite:///{directory}/catalog.db", warehouse=f"file://{directory}")
+    served.create_namespace(NAMESPACE)
+    for name in fixture.tables:
+        table = fixture.catalog.load_table(name)
+        with table.io.new_input(table.metadata_location).open() as stream:
+            document = json.loads(stream.read())
+        document["metadata-log"] = []
+        copy = table.metadata_location.replace(".metadata.json", "-served.metadata.json")
+        with table.io.new_output(copy).create() as stream:
+            stream.write(json.dumps(document).encode())
+        served.register_table(name, copy)
+    served.engine.dispose()
+    fixture.catalog.engine.dispose()
+    return f"{directory}/catalog.db"
+
+
+def rest_rows(args: argparse.Namespace) -> list[Row]:
+    """The REST rows: the demo's three tables, then ``--tables`` x ``--rest-snapshots`` directly and behind the proxy."""
+    import dataclasses
+
+    from pyiceberg.catalog import load_catalog
+    from tests.harness.proxy import DelayProxy
+    from tests.harness.rest_server import RestCatalogServer
+
+    from consistent_catalog.demo import run_demo
+    from consistent_catalog.loading import SHARED_CACHE
+
+    far = f"rest+{args.rest_latency_ms:g}ms"
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="bench-resolve-rest-") as directory:
+        fixture = build(directory, args.tables, args.rest_snapshots)
+        served = served_copy(fixture, f"{directory}/served")
+        with RestCatalogServer(f"{directory}/server", jdbc_uri=f"jdbc:sqlite:{served}",
+                               warehouse=f"file://{directory}/wh", catalog_name="bench") as server, \
+                DelayProxy(server.port, delay_ms=args.rest_latency_ms) as proxy:  # type: ignore[arg-type]
+            started = time.perf_counter()
+            demo = server.catalog("bench", warehouse="demo")
+            run_demo(cc=ConsistentCatalog(demo), engine="pyiceberg", epochs=6, rows_per_epoch=1000,
+                     echo=lambda *a, **k: None)
+            flip = ["demo.words", "demo.word_counts", "demo.count_histogram"]
+            demo_fixture = Fixture(demo, flip, 0, {}, len(demo.load_table(flip[0]).metadata.snapshots),
+                                   time.perf_counter() - started, 0)
+            print("rest demo: built; timing...", file=sys.stderr, flush=True)
+            SHARED_CACHE.clear()
+            rows.append(measure_all(demo_fixture, "rest demo", args.repeat, args.keep_gc, args.readers))
+            for setup, catalog in (("rest", server.catalog("bench")),
+                                   (far, load_catalog("bench", type="rest", uri=proxy.uri))):
+                served = dataclasses.replace(fixture, catalog=catalog)
+                check(served)
+                print(f"{setup} {args.tables}x{args.rest_snapshots}: built in {fixture.build_seconds:.0f} s, cut "
+                      "verified; timing...", file=sys.stderr, flush=True)
+                SHARED_CACHE.clear()
+                rows.append(measure_all(served, setup, args.repeat, args.keep_gc, args.readers))
+                print(report_all(rows[-1:], {}, args.repeat, "", args.readers, args.latency_ms, False, args.keep_gc)
+                      .splitlines()[1], file=sys.stderr, flush=True)
+    return rows
+
+
 def run_suite(args: argparse.Namespace, command: str) -> int:
     from consistent_catalog.loading import SHARED_CACHE
 
-    plan: list[tuple[str, int, int]] = [("sqlite", args.tables, n) for n in args.counts]
-    if args.wide_tables:
+    plan: list[tuple[str, int, int]] = [] if args.only_rest else [("sqlite", args.tables, n) for n in args.counts]
+    if args.wide_tables and not args.only_rest:
         if args.wide_snapshots not in args.counts:
             plan.append(("sqlite", args.tables, args.wide_snapshots))
         plan.append(("wide", args.wide_tables, args.wide_snapshots))
-    if not args.no_s3:
+    if not args.no_s3 and not args.only_rest:
         plan.append(("pg+s3", args.tables, args.s3_snapshots))
     rows: list[Row] = []
     decoded: dict[str, float] = {}
@@ -634,6 +708,8 @@ def run_suite(args: argparse.Namespace, command: str) -> int:
                 print(report_all(rows[-1:], {}, args.repeat, command, args.readers, args.latency_ms, False, args.keep_gc)
                       .splitlines()[1], file=sys.stderr, flush=True)
                 fixture.catalog.engine.dispose()
+        if not args.no_rest:
+            rows.extend(rest_rows(args))
     finally:
         if s3 is not None:
             s3.stop()
@@ -655,6 +731,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=float, default=20, help="delay of every S3 request in the pg+s3 row")
     parser.add_argument("--readers", type=int, default=16, help="threads reading metadata files")
     parser.add_argument("--no-s3", action="store_true", help="leave out the PostgreSQL + S3 row")
+    parser.add_argument("--rest-snapshots", type=int, default=1000, help="snapshots per table in the REST rows")
+    parser.add_argument("--rest-latency-ms", type=float, default=20, help="delay of every request in the far REST row")
+    rest = parser.add_mutually_exclusive_group()
+    rest.add_argument("--no-rest", action="store_true", help="leave out the REST rows")
+    rest.add_argument("--only-rest", action="store_true", help="only the REST rows")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table for BENCHMARKS.md")
     parser.add_argument("--profile", action="store_true",

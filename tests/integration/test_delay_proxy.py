@@ -1,0 +1,75 @@
+"""tests/harness/proxy.py: the delaying proxy the REST benchmarks put between a client and the catalog."""
+
+from __future__ import annotations
+
+import os
+import socket
+import socketserver
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.harness.proxy import DelayProxy
+
+DELAY_MS = 60
+
+
+class Echo(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        while data := self.request.recv(1 << 16):
+            self.request.sendall(data)
+
+
+@pytest.fixture(scope="module")
+def echo_port():
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Echo)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def round_trip(port: int, payload: bytes) -> tuple[bytes, float]:
+    started = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(payload)
+        got = b""
+        while len(got) < len(payload):
+            chunk = conn.recv(1 << 16)
+            assert chunk, "connection closed early"
+            got += chunk
+    return got, time.perf_counter() - started
+
+
+def test_bytes_pass_intact_and_each_request_pays_the_delay(echo_port: int) -> None:
+    payload = os.urandom(300_000)
+    direct, _ = round_trip(echo_port, b"ping")
+    with DelayProxy(echo_port, delay_ms=DELAY_MS) as proxy:
+        got, _ = round_trip(proxy.port, payload)
+        assert got == payload
+        for _ in range(3):
+            answer, seconds = round_trip(proxy.port, b"ping")
+            assert answer == direct == b"ping"
+            assert seconds >= DELAY_MS / 1000
+
+
+def test_concurrent_connections_overlap_their_delays(echo_port: int) -> None:
+    with DelayProxy(echo_port, delay_ms=DELAY_MS) as proxy, ThreadPoolExecutor(8) as pool:
+        started = time.perf_counter()
+        answers = list(pool.map(lambda i: round_trip(proxy.port, f"n{i}".encode())[0], range(8)))
+        elapsed = time.perf_counter() - started
+    assert answers == [f"n{i}".encode() for i in range(8)]
+    assert elapsed < 4 * DELAY_MS / 1000  # one after the other would take 8 delays
+    assert proxy.connections == 8
+
+
+def test_a_target_that_is_down_closes_the_client_connection() -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = probe.getsockname()[1]
+    with DelayProxy(dead) as proxy, socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as conn:
+        conn.sendall(b"hello")
+        assert conn.recv(10) == b""
