@@ -172,7 +172,10 @@ def main(argv: list[str] | None = None) -> int:
         servers.append(server)
         proxy = DelayProxy(server.port, delay_ms=args.rest_latency_ms).start()  # type: ignore[arg-type]
         servers.append(proxy)
-        conf.update(plugin_conf(proxy.uri, "", name="rbig", consistent="rbig_consistent"))
+        rest_conf = plugin_conf(proxy.uri, "", name="rbig", consistent="rbig_consistent")
+        jars = conf["spark.jars"].split(",")  # a REST catalog's conf names no JDBC driver: keep the others'
+        rest_conf["spark.jars"] = ",".join(jars + [j for j in rest_conf["spark.jars"].split(",") if j not in jars])
+        conf.update(rest_conf)
         sets.append((f"synthetic-rest+{args.rest_latency_ms:g}ms", "rbig", big_tables))
     for plain in [plain for _, plain, _ in sets]:  # the same catalog loading one table after the other
         prefix = f"spark.sql.catalog.{plain}_consistent"
