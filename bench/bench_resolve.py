@@ -599,17 +599,15 @@ def pg_s3_fixture(pg: object, s3: object, directory: str, n_tables: int, n_snaps
     return build(directory, n_tables, n_snapshots, catalog)
 
 
-def served_copy(fixture: Fixture, directory: str) -> str:
-    """A SQLite catalog (its file path returned) registering a copy of each table's metadata without its metadata log.
+def register_copies(fixture: Fixture, catalog: Catalog) -> None:
+    """Register in ``catalog`` a copy of each fixture table's metadata file without its metadata log.
 
     Java's TableMetadata refuses a table whose newest snapshot is more than a minute older than an entry of
     its metadata log (the table's creation, now), and its metadata builder such a history in a commit; the
     generated grid is in 2023. A registered table has no metadata log: the copy is the same table as Java
     accepts it (snapshots, refs, properties, snapshot log unchanged), and later commits work.
     """
-    os.makedirs(directory, exist_ok=True)
-    served = SqlCatalog("bench", uri=f"sqlite:///{directory}/catalog.db", warehouse=f"file://{directory}")
-    served.create_namespace(NAMESPACE)
+    catalog.create_namespace(NAMESPACE)
     for name in fixture.tables:
         table = fixture.catalog.load_table(name)
         with table.io.new_input(table.metadata_location).open() as stream:
@@ -618,10 +616,8 @@ def served_copy(fixture: Fixture, directory: str) -> str:
         copy = table.metadata_location.replace(".metadata.json", "-served.metadata.json")
         with table.io.new_output(copy).create() as stream:
             stream.write(json.dumps(document).encode())
-        served.register_table(name, copy)
-    served.engine.dispose()
+        catalog.register_table(name, copy)
     fixture.catalog.engine.dispose()
-    return f"{directory}/catalog.db"
 
 
 def rest_rows(args: argparse.Namespace) -> list[Row]:
@@ -639,10 +635,9 @@ def rest_rows(args: argparse.Namespace) -> list[Row]:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="bench-resolve-rest-") as directory:
         fixture = build(directory, args.tables, args.rest_snapshots)
-        served = served_copy(fixture, f"{directory}/served")
-        with RestCatalogServer(f"{directory}/server", jdbc_uri=f"jdbc:sqlite:{served}",
-                               warehouse=f"file://{directory}/wh", catalog_name="bench") as server, \
+        with RestCatalogServer(f"{directory}/server") as server, \
                 DelayProxy(server.port, delay_ms=args.rest_latency_ms) as proxy:  # type: ignore[arg-type]
+            register_copies(fixture, server.catalog("bench"))  # the server's own database (no foreign lock)
             started = time.perf_counter()
             demo = server.catalog("bench", warehouse="demo")
             run_demo(cc=ConsistentCatalog(demo), engine="pyiceberg", epochs=6, rows_per_epoch=1000,
