@@ -36,7 +36,11 @@ test, by name, instead of corrupting a table. Nothing here runs at import time: 
    (status, ``ETag``, body bytes) — pyiceberg's ``load_table`` sends no ``If-None-Match`` and always
    builds a whole ``Table`` (pydantic models of every snapshot). Only a plain ``RestCatalog`` (not a
    subclass, ``load_table`` not replaced: ``rest_loads_raw``) is asked so; the caller loads other
-   catalogs the public way.
+   catalogs the public way. ``widen_rest_connections`` gives that session's adapter for the catalog's
+   URI a connection pool as large as the loader's concurrency (requests keeps 10 per host; more requests
+   in flight would open connections only to drop them): a plain ``HTTPAdapter`` only (pyiceberg mounts
+   a SigV4 adapter of its own where configured: that one is left as it is), its settings kept
+   (``_pool_*`` are requests' private names for them).
 6. ``empty_snapshot``: a snapshot with no data (an empty manifest list written the way
    ``_SnapshotProducer._commit`` writes one), for the fence ref. pyiceberg makes snapshots only
    inside a data write; this builds the same ``Snapshot`` from its public pieces
@@ -76,6 +80,7 @@ __all__ = [
     "parse_metadata",
     "rest_load_table",
     "rest_loads_raw",
+    "widen_rest_connections",
     "RestAnswer",
     "remove_snapshots_keeping_parents",
     "is_sql_catalog",
@@ -343,6 +348,22 @@ def rest_load_table(catalog: Catalog, identifier: str, etag: str | None) -> Rest
     if response.status_code == 200:
         return RestAnswer(200, response.headers.get("ETag"), response.content)
     return None
+
+
+def widen_rest_connections(catalog: Catalog, connections: int) -> int:
+    """Let ``connections`` requests to a ``RestCatalog`` be in flight at once; the pool size it ends up with."""
+    from requests.adapters import HTTPAdapter
+
+    session = catalog._session  # type: ignore[attr-defined]
+    uri = catalog.uri  # type: ignore[attr-defined]
+    adapter = session.get_adapter(uri)
+    if type(adapter) is not HTTPAdapter:
+        return 10 if not hasattr(adapter, "_pool_maxsize") else adapter._pool_maxsize
+    if adapter._pool_maxsize >= connections:
+        return adapter._pool_maxsize
+    session.mount(uri, HTTPAdapter(pool_connections=adapter._pool_connections, pool_maxsize=connections,
+                                   max_retries=adapter.max_retries, pool_block=adapter._pool_block))
+    return connections
 
 
 def parse_load_result(data: bytes) -> tuple[str | None, TableMetadata]:

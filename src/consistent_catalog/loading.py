@@ -6,7 +6,7 @@ Resolution, epoch planning and status need a ``TableState`` per table, not pyice
 1. **One catalog round-trip.** For pyiceberg's ``SqlCatalog``, one query over its ``iceberg_tables``
    table gives every wanted table's current metadata location (``_pyiceberg.sql_metadata_locations``).
    A ``RestCatalog`` is asked for every table at once: concurrent loadTable requests (at most
-   ``REST_CONNECTIONS``, the size of requests' connection pool), each answer's inline metadata
+   ``REST_CONNECTIONS``, the connection pool its session is given), each answer's inline metadata
    decoded by the lean decoder, and, where the server answers the REST spec's ``ETag``, the next
    request for the table carries ``If-None-Match``: an unchanged table then costs a ``304 Not
    Modified`` with no body. A server without ETags still saves the decode: the answer's
@@ -63,9 +63,9 @@ DEFAULT_MAX_SNAPSHOTS = 200_000
 DEFAULT_MAX_ENTRIES = 10_000
 #: Default number of threads reading metadata files at once.
 DEFAULT_READERS = 16
-#: Most loadTable requests in flight at once to a REST catalog: requests' default connection pool per host
-#: (10) is what pyiceberg's session has; more threads would open connections only to drop them.
-REST_CONNECTIONS = 10
+#: Most loadTable requests in flight at once to a REST catalog (its session's connection pool is widened to
+#: this: requests keeps 10 per host, and more threads would open connections only to drop them).
+REST_CONNECTIONS = 16
 
 
 def table_state(identifier: str, metadata: TableMetadata) -> TableState:
@@ -179,6 +179,7 @@ class MetadataLoader:
         self.readers = max(1, readers)
         self._file_ios: dict[str, FileIO] = {}
         self._rest = _pyiceberg.rest_loads_raw(catalog)
+        self._rest_connections = _pyiceberg.widen_rest_connections(catalog, REST_CONNECTIONS) if self._rest else 1
         self._etags: dict[str, tuple[str, str]] = {}
         """REST: table -> (the ETag of its last answer, the metadata file that answer held)."""
         self._sources: dict[str, tuple[str, ...]] = {}
@@ -337,7 +338,7 @@ class MetadataLoader:
             sent[name] = known[0] if known is not None and (name, known[1]) in self.cache else None
         get = _pyiceberg.rest_load_table
         answers = _run_all([(name, functools.partial(get, self.catalog, name, sent[name])) for name in names],
-                           min(self.readers, REST_CONNECTIONS))
+                           min(self.readers, self._rest_connections))
         found: dict[str, Located] = {}
         try:
             for name in names:

@@ -382,3 +382,27 @@ def test_the_raw_rest_load_is_only_for_a_plain_rest_catalog(rest_server, tmp_pat
     assert not _pyiceberg.rest_loads_raw(SqlCatalog("s", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}"))
     odd = RestCatalog("o", uri=rest_server.uri, **{"snapshot-loading-mode": "some"})
     assert not _pyiceberg.rest_loads_raw(odd)  # load_table raises for it: it is asked, and raises
+
+
+@pytest.mark.integration
+def test_a_widened_rest_pool_keeps_that_many_connections_open(rest_server, tmp_path: Path) -> None:
+    """16 requests at once through the widened pool use 16 connections, reused by the next 16 (counted at a
+    proxy in front of the server: requests' default pool of 10 would open new ones for the extra requests)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pyiceberg.catalog import load_catalog
+
+    from tests.harness.proxy import DelayProxy
+
+    with DelayProxy(rest_server.port, delay_ms=30) as proxy:
+        catalog = load_catalog("far", type="rest", uri=proxy.uri)
+        catalog.create_namespace("wide")
+        catalog.create_table("wide.t", schema=SCHEMA)
+        assert _pyiceberg.widen_rest_connections(catalog, 16) == 16
+        assert _pyiceberg.widen_rest_connections(catalog, 8) == 16  # never narrowed
+        before = proxy.connections
+        with ThreadPoolExecutor(16) as pool:
+            for _ in range(2):
+                answers = list(pool.map(lambda _: _pyiceberg.rest_load_table(catalog, "wide.t", None), range(16)))
+                assert all(a is not None and a.status == 200 for a in answers)
+        assert proxy.connections - before <= 16
