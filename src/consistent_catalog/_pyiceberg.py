@@ -50,8 +50,9 @@ test, by name, instead of corrupting a table. Nothing here runs at import time: 
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.table.snapshots import Operation
@@ -63,6 +64,7 @@ from pyiceberg.table.update import (
     TableRequirement,
     ValidatableTableRequirement,
 )
+from requests import Request
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -342,12 +344,29 @@ def rest_load_table(catalog: Catalog, identifier: str, etag: str | None) -> Rest
     mode = catalog.properties.get(SNAPSHOT_LOADING_MODE)
     params = {"snapshots": mode} if mode else {}  # as load_table sends it
     url = catalog.url(Endpoints.load_table, prefixed=True, **catalog._split_identifier_for_path(identifier))  # type: ignore[attr-defined]
-    response = catalog._session.get(url, params=params, headers={"If-None-Match": etag} if etag else None)  # type: ignore[attr-defined]
+    session = catalog._session  # type: ignore[attr-defined]
+    request = Request("GET", url, params=params, headers={"If-None-Match": etag} if etag else None)
+    # what Session.get does, but the environment's proxy and CA settings (requests reads all of os.environ
+    # for them, twice a request: a quarter of a conditional load) are read once per session and host
+    response = session.send(session.prepare_request(request), allow_redirects=True,
+                            **_environment_settings(session, catalog.uri))  # type: ignore[attr-defined]
     if response.status_code == 304 and etag:
         return RestAnswer(304, response.headers.get("ETag") or etag, b"")
     if response.status_code == 200:
         return RestAnswer(200, response.headers.get("ETag"), response.content)
     return None
+
+
+_SETTINGS: weakref.WeakKeyDictionary[Any, dict[str, dict[str, Any]]] = weakref.WeakKeyDictionary()
+
+
+def _environment_settings(session: Any, uri: str) -> dict[str, Any]:
+    """``session.merge_environment_settings`` for requests to ``uri`` (proxies, verify, cert, stream), kept per session."""
+    per_session = _SETTINGS.setdefault(session, {})
+    settings = per_session.get(uri)
+    if settings is None:
+        settings = per_session[uri] = session.merge_environment_settings(uri, {}, None, None, None)
+    return settings
 
 
 def widen_rest_connections(catalog: Catalog, connections: int) -> int:

@@ -350,12 +350,14 @@ def test_the_raw_rest_load_sends_what_load_table_sends_and_reads_its_answer(rest
     assert _pyiceberg.rest_loads_raw(catalog)
     catalog.create_namespace(("deep", "er"))
     catalog.create_table("deep.er.words", schema=SCHEMA).append(rows(["a"]))
-    sent: list[str] = []
-    catalog._session.hooks["response"].append(lambda response, *a, **k: sent.append(response.request.url))
+    catalog._session.headers["X-Test-Header"] = "set on the session"  # as pyiceberg sets its own headers
+    sent: list = []
+    catalog._session.hooks["response"].append(lambda response, *a, **k: sent.append(response.request))
     table = catalog.load_table("deep.er.words")
     answer = _pyiceberg.rest_load_table(catalog, "deep.er.words", None)
     assert answer is not None and answer.status == 200 and answer.etag
-    assert sent[0] == sent[1]  # the same request as load_table's
+    assert sent[0].url == sent[1].url and dict(sent[0].headers) == dict(sent[1].headers)  # load_table's request
+    assert sent[1].headers["X-Test-Header"] == "set on the session"
     location, metadata = _pyiceberg.parse_load_result(answer.body)
     assert location == table.metadata_location and metadata == table.metadata
     unchanged = _pyiceberg.rest_load_table(catalog, "deep.er.words", answer.etag)
