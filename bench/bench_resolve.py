@@ -545,7 +545,10 @@ def report_all(rows: list[Row], decoded: dict[str, float], repeat: int, command:
             "",
             f"Environment: Python {platform.python_version()}, pyiceberg {pyiceberg.__version__}, {os.cpu_count()} cores "
             f"(shared); median of {repeat} repetitions (variants interleaved, order rotated); cyclic GC "
-            f"{'on' if keep_gc else 'off'} while timing; {readers} reader threads; pg+s3: {latency_ms:g} ms per S3 request.",
+            f"{'on' if keep_gc else 'off'} while timing; {readers} reader threads"
+            + "".join(f"; {r.setup}: {latency_ms:g} ms per S3 request" for r in rows if r.setup == "pg+s3")
+            + "".join(f"; {r.setup}: every request held by tests/harness/proxy.py" for r in rows if r.setup.startswith("rest+"))
+            + ".",
             "",
             "Ratios are medians of the per-repetition ratios (each repetition runs every variant back to back). "
             "'(1)−(w) in tables' worth of (b)' / '(a)': the extra cost of one changed table, in units of (b)/tables "
@@ -584,7 +587,8 @@ def report_all(rows: list[Row], decoded: dict[str, float], repeat: int, command:
                 f"{row.setup} requests to S3 per run: " + ", ".join(f"({LABELS[k]}) {k} {v}" for k, v in row.requests.items())
             )
     lines.append("")
-    lines.append("Decoding one metadata file into a table state (" + ", ".join(f"{k}: {v:.1f} ms" for k, v in decoded.items()) + ").")
+    if decoded:
+        lines.append("Decoding one metadata file into a table state (" + ", ".join(f"{k}: {v:.1f} ms" for k, v in decoded.items()) + ").")
     lines.append("")
     lines.append("build (one-time, not timed above): " + ", ".join(f"{r.setup} {r.tables}×{r.snapshots}: {r.build_seconds:.0f} s" for r in rows))
     return "\n".join(lines)
