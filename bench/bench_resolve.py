@@ -386,6 +386,8 @@ class Row:
     load_averages: list[float]
     requests: dict[str, int]
     build_seconds: float
+    answers_alone: list[float] | None = None
+    """REST: the tables' loadTable answers alone, all at once, not decoded (the server's share of a cold resolve)."""
 
 
 VARIANTS = ("load", "old", "cold", "warm", "one")
@@ -582,6 +584,11 @@ def report_all(rows: list[Row], decoded: dict[str, float], repeat: int, command:
             f"{med(wide.runs['load']) / med(small.runs['load']):.1f}×."
         )
     for row in rows:
+        if row.answers_alone:
+            lines.append(
+                f"{row.setup}: the {row.tables} loadTable answers alone, all at once, nothing decoded (the server's "
+                f"share of (b)): {fmt_s(row.answers_alone)} = {med(row.answers_alone) / med(row.runs['load']):.3f}× (a)"
+            )
         if row.requests:
             lines.append(
                 f"{row.setup} requests to S3 per run: " + ", ".join(f"({LABELS[k]}) {k} {v}" for k, v in row.requests.items())
@@ -624,6 +631,22 @@ def register_copies(fixture: Fixture, catalog: Catalog) -> None:
     fixture.catalog.engine.dispose()
 
 
+def answers_alone(catalog: Catalog, tables: list[str], repeat: int, keep_gc: bool) -> list[float]:
+    """Seconds to fetch every table's full loadTable answer at once (16 connections), decoding nothing."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from consistent_catalog import _pyiceberg
+    from consistent_catalog.loading import REST_CONNECTIONS
+
+    _pyiceberg.widen_rest_connections(catalog, REST_CONNECTIONS)
+    with ThreadPoolExecutor(REST_CONNECTIONS) as pool:
+        def fetch() -> object:
+            return list(pool.map(lambda name: _pyiceberg.rest_load_table(catalog, name, None), tables))
+
+        fetch()  # warm-up
+        return [timed(fetch, keep_gc) for _ in range(repeat)]
+
+
 def rest_rows(args: argparse.Namespace) -> list[Row]:
     """The REST rows: the demo's three tables, then ``--tables`` x ``--rest-snapshots`` directly and behind the proxy."""
     import dataclasses
@@ -656,10 +679,12 @@ def rest_rows(args: argparse.Namespace) -> list[Row]:
                                    (far, load_catalog("bench", type="rest", uri=proxy.uri))):
                 served = dataclasses.replace(fixture, catalog=catalog)
                 check(served)
+                answers = answers_alone(catalog, fixture.tables, args.repeat, args.keep_gc)
                 print(f"{setup} {args.tables}x{args.rest_snapshots}: built in {fixture.build_seconds:.0f} s, cut "
                       "verified; timing...", file=sys.stderr, flush=True)
                 SHARED_CACHE.clear()
-                rows.append(measure_all(served, setup, args.repeat, args.keep_gc, args.readers))
+                rows.append(dataclasses.replace(measure_all(served, setup, args.repeat, args.keep_gc, args.readers),
+                                                answers_alone=answers))
                 print(report_all(rows[-1:], {}, args.repeat, "", args.readers, args.latency_ms, False, args.keep_gc)
                       .splitlines()[1], file=sys.stderr, flush=True)
     return rows
