@@ -40,7 +40,8 @@ machine the paired wall ratio moves by +-15 % between runs; the CPU ratio moves 
 
 Usage:
     python -m bench.bench_plugin [--tables 100] [--snapshots 1000] [--demo-epochs 20] [--demo-rows 200]
-                                 [--rest-latency-ms 20 | --no-rest] [--repeat 5] [--warmup 3] [--markdown] [--dir D]
+                                 [--rest-latency-ms 20 | --no-rest] [--load-threads N] [--repeat 5] [--warmup 3]
+                                 [--markdown] [--dir D]
 """
 
 from __future__ import annotations
@@ -150,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one)")
     parser.add_argument("--rest-latency-ms", type=float, default=20, help="delay of every request in the REST set")
     parser.add_argument("--no-rest", action="store_true", help="leave out the synthetic set served over REST")
+    parser.add_argument("--load-threads", type=int, default=None,
+                        help="the consistent catalogs' load-threads option (default: the plugin's own default)")
     args = parser.parse_args(argv)
 
     from consistent_catalog.spark.session import build_session
@@ -177,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
         rest_conf["spark.jars"] = ",".join(jars + [j for j in rest_conf["spark.jars"].split(",") if j not in jars])
         conf.update(rest_conf)
         sets.append((f"synthetic-rest+{args.rest_latency_ms:g}ms", "rbig", big_tables))
+    if args.load_threads is not None:
+        for _, plain, _ in sets:
+            conf[f"spark.sql.catalog.{plain}_consistent.load-threads"] = str(args.load_threads)
     for plain in [plain for _, plain, _ in sets]:  # the same catalog loading one table after the other
         prefix = f"spark.sql.catalog.{plain}_consistent"
         conf.update({prefix + "_seq" + k[len(prefix):]: v for k, v in list(conf.items()) if k.startswith(prefix)})
