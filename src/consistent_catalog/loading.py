@@ -285,8 +285,14 @@ class MetadataLoader:
         while level:
             asked.update(level)
             guessed = self._known_upstream(level, asked)
-            asked.update(guessed)
-            loaded = self.load(level + guessed, required=must)
+            try:
+                loaded = self.load(level + guessed, required=must)
+                asked.update(guessed)
+            except Exception:
+                if not guessed:
+                    raise
+                # a guessed table may no longer be upstream: only the level's own tables may raise
+                loaded = self.load(level, required=must)
             found.update(loaded)
             following: dict[str, None] = {}
             for located in loaded.values():
@@ -331,18 +337,18 @@ class MetadataLoader:
 
     def _load_rest(self, names: list[str], must: set[str]) -> dict[str, Located]:
         """Every table's loadTable at once (conditional where an ETag is known); answers decoded in order."""
-        sent: dict[str, str | None] = {}
+        sent: dict[str, tuple[str, str] | None] = {}
         for name in names:
             known = self._etags.get(name)
             # an ETag is worth sending only while the state it stands for is still cached
-            sent[name] = known[0] if known is not None and (name, known[1]) in self.cache else None
+            sent[name] = known if known is not None and (name, known[1]) in self.cache else None
         get = _pyiceberg.rest_load_table
-        answers = _run_all([(name, functools.partial(get, self.catalog, name, sent[name])) for name in names],
-                           min(self.readers, self._rest_connections))
+        answers = _run_all([(name, functools.partial(get, self.catalog, name, None if sent[name] is None else sent[name][0]))
+                            for name in names], min(self.readers, self._rest_connections))
         found: dict[str, Located] = {}
         try:
             for name in names:
-                located = self._from_answer(name, answers[name].result())
+                located = self._from_answer(name, answers[name].result(), sent[name])
                 if located is None:  # not a 200 or 304: pyiceberg asks again, and raises or retries its way
                     try:
                         table = self.catalog.load_table(name)
@@ -358,9 +364,10 @@ class MetadataLoader:
                 future.cancel()
         return found
 
-    def _from_answer(self, name: str, answer: _pyiceberg.RestAnswer | None) -> Located | None:
-        if answer is not None and answer.status == 304:
-            location = self._etags[name][1]
+    def _from_answer(self, name: str, answer: _pyiceberg.RestAnswer | None, sent: tuple[str, str] | None) -> Located | None:
+        """The table as ``answer`` gives it; ``sent``: the (ETag, metadata location) the request was conditional on."""
+        if answer is not None and answer.status == 304 and sent is not None:
+            location = sent[1]  # the file of the ETag sent (another thread may have moved _etags since)
             state = self.cache.get(name, location)
             if state is not None:
                 return Located(state, location)
