@@ -50,6 +50,7 @@ test, by name, instead of corrupting a table. Nothing here runs at import time: 
 from __future__ import annotations
 
 import functools
+import os
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -296,18 +297,22 @@ def parse_metadata(data: bytes, location: str) -> TableMetadata:
     return FromByteStream.table_metadata(io.BytesIO(data), compression=Compressor.get_compressor(location=location))
 
 
-def open_table(catalog: Catalog, identifier: str, location: str) -> Table:
-    """The ``Table`` ``load_table`` returns while ``location`` is the table's current metadata file."""
+def open_table(catalog: Catalog, identifier: str, location: str, *, io: FileIO | None = None) -> Table:
+    """The ``Table`` ``load_table`` returns while ``location`` is the table's current metadata file.
+
+    ``io``: the FileIO to read it and its data with (a REST table's, carrying what its server vended);
+    by default the one ``SqlCatalog`` builds from the catalog's and the table's properties.
+    """
     from pyiceberg.catalog import Catalog as BaseCatalog
     from pyiceberg.serializers import FromInputFile
     from pyiceberg.table import Table
 
-    metadata = FromInputFile.table_metadata(metadata_file_io(catalog, location).new_input(location))
+    metadata = FromInputFile.table_metadata((io or metadata_file_io(catalog, location)).new_input(location))
     return Table(
         identifier=BaseCatalog.identifier_to_tuple(identifier),
         metadata=metadata,
         metadata_location=location,
-        io=catalog._load_file_io(metadata.properties, location),
+        io=io or catalog._load_file_io(metadata.properties, location),
         catalog=catalog,
     )
 
@@ -351,21 +356,28 @@ def rest_load_table(catalog: Catalog, identifier: str, etag: str | None) -> Rest
     response = session.send(session.prepare_request(request), allow_redirects=True,
                             **_environment_settings(session, catalog.uri))  # type: ignore[attr-defined]
     if response.status_code == 304 and etag:
-        return RestAnswer(304, response.headers.get("ETag") or etag, b"")
+        return RestAnswer(304, response.headers.get("ETag") or etag, b"")  # a server may omit it on a 304
     if response.status_code == 200:
         return RestAnswer(200, response.headers.get("ETag"), response.content)
     return None
 
 
-_SETTINGS: weakref.WeakKeyDictionary[Any, dict[str, dict[str, Any]]] = weakref.WeakKeyDictionary()
+_SETTINGS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], dict[str, Any]]] = weakref.WeakKeyDictionary()
+
+
+#: what requests reads from the environment for a request (proxies, CA bundles), in either case
+_ENVIRONMENT = tuple(name for base in ("http_proxy", "https_proxy", "all_proxy", "no_proxy") for name in (base, base.upper())) \
+    + ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 
 
 def _environment_settings(session: Any, uri: str) -> dict[str, Any]:
-    """``session.merge_environment_settings`` for requests to ``uri`` (proxies, verify, cert, stream), kept per session."""
+    """``session.merge_environment_settings`` for requests to ``uri`` (proxies, verify, cert, stream), kept per
+    session while the environment variables it reads keep their values."""
+    key = (uri, session.trust_env, tuple(os.environ.get(name) for name in _ENVIRONMENT))
     per_session = _SETTINGS.setdefault(session, {})
-    settings = per_session.get(uri)
+    settings = per_session.get(key)
     if settings is None:
-        settings = per_session[uri] = session.merge_environment_settings(uri, {}, None, None, None)
+        settings = per_session[key] = session.merge_environment_settings(uri, {}, None, None, None)
     return settings
 
 

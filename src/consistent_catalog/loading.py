@@ -46,7 +46,7 @@ from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from consistent_catalog import _pyiceberg
 from consistent_catalog.barrier import SnapshotRecord
 from consistent_catalog.exceptions import ConsistentCatalogError, TableNotFoundError
-from consistent_catalog.metadata import LeanDecodeError, decode_load_result, decode_state, load_result_location
+from consistent_catalog.metadata import LeanDecodeError, decode_load_result, decode_state, load_result_head
 from consistent_catalog.state import TableState
 from consistent_catalog.util.identifiers import normalize_identifier
 
@@ -182,6 +182,8 @@ class MetadataLoader:
         self._rest_connections = _pyiceberg.widen_rest_connections(catalog, REST_CONNECTIONS) if self._rest else 1
         self._etags: dict[str, tuple[str, str]] = {}
         """REST: table -> (the ETag of its last answer, the metadata file that answer held)."""
+        self._vended: set[str] = set()
+        """REST: tables whose last answer carried config or storage credentials (their FileIO is pyiceberg's to build)."""
         self._sources: dict[str, tuple[str, ...]] = {}
         """Table -> the sources it named when last loaded: ``upstream``'s guess at what it will ask next."""
 
@@ -200,13 +202,24 @@ class MetadataLoader:
     def open_table(self, name: str, location: str | None) -> Table:
         """The pyiceberg ``Table`` as of metadata file ``location`` (a reader's scans at a resolved cut).
 
-        The table as it is now when there is no location, or when that file was removed since.
+        The table as it is now when there is no location, or when that file was removed since. A REST
+        table whose server handed out config or storage credentials with it is loaded with ``load_table``
+        first, so its FileIO carries them; when the table moved since the cut, that FileIO reads the older
+        metadata file.
         """
+        current = None
+        if self._rest and name in self._vended:
+            current = self._load_table(name)
+            if location is None or current.metadata_location == location:
+                return current
         if location is not None:
             try:
-                return _pyiceberg.open_table(self.catalog, name, location)
+                return _pyiceberg.open_table(self.catalog, name, location, io=None if current is None else current.io)
             except FileNotFoundError:
                 pass
+        return current if current is not None else self._load_table(name)
+
+    def _load_table(self, name: str) -> Table:
         try:
             return self.catalog.load_table(name)
         except (NoSuchTableError, NoSuchNamespaceError):
@@ -281,6 +294,7 @@ class MetadataLoader:
         must = set(first) if required else set()
         found: dict[str, Located] = {}
         asked: set[str] = set()
+        walked: set[str] = set()
         level = list(dict.fromkeys(first))
         while level:
             asked.update(level)
@@ -288,16 +302,27 @@ class MetadataLoader:
             try:
                 loaded = self.load(level + guessed, required=must)
                 asked.update(guessed)
+            except TableNotFoundError:
+                raise  # a required table of the level itself (a guess is never required)
             except Exception:
                 if not guessed:
                     raise
                 # a guessed table may no longer be upstream: only the level's own tables may raise
                 loaded = self.load(level, required=must)
             found.update(loaded)
+            # follow sources from the level's tables only, through what is loaded: a guess that is no longer
+            # upstream is never walked (nor its sources asked for, nor its properties read)
             following: dict[str, None] = {}
-            for located in loaded.values():
-                for source in located.state.sources:
-                    if source not in asked:
+            pending = [name for name in level if name in found]
+            while pending:
+                name = pending.pop()
+                if name in walked:
+                    continue
+                walked.add(name)
+                for source in found[name].state.sources:
+                    if source in found:
+                        pending.append(source)
+                    elif source not in asked:
                         following[source] = None
             level = list(following)
         ordered: dict[str, Located] = {}
@@ -375,9 +400,10 @@ class MetadataLoader:
         if answer is None or answer.status != 200:
             return None
         try:
-            location = load_result_location(answer.body)
+            location, vended = load_result_head(answer.body)
         except LeanDecodeError:
-            location = None
+            location, vended = None, True  # pyiceberg parses it below; its FileIO is pyiceberg's to build
+        (self._vended.add if vended else self._vended.discard)(name)
         state = self.cache.get(name, location) if location is not None else None
         if state is None:
             try:

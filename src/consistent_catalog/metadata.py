@@ -16,7 +16,7 @@ Every snapshot is kept (history, epochs and retention read them all), so a lean 
 gzip-compressed metadata (``*.gz.metadata.json``) is recognised by its magic bytes. A REST catalog's
 ``LoadTableResult`` (the metadata inline, beside its ``metadata-location``) is decoded the same way
 (``decode_load_result``), and its location alone can be read without decoding the metadata
-(``load_result_location``).
+(``load_result_head``, which also tells whether the server handed out config or credentials with it).
 
 The decoder is strict: whatever it does not recognise as well-formed metadata of the fields it reads
 (a summary without an operation or with non-string values, properties that are not strings, an
@@ -84,12 +84,14 @@ class _LoadResult(msgspec.Struct, rename="kebab"):
     metadata_location: str | None = None
 
 
-class _LoadResultLocation(msgspec.Struct, rename="kebab"):
+class _LoadResultHead(msgspec.Struct, rename="kebab"):
     metadata_location: str | None = None
+    config: dict[str, str] = {}
+    storage_credentials: list[msgspec.Raw] = []
 
 
 _LOAD_RESULT_DECODER = msgspec.json.Decoder(_LoadResult)
-_LOCATION_DECODER = msgspec.json.Decoder(_LoadResultLocation)
+_HEAD_DECODER = msgspec.json.Decoder(_LoadResultHead)
 
 
 def decompress(data: bytes) -> bytes:
@@ -120,12 +122,14 @@ def decode_load_result(identifier: str, data: bytes) -> tuple[str | None, TableS
     return result.metadata_location, _state(identifier, result.metadata)
 
 
-def load_result_location(data: bytes) -> str | None:
-    """The ``metadata-location`` of a REST ``LoadTableResult`` body, the metadata skipped, not decoded (None if absent)."""
+def load_result_head(data: bytes) -> tuple[str | None, bool]:
+    """(``metadata-location``, whether it carries ``config`` or ``storage-credentials``) of a REST
+    ``LoadTableResult`` body, the metadata skipped, not decoded (None when there is no location)."""
     try:
-        return _LOCATION_DECODER.decode(data).metadata_location
+        head = _HEAD_DECODER.decode(data)
     except msgspec.DecodeError as exc:
         raise LeanDecodeError(str(exc)) from None
+    return head.metadata_location, bool(head.config or head.storage_credentials)
 
 
 def _state(identifier: str, metadata: _Metadata) -> TableState:

@@ -321,6 +321,33 @@ def test_a_304_stands_for_the_etag_sent_even_if_another_thread_moved_the_loaders
 
 
 @ON_REST
+def test_a_table_handed_out_with_config_is_scanned_with_pyicebergs_fileio(pipeline, catalog) -> None:
+    """Where the server hands config (or storage credentials) out with a table, a reader's table is the one
+    ``load_table`` builds, with that FileIO, also for a cut older than the table's current metadata."""
+    cc = pipeline
+
+    def hand_out_config(response, *args, **kwargs):  # noqa: ARG001 - as a credential-vending server answers
+        if response.request.method == "GET" and "/tables/" in response.request.url and response.status_code == 200:
+            body = json.loads(response.content)
+            body["config"] = {"test.vended": "yes"}
+            response._content = json.dumps(body).encode()
+
+    hooks = catalog._session.hooks["response"]
+    hooks.append(hand_out_config)
+    try:
+        read = ConsistentCatalog(catalog).read([WORDS, COUNTS])  # a loader that saw the server's answers from the first
+        cc.ingest(WORDS, words("later"), barrier=9_000)  # the table moves on after the cut
+        for name in (WORDS, COUNTS):
+            table = read.table(name)
+            assert table.io.properties.get("test.vended") == "yes"
+            expected = catalog.load_table(name).scan(snapshot_id=read.cut[name].snapshot_id).to_arrow()
+            assert sorted(map(str, read.to_arrow(name).to_pylist())) == sorted(map(str, expected.to_pylist()))
+        assert "later" not in read.to_arrow(WORDS)["word"].to_pylist()
+    finally:
+        hooks.remove(hand_out_config)
+
+
+@ON_REST
 def test_rest_without_etags_still_skips_the_decode_of_an_unchanged_table(pipeline, catalog) -> None:
     cc = pipeline
     cache = own_cache(cc)

@@ -62,7 +62,7 @@ def test_concurrent_connections_overlap_their_delays(echo_port: int) -> None:
         answers = list(pool.map(lambda i: round_trip(proxy.port, f"n{i}".encode())[0], range(8)))
         elapsed = time.perf_counter() - started
     assert answers == [f"n{i}".encode() for i in range(8)]
-    assert elapsed < 4 * DELAY_MS / 1000  # one after the other would take 8 delays
+    assert elapsed < 6 * DELAY_MS / 1000  # one after the other would take 8 delays
     assert proxy.connections == 8
 
 

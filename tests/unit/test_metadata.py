@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from consistent_catalog.exceptions import ConsistentCatalogError, TableNotFoundError
-from consistent_catalog.metadata import LeanDecodeError, decode_load_result, decode_state, load_result_location
+from consistent_catalog.metadata import LeanDecodeError, decode_load_result, decode_state, load_result_head
 from consistent_catalog.resolver import DEFAULT_LEVEL, resolve
 from consistent_catalog.state import TableState
 from tests.conformance.corpus import cut_json, load_cases
@@ -102,7 +102,7 @@ def test_a_load_result_decodes_to_the_state_of_its_metadata(name: str) -> None:
     theirs = TableResponse.model_validate_json(data)  # pyiceberg's own parse of the answer
     assert location == theirs.metadata_location == LOCATION
     assert_same(state, reference("db.t", EDGE_CASES[name]))
-    assert load_result_location(data) == LOCATION
+    assert load_result_head(data) == (LOCATION, True)
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
@@ -110,7 +110,7 @@ def test_a_load_result_whose_metadata_pyiceberg_reads_differently_is_refused(nam
     data = load_result(REFUSED[name])
     with pytest.raises(LeanDecodeError):
         decode_load_result("db.t", data)
-    assert load_result_location(data) == LOCATION  # the location alone is still read, the metadata skipped
+    assert load_result_head(data) == (LOCATION, True)  # the location alone is still read, the metadata skipped
 
 
 @pytest.mark.parametrize("data", [b"", b"{", b"[]", b'{"metadata-location": 7}', b'{"metadata": {}}'])
@@ -121,8 +121,16 @@ def test_what_is_no_load_result_is_refused(data: bytes) -> None:
 
 def test_a_load_result_without_a_location() -> None:
     data = json.dumps({"metadata": base()}).encode()
-    assert load_result_location(data) is None
+    assert load_result_head(data) == (None, False)
     assert decode_load_result("db.t", data)[0] is None
+
+
+@pytest.mark.parametrize(("extra", "vended"), [({}, False), ({"config": {}, "storage-credentials": []}, False),
+                                              ({"config": {"s3.endpoint": "x"}}, True),
+                                              ({"storage-credentials": [{"prefix": "s3://b", "config": {}}]}, True)])
+def test_a_load_result_says_whether_it_hands_out_config(extra: dict, vended: bool) -> None:
+    data = json.dumps({"metadata-location": LOCATION, "metadata": base(), **extra}).encode()
+    assert load_result_head(data) == (LOCATION, vended)
 
 
 @pytest.mark.parametrize("data", [b"", b"{", b"[]", b"not json", gzip.compress(b"{")[:-3], b"\x1f\x8b garbage"])

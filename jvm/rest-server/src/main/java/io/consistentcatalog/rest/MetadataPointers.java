@@ -46,13 +46,14 @@ final class MetadataPointers implements AutoCloseable {
   }
 
   /**
-   * Whether {@code ifNoneMatch} (a list of ETags, or {@code *}) names {@code table}'s current
-   * metadata file; false when the table does not exist (the full load then answers 404).
+   * The current ETag of {@code table} when {@code ifNoneMatch} (a list of ETags, or {@code *}) names
+   * its current metadata file, else null; null too when the table does not exist (the full load then
+   * answers 404).
    */
-  boolean unchanged(TableIdentifier table, String ifNoneMatch) {
+  String unchanged(TableIdentifier table, String ifNoneMatch) {
     String location = currentLocation(table);
     if (location == null) {
-      return false;
+      return null;
     }
     String current = etag(location);
     for (String candidate : ifNoneMatch.split(",")) {
@@ -61,10 +62,10 @@ final class MetadataPointers implements AutoCloseable {
         tag = tag.substring(2); // weak comparison, as RFC 9110 prescribes for If-None-Match
       }
       if (tag.equals("*") || tag.equals(current)) {
-        return true;
+        return current;
       }
     }
-    return false;
+    return null;
   }
 
   private String currentLocation(TableIdentifier table) {

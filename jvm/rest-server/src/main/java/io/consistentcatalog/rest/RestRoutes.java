@@ -302,8 +302,9 @@ final class RestRoutes implements HttpHandler {
    */
   private static Reply loadTable(Catalogs.Served served, TableIdentifier table, HttpExchange exchange) {
     String ifNoneMatch = exchange.getRequestHeaders().getFirst("If-None-Match");
-    if (ifNoneMatch != null && served.pointers.unchanged(table, ifNoneMatch)) {
-      return new Reply(304, null, null);
+    String unchanged = ifNoneMatch == null ? null : served.pointers.unchanged(table, ifNoneMatch);
+    if (unchanged != null) {
+      return new Reply(304, null, unchanged); // a 304 carries the ETag a 200 would (RFC 9110 15.4.5)
     }
     LoadTableResponse response = CatalogHandlers.loadTable(served.catalog, table);
     String location = response.metadataLocation();
