@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.update import AssertRefSnapshotId, SetPropertiesUpdate, SetSnapshotRefUpdate
 
+from consistent_catalog import openlineage_events
 from consistent_catalog import properties as P
 from consistent_catalog.commit import TableStore, refs_at
 from consistent_catalog.epoch_plan import EpochPlan, check_append_only, plan_epoch
@@ -115,6 +116,8 @@ class Staged(NamedTuple):
     rows: int
     table: Table | None = None
     """The sink as the staging commit left it (the catalog's answer), for the publish to build on; None: load it."""
+    attempt: str | None = None
+    """``consistent.attempt`` of the staged snapshots (None: nothing staged)."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,8 @@ class EpochResult:
     ``watermark`` (inputs unchanged: only the watermark moved) or ``conflict`` (the sink changed meanwhile; re-plan)."""
     snapshots: Mapping[str, int | None]
     rows: Mapping[str, int] = field(default_factory=dict)
+    attempts: Mapping[str, str] = field(default_factory=dict)
+    """Per published or republished sink: the ``consistent.attempt`` of the epoch now on its ``main``."""
 
     @property
     def did_work(self) -> bool:
@@ -178,6 +183,11 @@ class EpochJob:
         self._published_epochs = 0
         self._planned: dict[str, Located] = {}
         """The sources as the last ``plan`` located them (metadata file, and the table when one was loaded)."""
+        self._sink_states: dict[str, TableState] = {}
+        """The sinks as the last ``plan`` read them."""
+        # OpenLineage run events (protocol §5.8): None unless the OpenLineage client is configured, so an
+        # unconfigured job neither imports nor builds a client
+        self.lineage_events = openlineage_events.emitter_for(job, cc.name, cc.catalog.properties)
 
     # --- ownership ---------------------------------------------------------------------------
     def register(self) -> Lease:
@@ -213,6 +223,7 @@ class EpochJob:
             ) from None
         for sink in self.sinks:
             self._check_owner(states[sink])
+        self._sink_states = states
         try:
             located = self.store.loader.upstream(self.sources)
         except TableNotFoundError as exc:
@@ -239,8 +250,32 @@ class EpochJob:
             )
 
     def run_epoch(self, *, advance_idle: bool = True) -> EpochResult:
-        """Plan, stage and publish one epoch; a no-op (all sinks ``done``) when no source advanced."""
-        plan = self.plan(advance_idle=advance_idle)
+        """Plan, stage and publish one epoch; a no-op (all sinks ``done``) when no source advanced.
+
+        With OpenLineage configured, an epoch that has work is one run: START once planned, COMPLETE after
+        the publish, FAIL (or ABORT when interrupted) when it raises; a no-op epoch sends nothing.
+        """
+        if self.lineage_events is None:
+            plan = self.plan(advance_idle=advance_idle)
+            return self._run_planned(plan)
+        run = self.lineage_events.new_run()
+        try:
+            plan = self.plan(advance_idle=advance_idle)
+            if plan.barrier is None or not plan.pending:
+                return self._run_planned(plan)
+            run.start(plan, self.lease.instance if self.lease is not None else None)
+            result = self._run_planned(plan)
+        except Exception as exc:
+            run.fail(exc, self.sources, self.sinks)
+            raise
+        except BaseException as exc:  # Ctrl-C, SIGTERM (SystemExit) while a started epoch runs
+            if run.started is not None:
+                run.fail(exc, self.sources, self.sinks, abort=True)
+            raise
+        run.complete(plan, result.actions, result.snapshots, result.attempts)
+        return result
+
+    def _run_planned(self, plan: EpochPlan) -> EpochResult:
         if plan.barrier is None or not plan.pending:
             return EpochResult(self.job, plan.barrier, {s: "done" for s in self.sinks}, {})
         outputs: Mapping[str, Any] = {}
@@ -249,13 +284,15 @@ class EpochJob:
         actions: dict[str, str] = {}
         snapshots: dict[str, int | None] = {}
         rows: dict[str, int] = {}
+        attempts: dict[str, str] = {}
         for sink, sink_plan in plan.sinks.items():
             if sink_plan.action == "done":
                 actions[sink] = "done"
                 continue
             try:
                 if sink_plan.action == "publish-staged":
-                    staged = Staged(sink_plan.main_head, sink_plan.staged_head, 0)
+                    staged = Staged(sink_plan.main_head, sink_plan.staged_head, 0,
+                                    attempt=self._staged_attempt(sink, sink_plan.staged_head))
                     actions[sink] = "republished"
                 elif sink_plan.action == "watermark":
                     staged = Staged(sink_plan.main_head, None, 0)
@@ -265,6 +302,8 @@ class EpochJob:
                     rows[sink] = staged.rows
                     actions[sink] = "published"
                 snapshots[sink] = self.publish(sink, plan, staged.base, staged.head, table=staged.table)
+                if staged.attempt is not None:
+                    attempts[sink] = staged.attempt
             except FencedError:
                 # main moved under us (a revision, or another writer's staging) while we still own the
                 # sink: nothing was published; the next epoch re-plans from the new state
@@ -277,7 +316,13 @@ class EpochJob:
             self._published_epochs += 1
             if self._published_epochs % self.expire_every == 0:
                 run_maintenance(self.store, self.sinks, self.retention)
-        return EpochResult(self.job, plan.barrier, actions, snapshots, rows)
+        return EpochResult(self.job, plan.barrier, actions, snapshots, rows, attempts)
+
+    def _staged_attempt(self, sink: str, head: int | None) -> str | None:
+        """The attempt id of the staged epoch found at plan time (a replay publishes it unchanged)."""
+        state = self._sink_states.get(sink)
+        record = state.snapshots.get(head) if state is not None and head is not None else None
+        return None if record is None else record.summary.get(P.ATTEMPT)
 
     def run(self, epochs: int) -> list[EpochResult]:
         return [self.run_epoch() for _ in range(epochs)]
@@ -445,7 +490,7 @@ class EpochJob:
             current = record.parent_id
         if current != base_id or head == base_id:
             raise FencedError(f"{sink}: {P.STAGED_BRANCH} no longer descends from main's head {base_id}; re-plan")
-        return Staged(base_id, head, rows, committed)
+        return Staged(base_id, head, rows, committed, attempt)
 
     def record_empty_epoch(
         self, sink: str, base_id: int, properties: Mapping[str, str], plan: EpochPlan, table: Table | None = None

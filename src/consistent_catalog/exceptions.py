@@ -6,6 +6,7 @@ table); errors of the resolver also carry the table and barrier they are about (
 
     ConsistentCatalogError
     ├── CatalogConfigError          the catalog cannot be found or loaded
+    ├── NotInstalledError           an optional part needs a package that is not installed (an ImportError)
     ├── TableNotFoundError          a named table does not exist
     ├── InvalidInputError           an argument given by the caller is wrong
     │   └── InvalidBarrierError     a barrier that is not a non-negative integer / datetime
@@ -44,6 +45,10 @@ class ConsistentCatalogError(Exception):
 
 class CatalogConfigError(ConsistentCatalogError):
     """The catalog cannot be found or loaded."""
+
+
+class NotInstalledError(ConsistentCatalogError, ImportError):
+    """An optional part needs a package that is not installed; the message names the extra to install."""
 
 
 class TableNotFoundError(ConsistentCatalogError):

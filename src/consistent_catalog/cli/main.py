@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 
@@ -175,17 +176,27 @@ def status(ctx: Context, tables: tuple[str, ...], output: str | None) -> None:
 
 @cli.command()
 @click.argument("tables", nargs=-1)
+@click.option("--format", "fmt", type=click.Choice(["graph", "openlineage"]), default="graph", show_default=True,
+              help="graph: this tool's JSON (protocol §10.3); openlineage: one OpenLineage JobEvent per job, as a "
+                   "JSON array (needs the [openlineage] extra)")
 @output_option
 @click.pass_obj
 @command_errors
-def lineage(ctx: Context, tables: tuple[str, ...], output: str | None) -> None:
+def lineage(ctx: Context, tables: tuple[str, ...], fmt: str, output: str | None) -> None:
     """The lineage graph: jobs, their sources and sinks (whole catalog, or what connects to TABLES).
 
     \b
     Example:
       consistent-catalog --catalog lake lineage demo.words
+      consistent-catalog --catalog lake lineage --format openlineage > jobs.json
     """
     graph = ctx.catalog.lineage(tables or None)
+    if fmt == "openlineage":
+        from consistent_catalog.openlineage_events import graph_events
+
+        catalog = ctx.catalog.catalog
+        click.echo(json.dumps(graph_events(graph, catalog.name, catalog.properties)))
+        return
 
     def text() -> None:
         table_out("jobs", [Col("job"), Col("sources", "text"), Col("sinks", "text")],

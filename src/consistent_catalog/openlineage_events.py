@@ -1,0 +1,268 @@
+"""OpenLineage: run events of epochs and the lineage graph as job events (docs/protocol.md §5.8).
+
+Off unless the standard OpenLineage client is configured (``openlineage.yml``, ``OPENLINEAGE_CONFIG``,
+``OPENLINEAGE_URL``, ``OPENLINEAGE__TRANSPORT__*``). ``emitter_for`` answers that from the environment
+and the file system alone, so an epoch job that is not configured never imports the client nor
+constructs one. Events go out through the client's own transports; a transport that fails is logged
+and never fails an epoch.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import traceback
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from consistent_catalog.exceptions import NotInstalledError
+
+if TYPE_CHECKING:
+    from consistent_catalog.epoch_plan import EpochPlan
+    from consistent_catalog.lineage import LineageGraph
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "pip install 'consistent-catalog[openlineage]'"
+PRODUCER = "https://pypi.org/project/consistent-catalog/"
+"""``producer`` of every event and ``_producer`` of our facet: this package."""
+EPOCH_FACET = "consistentCatalog_epoch"
+"""Key of our run facet in ``run.facets``."""
+EPOCH_FACET_SCHEMA = "urn:consistent-catalog:openlineage:ConsistentCatalogEpochRunFacet:1-0-0"
+"""``_schemaURL`` of our run facet; the schema itself: docs/openlineage/ConsistentCatalogEpochRunFacet.json."""
+DEFAULT_JOB_NAMESPACE = "consistent-catalog"
+
+
+def configured(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> bool:
+    """Whether the OpenLineage client would find a transport, checked the way it looks (no import).
+
+    The client's own order: ``OPENLINEAGE_DISABLED=true`` turns it off; a config file (``OPENLINEAGE_CONFIG``,
+    ``./openlineage.yml``, ``~/.openlineage/openlineage.yml``), ``OPENLINEAGE__TRANSPORT__*`` variables or
+    ``OPENLINEAGE_URL`` configure it. Without any of them the client would print events to the console;
+    here that means off.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true":
+        return False
+    config_file = env.get("OPENLINEAGE_CONFIG")
+    if env.get("OPENLINEAGE_URL") or (config_file and Path(config_file).is_file()):
+        return True  # (a missing OPENLINEAGE_CONFIG file is passed over, as the client does)
+    if any(key.startswith("OPENLINEAGE__TRANSPORT") for key in env):
+        return True
+    here = Path.cwd() if cwd is None else cwd
+    return (here / "openlineage.yml").is_file() or (Path.home() / ".openlineage" / "openlineage.yml").is_file()
+
+
+def require_client() -> Any:
+    """The ``openlineage.client`` package, or NotInstalledError naming the extra to install."""
+    try:
+        import openlineage.client as client
+    except ImportError:
+        raise NotInstalledError(f"OpenLineage support needs the openlineage-python package: {INSTALL_HINT}") from None
+    return client
+
+
+# --- naming --------------------------------------------------------------------------------------------
+def dataset_namespace(catalog_name: str, properties: Mapping[str, Any]) -> str:
+    """The OpenLineage namespace of the catalog's tables: the datasource that resolves their names.
+
+    OpenLineage's naming spec (spec/Naming.md, "Datasets"): "Namespace = scheme:[//authority] (the
+    datasource), Name = path (the datasets)", and for warehouses the datasource is the service that
+    resolves table names (``trino://{host}:{port}`` with name ``{catalog}.{schema}.{table}``). The spec
+    has no row for Iceberg catalogs; the datasource of an Iceberg table is its catalog, so the namespace
+    is the catalog's ``uri`` (user, password and query left out: a JDBC URI may carry credentials), e.g.
+    ``sqlite:////abs/catalog.db``, ``postgresql+psycopg2://db-host:5432/iceberg``, ``http://rest-host:8181``;
+    a catalog without a URI (Glue, Hadoop-style) is named by its warehouse's scheme and authority
+    (``s3://bucket``, the storage rows of the spec), else ``iceberg://<catalog name>``.
+    """
+    uri = properties.get("uri")
+    if isinstance(uri, str) and uri:
+        parts = urlsplit(uri)
+        host = parts.hostname or ""
+        host = f"[{host}]" if ":" in host else host
+        netloc = host + (f":{parts.port}" if parts.port else "")
+        return f"{parts.scheme}://{netloc}{parts.path}"  # not urlunsplit: it turns sqlite:////abs into sqlite://abs
+    warehouse = properties.get("warehouse")
+    if isinstance(warehouse, str) and "://" in warehouse:
+        parts = urlsplit(warehouse)
+        return f"{parts.scheme}://{parts.netloc}" if parts.netloc else f"{parts.scheme}://{parts.path}"
+    return f"iceberg://{catalog_name}"
+
+
+def job_namespace(environ: Mapping[str, str] | None = None) -> str:
+    """``OPENLINEAGE_NAMESPACE`` (what the OpenLineage integrations read), else ``consistent-catalog``."""
+    env = os.environ if environ is None else environ
+    return env.get("OPENLINEAGE_NAMESPACE") or DEFAULT_JOB_NAMESPACE
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@functools.cache
+def _epoch_facet_class() -> Any:
+    """Our run facet as a subclass of the client's RunFacet (attrs), so the client serialises it like its own."""
+    import attr
+    from openlineage.client.generated.base import RunFacet
+
+    @attr.define
+    class ConsistentCatalogEpochRunFacet(RunFacet):  # type: ignore[misc]
+        barrier: int
+        instance: str | None = attr.field(default=None)
+        sinks: dict[str, dict[str, Any]] = attr.field(factory=dict)
+
+        @staticmethod
+        def _get_schema() -> str:
+            return EPOCH_FACET_SCHEMA
+
+    return ConsistentCatalogEpochRunFacet
+
+
+# --- epochs ------------------------------------------------------------------------------------------
+class EpochEmitter:
+    """One job's events: a run per epoch that had work (START, then COMPLETE, FAIL or ABORT)."""
+
+    def __init__(self, client: Any, job: str, namespace: str, job_ns: str) -> None:
+        self.client = client
+        self.job = job
+        self.namespace = namespace
+        self.job_namespace = job_ns
+        from openlineage.client import event_v2
+        from openlineage.client.facet_v2 import dataset_version_dataset, error_message_run
+
+        self._ev = event_v2
+        self._version = dataset_version_dataset.DatasetVersionDatasetFacet
+        self._error = error_message_run.ErrorMessageRunFacet
+        self._facet = _epoch_facet_class()
+
+    def new_run(self) -> EpochRun:
+        return EpochRun(self, str(_uuid7()))
+
+    def send(self, build: Callable[[], Any], what: str) -> None:
+        """Build the event and emit it; any failure (the event, the transport) is logged, never raised."""
+        try:
+            self.client.emit(build())
+        except Exception as exc:  # lineage's problem, never the epoch's
+            log.warning("%s: the OpenLineage %s event could not be sent (the epoch goes on): %s: %s",
+                        self.job, what, type(exc).__name__, exc)
+
+    def dataset(self, kind: str, table: str, version: int | None) -> Any:
+        facets = {} if version is None else {"version": self._version(datasetVersion=str(version), producer=PRODUCER)}
+        cls = self._ev.InputDataset if kind == "input" else self._ev.OutputDataset
+        return cls(namespace=self.namespace, name=table, facets=facets)
+
+
+class EpochRun:
+    """The events of one epoch attempt (one OpenLineage run)."""
+
+    def __init__(self, emitter: EpochEmitter, run_id: str) -> None:
+        self.emitter = emitter
+        self.run_id = run_id
+        self.started: EpochPlan | None = None
+        self.instance: str | None = None
+
+    def _event(self, state: str, plan: EpochPlan | None, outputs: Mapping[str, int | None], sinks: Iterable[str],
+               sources: Iterable[str], facets: Mapping[str, Any]) -> Any:
+        e = self.emitter
+        inputs = plan.inputs if plan is not None else {s: None for s in sources}
+        return e._ev.RunEvent(
+            eventType=getattr(e._ev.RunState, state),
+            eventTime=_now(),
+            run=e._ev.Run(runId=self.run_id, facets=dict(facets)),
+            job=e._ev.Job(namespace=e.job_namespace, name=e.job),
+            inputs=[e.dataset("input", t, v) for t, v in sorted(inputs.items())],
+            outputs=[e.dataset("output", t, outputs.get(t)) for t in sorted(sinks)],
+            producer=PRODUCER,
+        )
+
+    def _epoch_facet(self, barrier: int | None, sinks: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        if barrier is None:
+            return {}
+        facet = self.emitter._facet(barrier=barrier, instance=self.instance,
+                                    sinks={k: dict(v) for k, v in sinks.items()}, producer=PRODUCER)
+        return {EPOCH_FACET: facet}
+
+    def start(self, plan: EpochPlan, instance: str | None) -> None:
+        """START: the epoch's barrier and inputs are planned; outputs named, not yet versioned."""
+        self.started, self.instance = plan, instance
+        sinks = {s: {"action": p.action} for s, p in plan.sinks.items()}
+        self.emitter.send(lambda: self._event("START", plan, {}, plan.sinks, (), self._epoch_facet(plan.barrier, sinks)),
+                          "START")
+
+    def complete(self, plan: EpochPlan, actions: Mapping[str, str], snapshots: Mapping[str, int | None],
+                 attempts: Mapping[str, str]) -> None:
+        """COMPLETE: every output at the snapshot now on its ``main`` (published sinks only)."""
+        sinks = {s: {"action": a, **({"attempt": attempts[s]} if s in attempts else {})} for s, a in actions.items()}
+        outputs = {s: snapshots.get(s) for s, a in actions.items() if a in ("published", "republished", "watermark")}
+        self.emitter.send(
+            lambda: self._event("COMPLETE", plan, outputs, actions, (), self._epoch_facet(plan.barrier, sinks)), "COMPLETE")
+
+    def fail(self, exc: BaseException, sources: Iterable[str], sinks: Iterable[str], *, abort: bool = False) -> None:
+        """FAIL (an exception) or ABORT (interrupted) with the error; inputs as planned when the plan was made."""
+        plan, state = self.started, "ABORT" if abort else "FAIL"
+
+        def build() -> Any:
+            facets: dict[str, Any] = {}
+            if plan is not None:
+                facets.update(self._epoch_facet(plan.barrier, {s: {"action": p.action} for s, p in plan.sinks.items()}))
+            facets["errorMessage"] = self.emitter._error(
+                message=f"{type(exc).__name__}: {exc}", programmingLanguage="python",
+                stackTrace="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), producer=PRODUCER,
+            )
+            return self._event(state, plan, {}, sinks, sources, facets)
+
+        self.emitter.send(build, state)
+
+
+def emitter_for(job: str, catalog_name: str, properties: Mapping[str, Any]) -> EpochEmitter | None:
+    """The job's emitter when OpenLineage is configured, else None (nothing imported, nothing built).
+
+    Configured but the client is not installed, or its configuration does not load: a warning, and no events
+    (lineage never stops a pipeline).
+    """
+    if not configured():
+        return None
+    try:
+        openlineage = require_client()
+        client = openlineage.OpenLineageClient()
+        return EpochEmitter(client, job, dataset_namespace(catalog_name, properties), job_namespace())
+    except NotInstalledError as exc:
+        log.warning("%s: OpenLineage is configured but no events will be sent: %s", job, exc)
+    except Exception as exc:
+        log.warning("%s: OpenLineage is configured but its client could not be set up, no events will be sent: "
+                    "%s: %s", job, type(exc).__name__, exc)
+    return None
+
+
+# --- the static graph ----------------------------------------------------------------------------------
+def graph_events(graph: LineageGraph, catalog_name: str, properties: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The lineage graph as OpenLineage JobEvents (one per job, its sources as inputs, its sinks as outputs),
+    serialised the client's way. NotInstalledError without the client."""
+    require_client()
+    from openlineage.client import event_v2
+    from openlineage.client.serde import Serde
+
+    namespace, job_ns, now = dataset_namespace(catalog_name, properties), job_namespace(), _now()
+    events = []
+    for info in graph.jobs():
+        event = event_v2.JobEvent(
+            eventTime=now,
+            job=event_v2.Job(namespace=job_ns, name=info.job),
+            inputs=[event_v2.InputDataset(namespace=namespace, name=t) for t in info.sources],
+            outputs=[event_v2.OutputDataset(namespace=namespace, name=t) for t in info.sinks],
+            producer=PRODUCER,
+        )
+        events.append(Serde.to_dict(event))
+    return events
+
+
+def _uuid7() -> uuid.UUID:
+    """A UUIDv7 run id (time-ordered, what the OpenLineage client recommends)."""
+    from openlineage.client.uuid import generate_new_uuid
+
+    return generate_new_uuid()

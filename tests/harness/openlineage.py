@@ -1,0 +1,111 @@
+"""OpenLineage in tests: a collector on 127.0.0.1 that the standard client's HTTP transport posts to, and the
+schemas its events must satisfy.
+
+The openlineage-python wheel (1.54.0) ships no JSON schema files (its classes are generated from the spec and
+only carry ``_schemaURL``s), and the suite cannot download one. ``OPENLINEAGE_SPEC`` below is the spec's
+own structure (OpenLineage.json 2-0-2, ``$defs`` RunEvent, JobEvent, Run, Job, Dataset, BaseFacet, plus the
+facets DatasetVersionDatasetFacet 1-0-1 and ErrorMessageRunFacet 1-0-1), transcribed field by field: what is
+required, the ``eventType`` enum, the formats. Our own facet is checked against the schema we publish,
+docs/openlineage/ConsistentCatalogEpochRunFacet.json.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+ROOT = Path(__file__).resolve().parents[2]
+EPOCH_FACET_SCHEMA = json.loads((ROOT / "docs" / "openlineage" / "ConsistentCatalogEpochRunFacet.json").read_text())
+
+_FACET = {"type": "object", "required": ["_producer", "_schemaURL"],
+          "properties": {"_producer": {"type": "string", "format": "uri"}, "_schemaURL": {"type": "string", "format": "uri"}}}
+_DATASET_FACETS = {
+    "type": "object",
+    "additionalProperties": {"$ref": "#/$defs/BaseFacet"},
+    "properties": {"version": {"allOf": [{"$ref": "#/$defs/BaseFacet"}, {
+        "type": "object", "required": ["datasetVersion"], "properties": {"datasetVersion": {"type": "string"}}}]}},
+}
+_DATASET = {"type": "object", "required": ["namespace", "name"],
+            "properties": {"namespace": {"type": "string"}, "name": {"type": "string"}, "facets": _DATASET_FACETS}}
+OPENLINEAGE_SPEC: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$defs": {
+        "BaseFacet": _FACET,
+        "Dataset": _DATASET,
+        "Job": {"type": "object", "required": ["namespace", "name"],
+                "properties": {"namespace": {"type": "string"}, "name": {"type": "string"},
+                               "facets": {"type": "object", "additionalProperties": {"$ref": "#/$defs/BaseFacet"}}}},
+        "Run": {"type": "object", "required": ["runId"],
+                "properties": {"runId": {"type": "string", "format": "uuid"},
+                               "facets": {"type": "object", "additionalProperties": {"$ref": "#/$defs/BaseFacet"},
+                                          "properties": {"errorMessage": {"allOf": [{"$ref": "#/$defs/BaseFacet"}, {
+                                              "type": "object", "required": ["message", "programmingLanguage"],
+                                              "properties": {"message": {"type": "string"},
+                                                             "programmingLanguage": {"type": "string"},
+                                                             "stackTrace": {"type": "string"}}}]}}}}},
+        "BaseEvent": {"type": "object", "required": ["eventTime", "producer", "schemaURL"],
+                      "properties": {"eventTime": {"type": "string", "format": "date-time"},
+                                     "producer": {"type": "string", "format": "uri"},
+                                     "schemaURL": {"type": "string", "format": "uri"}}},
+        "RunEvent": {"allOf": [{"$ref": "#/$defs/BaseEvent"}, {
+            "type": "object", "required": ["run", "job"],
+            "properties": {"eventType": {"enum": ["START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"]},
+                           "run": {"$ref": "#/$defs/Run"}, "job": {"$ref": "#/$defs/Job"},
+                           "inputs": {"type": "array", "items": {"$ref": "#/$defs/Dataset"}},
+                           "outputs": {"type": "array", "items": {"$ref": "#/$defs/Dataset"}}}}]},
+        "JobEvent": {"allOf": [{"$ref": "#/$defs/BaseEvent"}, {
+            "type": "object", "required": ["job"],
+            "properties": {"job": {"$ref": "#/$defs/Job"},
+                           "inputs": {"type": "array", "items": {"$ref": "#/$defs/Dataset"}},
+                           "outputs": {"type": "array", "items": {"$ref": "#/$defs/Dataset"}}}}]},
+    },
+}
+
+
+def validate(event: dict[str, Any], kind: str = "RunEvent") -> None:
+    """Raise jsonschema.ValidationError unless ``event`` is a valid OpenLineage ``kind`` (and our facet, if any,
+    is valid against the schema we publish)."""
+    schema = {**OPENLINEAGE_SPEC, "$ref": f"#/$defs/{kind}"}
+    jsonschema.validate(event, schema, format_checker=jsonschema.FormatChecker())
+    assert event["schemaURL"].endswith(f"/OpenLineage.json#/$defs/{kind}"), event["schemaURL"]
+    facet = event.get("run", {}).get("facets", {}).get("consistentCatalog_epoch")
+    if facet is not None:
+        jsonschema.validate(facet, EPOCH_FACET_SCHEMA, format_checker=jsonschema.FormatChecker())
+
+
+class Collector:
+    """An HTTP endpoint on 127.0.0.1 (a free port) that keeps every JSON body posted to it."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.paths: list[str] = []
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                collector.paths.append(self.path)
+                collector.events.append(json.loads(body))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Collector:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,34 @@
+"""OpenLineage names and the "is it configured" check (protocol §5.8): plain functions, no client needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from consistent_catalog.openlineage_events import configured, dataset_namespace, job_namespace
+
+
+@pytest.mark.parametrize("properties, namespace", [
+    ({"uri": "sqlite:////abs/lake/catalog.db", "warehouse": "file:///abs/lake/warehouse"}, "sqlite:////abs/lake/catalog.db"),
+    ({"uri": "postgresql+psycopg2://etl:secret@db-host:5432/iceberg?sslmode=require"}, "postgresql+psycopg2://db-host:5432/iceberg"),
+    ({"uri": "http://rest-host:8181", "warehouse": "analytics", "credential": "id:secret"}, "http://rest-host:8181"),
+    ({"uri": "http://[::1]:8181/"}, "http://[::1]:8181/"),
+    ({"warehouse": "s3://bucket/warehouse"}, "s3://bucket"),
+    ({}, "iceberg://lake"),
+])
+def test_the_dataset_namespace_is_the_catalog_without_credentials(properties, namespace):
+    assert dataset_namespace("lake", properties) == namespace
+
+
+def test_configured_only_where_the_client_would_find_a_transport(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert not configured({}, tmp_path)
+    assert configured({"OPENLINEAGE_URL": "http://marquez:5000"}, tmp_path)
+    assert not configured({"OPENLINEAGE_URL": "http://marquez:5000", "OPENLINEAGE_DISABLED": "True"}, tmp_path)
+    assert configured({"OPENLINEAGE__TRANSPORT__TYPE": "console"}, tmp_path)
+    assert not configured({"OPENLINEAGE_CONFIG": str(tmp_path / "missing.yml")}, tmp_path)
+    (tmp_path / "openlineage.yml").write_text("transport:\n  type: console\n")
+    assert configured({}, tmp_path)
+    assert configured({"OPENLINEAGE_CONFIG": str(tmp_path / "openlineage.yml")}, tmp_path / "home")
+    assert job_namespace({}) == "consistent-catalog" and job_namespace({"OPENLINEAGE_NAMESPACE": "etl"}) == "etl"
