@@ -205,6 +205,8 @@ class EpochJob:
 
     def __exit__(self, *exc: object) -> None:
         self.unregister()
+        if self.lineage_events is not None:
+            self.lineage_events.flush()
 
     def _require_lease(self) -> Lease:
         if self.lease is None:

@@ -3,17 +3,25 @@
 Off unless the standard OpenLineage client is configured (``openlineage.yml``, ``OPENLINEAGE_CONFIG``,
 ``OPENLINEAGE_URL``, ``OPENLINEAGE__TRANSPORT__*``). ``emitter_for`` answers that from the environment
 and the file system alone, so an epoch job that is not configured never imports the client nor
-constructs one. Events go out through the client's own transports; a transport that fails is logged
-and never fails an epoch.
+constructs one. Events go out through the client's own transports, from one background thread per job
+(in order), so a transport that is slow or down (an HTTP endpoint that does not answer costs the
+client's timeout times its retries, seconds per event) never holds an epoch up; a failure is logged and
+never fails an epoch. ``EpochJob.__exit__`` and the end of the process wait at most
+``FLUSH_SECONDS`` for the events still queued.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import os
+import queue
+import threading
+import time
 import traceback
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,6 +44,8 @@ EPOCH_FACET = "consistentCatalog_epoch"
 EPOCH_FACET_SCHEMA = "urn:consistent-catalog:openlineage:ConsistentCatalogEpochRunFacet:1-0-0"
 """``_schemaURL`` of our run facet; the schema itself: docs/openlineage/ConsistentCatalogEpochRunFacet.json."""
 DEFAULT_JOB_NAMESPACE = "consistent-catalog"
+FLUSH_SECONDS = 10.0
+"""How long closing a job (and the process's exit) waits for its queued events before dropping them."""
 
 
 def configured(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> bool:
@@ -140,16 +150,50 @@ class EpochEmitter:
         self._error = error_message_run.ErrorMessageRunFacet
         self._facet = _epoch_facet_class()
 
+        self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._sender: threading.Thread | None = None
+        _EMITTERS.add(self)
+
     def new_run(self) -> EpochRun:
         return EpochRun(self, str(_uuid7()))
 
     def send(self, build: Callable[[], Any], what: str) -> None:
-        """Build the event and emit it; any failure (the event, the transport) is logged, never raised."""
+        """Build the event now and queue it for the sending thread; any failure is logged, never raised."""
         try:
-            self.client.emit(build())
+            event = build()
         except Exception as exc:  # lineage's problem, never the epoch's
+            log.warning("%s: the OpenLineage %s event could not be built (the epoch goes on): %s: %s",
+                        self.job, what, type(exc).__name__, exc)
+            return
+        self._queue.put(functools.partial(self._emit, event, what))
+        if self._sender is None or not self._sender.is_alive():  # first event, or after a fork
+            self._sender = threading.Thread(target=self._send_queued, name=f"openlineage-{self.job}", daemon=True)
+            self._sender.start()
+
+    def _emit(self, event: Any, what: str) -> None:
+        try:
+            self.client.emit(event)
+        except Exception as exc:
             log.warning("%s: the OpenLineage %s event could not be sent (the epoch goes on): %s: %s",
                         self.job, what, type(exc).__name__, exc)
+
+    def _send_queued(self) -> None:
+        while True:
+            self._queue.get()()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until the events queued so far are handed to the transport (at most ``timeout`` seconds,
+        default ``FLUSH_SECONDS``); False, with a warning, when the time ran out."""
+        timeout = FLUSH_SECONDS if timeout is None else timeout
+        if self._sender is None or not self._sender.is_alive():
+            return True
+        done = threading.Event()
+        self._queue.put(done.set)
+        if done.wait(timeout):
+            return True
+        log.warning("%s: OpenLineage events still unsent after %.0f s are dropped (is the transport reachable?)",
+                    self.job, timeout)
+        return False
 
     def dataset(self, kind: str, table: str, version: int | None) -> Any:
         facets = {} if version is None else {"version": self._version(datasetVersion=str(version), producer=PRODUCER)}
@@ -217,6 +261,17 @@ class EpochRun:
             return self._event(state, plan, {}, sinks, sources, facets)
 
         self.emitter.send(build, state)
+
+
+_EMITTERS: weakref.WeakSet[EpochEmitter] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    """Events queued by jobs not closed (no ``with``): sent before the process ends, within one FLUSH_SECONDS."""
+    deadline = time.monotonic() + FLUSH_SECONDS
+    for emitter in list(_EMITTERS):
+        emitter.flush(max(0.0, deadline - time.monotonic()))
 
 
 def emitter_for(job: str, catalog_name: str, properties: Mapping[str, Any]) -> EpochEmitter | None:

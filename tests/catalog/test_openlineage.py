@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,30 @@ def test_a_transport_that_cannot_connect_never_fails_the_epoch(lake, ol_env, cap
     warnings = [r.getMessage() for r in caplog.records if r.name == "consistent_catalog.openlineage_events"]
     assert len(warnings) == 2 and all("could not be sent (the epoch goes on)" in w for w in warnings), warnings
     assert "START" in warnings[0] and "COMPLETE" in warnings[1]
+
+
+def test_a_transport_that_never_answers_holds_no_epoch_up(lake, ol_env, caplog, monkeypatch):
+    """An endpoint that accepts and never answers costs the client its timeout per event: the events wait on the
+    job's sending thread, the epochs do not; closing the job waits FLUSH_SECONDS, then drops them with a warning."""
+    from consistent_catalog import openlineage_events
+
+    monkeypatch.setattr(openlineage_events, "FLUSH_SECONDS", 1.0)
+    with socket.socket() as silent:  # listens (connections complete in the backlog) and never reads or answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        (ol_env / "openlineage.yml").write_text(
+            f"transport:\n  type: http\n  url: http://127.0.0.1:{silent.getsockname()[1]}\n  timeout: 30\n"
+            "  retry:\n    total: 0\n", encoding="utf-8")
+        cc = ConsistentCatalog(lake)
+        with caplog.at_level(logging.WARNING, logger="consistent_catalog.openlineage_events"):
+            started = time.monotonic()
+            with cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite") as job:
+                for n in range(3):
+                    cc.ingest(WORDS, words(f"w{n}"), barrier=1_000 + n)
+                    assert job.run_epoch().actions == {COUNTS: "published"}
+            elapsed = time.monotonic() - started
+    assert elapsed < 20  # inline, the first event alone would have waited 30 s
+    assert any("still unsent after 1 s are dropped" in r.getMessage() for r in caplog.records), caplog.records
 
 
 def test_nothing_is_sent_and_nothing_imported_when_not_configured(lake, ol_env, tmp_path):
