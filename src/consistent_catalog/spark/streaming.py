@@ -524,14 +524,16 @@ class _EpochDriver:
             self.job.lease = self.job.cc.renew_lease(lease, self.job.lease_ms)
 
     def release(self) -> None:
+        """Unregister the job, once. ``stop()`` and the query-terminated listener both call it: the lock is held
+        for the whole release, so the second caller returns only once the first has unregistered."""
         with self._lock:
             if self._released:
                 return
-            self._released = True
-        try:
-            self.job.unregister()
-        except Exception as exc:  # the catalog unreachable at shutdown: the lease lapses on its own
-            log.warning("%s: unregistering after the query ended failed: %s", self.job.job, exc)
+            self._released = True  # set first: an epoch that starts meanwhile is skipped (__call__)
+            try:
+                self.job.unregister()
+            except Exception as exc:  # the catalog unreachable at shutdown: the lease lapses on its own
+                log.warning("%s: unregistering after the query ended failed: %s", self.job.job, exc)
 
 
 def start_streaming_job(
