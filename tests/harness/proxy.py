@@ -25,6 +25,8 @@ class DelayProxy:
         self.delay_ms = delay_ms
         self.port: int | None = None
         self.connections = 0
+        self.held = 0  # chunks being delayed right now
+        self.max_held = 0  # the most chunks ever delayed at once: > 1 shows connections overlap
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
         self._thread: threading.Thread | None = None
@@ -101,12 +103,16 @@ class DelayProxy:
             for writer in (server_writer, client_writer):
                 writer.close()
 
-    @staticmethod
-    async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float) -> None:
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float) -> None:
         try:
             while chunk := await reader.read(CHUNK):
                 if delay:
-                    await asyncio.sleep(delay)
+                    self.held += 1
+                    self.max_held = max(self.max_held, self.held)
+                    try:
+                        await asyncio.sleep(delay)
+                    finally:
+                        self.held -= 1
                 writer.write(chunk)
                 await writer.drain()
         except (ConnectionError, asyncio.CancelledError):
