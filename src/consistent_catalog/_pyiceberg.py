@@ -52,8 +52,8 @@ from __future__ import annotations
 import functools
 import os
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.table.snapshots import Operation
@@ -66,6 +66,7 @@ from pyiceberg.table.update import (
     ValidatableTableRequirement,
 )
 from requests import Request
+from requests.adapters import HTTPAdapter
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -73,6 +74,9 @@ if TYPE_CHECKING:
     from pyiceberg.table import CommitTableResponse, Table, Transaction
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot, Summary
+    from pyiceberg.table.update import TableUpdate
+
+R = TypeVar("R")
 
 __all__ = [
     "ValidatableTableRequirement",
@@ -122,13 +126,19 @@ def transaction_requirements(tx: Transaction, extra: Sequence[TableRequirement] 
     return tuple(out)
 
 
-def commit_transaction_once(tx: Transaction, extra: Sequence[TableRequirement] = ()) -> CommitTableResponse | None:
+def commit_transaction_once(
+    tx: Transaction,
+    extra: Sequence[TableRequirement] = (),
+    send: Callable[[tuple[TableRequirement, ...], tuple[TableUpdate, ...]], R] | None = None,
+) -> R | CommitTableResponse | None:
     """Commit ``tx`` with ``extra`` requirements in one catalog commit: the catalog's response (the metadata as
     committed), or None when it had nothing to commit.
 
-    Raises whatever the catalog raises (``CommitFailedException`` when a requirement fails). Only
-    after a commit that surely did not land are the transaction's manifests deleted, as pyiceberg
-    does; after an error of unknown outcome (a lost connection) nothing is deleted.
+    ``send(requirements, updates)`` makes the commit when given (the commit layer's, which settles
+    faults) and its result is returned; by default ``catalog.commit_table``. Raises whatever that
+    raises (``CommitFailedException`` when a requirement fails). Only after a commit that surely did
+    not land are the transaction's manifests deleted, as pyiceberg does; after an error of unknown
+    outcome (a lost connection) nothing is deleted.
     """
     producers = list(tx._snapshot_producers)
     if not tx._updates:
@@ -136,8 +146,12 @@ def commit_transaction_once(tx: Transaction, extra: Sequence[TableRequirement] =
             producer._clean_all_uncommitted()
         return None
     table = tx._table
+    requirements, updates = transaction_requirements(tx, extra), tx._updates
     try:
-        response = table.catalog.commit_table(table, transaction_requirements(tx, extra), tx._updates)
+        if send is None:
+            response: Any = table.catalog.commit_table(table, requirements, updates)
+        else:
+            response = send(requirements, updates)
     except (CommitFailedException, ValidationException):
         # these guarantee the commit did not land; after any other error the outcome is unknown and the
         # files may be referenced: they are left to the orphan-file sweep (as pyiceberg does)
@@ -381,20 +395,34 @@ def _environment_settings(session: Any, uri: str) -> dict[str, Any]:
     return settings
 
 
-def widen_rest_connections(catalog: Catalog, connections: int) -> int:
-    """Let ``connections`` requests to a ``RestCatalog`` be in flight at once; the pool size it ends up with."""
-    from requests.adapters import HTTPAdapter
+class TimedAdapter(HTTPAdapter):
+    """requests' ``HTTPAdapter`` with a default timeout: a request nobody answers fails with ``Timeout``
+    after ``timeout`` seconds instead of hanging (requests' default: wait forever)."""
 
+    def __init__(self, *args: Any, timeout: float | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.timeout = timeout
+
+    def send(self, request: Any, stream: bool = False, timeout: Any = None, *args: Any, **kwargs: Any) -> Any:
+        return super().send(request, stream, self.timeout if timeout is None else timeout, *args, **kwargs)
+
+
+def widen_rest_connections(catalog: Catalog, connections: int, timeout: float | None = None) -> int:
+    """Let ``connections`` requests to a ``RestCatalog`` be in flight at once, each answered within ``timeout``
+    seconds (None: as configured before); the pool size it ends up with."""
     session = catalog._session  # type: ignore[attr-defined]
     uri = catalog.uri  # type: ignore[attr-defined]
     adapter = session.get_adapter(uri)
-    if type(adapter) is not HTTPAdapter:
+    if type(adapter) not in (HTTPAdapter, TimedAdapter):
         return 10 if not hasattr(adapter, "_pool_maxsize") else adapter._pool_maxsize
-    if adapter._pool_maxsize >= connections:
-        return adapter._pool_maxsize
-    session.mount(uri, HTTPAdapter(pool_connections=adapter._pool_connections, pool_maxsize=connections,
-                                   max_retries=adapter.max_retries, pool_block=adapter._pool_block))
-    return connections
+    size = max(connections, adapter._pool_maxsize)
+    before = getattr(adapter, "timeout", None)
+    if size == adapter._pool_maxsize and (timeout is None or timeout == before):
+        return size
+    session.mount(uri, TimedAdapter(pool_connections=adapter._pool_connections, pool_maxsize=size,
+                                    max_retries=adapter.max_retries, pool_block=adapter._pool_block,
+                                    timeout=before if timeout is None else timeout))
+    return size
 
 
 def parse_load_result(data: bytes) -> tuple[str | None, TableMetadata]:

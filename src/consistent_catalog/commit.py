@@ -21,30 +21,43 @@ itself (``_pyiceberg.commit_transaction_once`` for data writes), past pyiceberg'
 
 Callers that plan from metadata and may be refused re-plan with ``RetryPolicy.attempts()``
 (exponential backoff with jitter, so that two re-planning processes do not collide again).
+
+A commit whose answer was lost (a 504, a timeout, a dropped connection) is settled here, never passed
+on: the table is read back and the commit looked for — by the snapshot it adds, or, for a commit that
+only changes properties, by its effects — before it is sent again (protocol §6.8, ``faults``).
 """
 
 from __future__ import annotations
 
-import random
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError
 from pyiceberg.table.refs import SnapshotRefType
-from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, AssertTableUUID, SetSnapshotRefUpdate
+from pyiceberg.table.update import (
+    AddSnapshotUpdate,
+    AssertRefSnapshotId,
+    AssertTableUUID,
+    RemovePropertiesUpdate,
+    RemoveSnapshotRefUpdate,
+    RemoveSnapshotsUpdate,
+    SetPropertiesUpdate,
+    SetSnapshotRefUpdate,
+)
 
 from consistent_catalog import properties as P
 from consistent_catalog._pyiceberg import (
     commit_transaction_once,
     empty_snapshot,
+    open_table,
     remove_snapshots_keeping_parents,
     validates_client_side,
 )
-from consistent_catalog.exceptions import FencedError, InvalidInputError
+from consistent_catalog.exceptions import FencedError
+from consistent_catalog.faults import Fault, FaultLog, RetryPolicy, fault_of, unavailable
 from consistent_catalog.lineage import LineageGraph
-from consistent_catalog.loading import MetadataLoader, not_found
+from consistent_catalog.loading import MetadataLoader
 from consistent_catalog.state import TableState
 from consistent_catalog.util.identifiers import normalize_identifier
 
@@ -96,6 +109,43 @@ def retired_fence(metadata: TableMetadata, expected: int | None) -> Snapshot | N
     if any(ref.snapshot_id == expected for name, ref in metadata.refs.items() if name != P.FENCE_BRANCH):
         return None
     return snapshot
+
+
+def landed_in(metadata: TableMetadata, updates: Sequence[Any]) -> bool:
+    """Whether the commit of ``updates`` is in ``metadata`` (protocol §6.8).
+
+    Exact for a commit that adds snapshots (their ids, chosen by the writer, are there); for one that
+    only changes properties, refs or removes snapshots, whether all its effects hold. An update of any
+    other kind cannot be recognised: False (the caller then reports the outcome as unknown).
+    """
+    added = [u.snapshot.snapshot_id for u in updates if isinstance(u, AddSnapshotUpdate)]
+    if added:
+        return all(metadata.snapshot_by_id(snapshot_id) is not None for snapshot_id in added)
+    for update in updates:
+        if isinstance(update, SetPropertiesUpdate):
+            if any(metadata.properties.get(k) != v for k, v in update.updates.items()):
+                return False
+        elif isinstance(update, RemovePropertiesUpdate):
+            if any(k in metadata.properties for k in update.removals):
+                return False
+        elif isinstance(update, SetSnapshotRefUpdate):
+            ref = metadata.refs.get(update.ref_name)
+            if ref is None or ref.snapshot_id != update.snapshot_id:
+                return False
+        elif isinstance(update, RemoveSnapshotRefUpdate):
+            if update.ref_name in metadata.refs:
+                return False
+        elif isinstance(update, RemoveSnapshotsUpdate):
+            if any(metadata.snapshot_by_id(i) is not None for i in update.snapshot_ids):
+                return False
+        else:
+            return False
+    return True
+
+
+def _pyiceberg_open(catalog: Catalog, current: Table, location: str) -> Table:
+    """``current``'s table as of metadata file ``location``, read through ``current``'s FileIO."""
+    return open_table(catalog, ".".join(current.name()), location, io=current.io)
 
 
 def _committed(table: Table, response: CommitTableResponse) -> Table:
@@ -172,35 +222,6 @@ def absent_ref_unassertable(requirement: TableRequirement) -> bool:
     snapshot (protocol §6.4)."""
     return isinstance(requirement, AssertRefSnapshotId) and requirement.snapshot_id is None and requirement.ref != P.MAIN_BRANCH
 
-# --- retries ----------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often a refused plan-and-commit is tried again, and how long to wait in between.
-
-    Waits grow exponentially from ``base_delay`` to ``max_delay`` seconds with full jitter, so that
-    processes refused by each other do not retry in lock step.
-    """
-
-    attempts_max: int = 10
-    base_delay: float = 0.02
-    max_delay: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.attempts_max < 1:
-            raise InvalidInputError(f"retries must be at least 1, got {self.attempts_max}")
-
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait before ``attempt`` (2, 3, ...)."""
-        return random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 2)))
-
-    def attempts(self) -> Iterator[int]:
-        """Attempt numbers 1..attempts_max, sleeping before every attempt after the first."""
-        for attempt in range(1, self.attempts_max + 1):
-            if attempt > 1:
-                time.sleep(self.delay(attempt))
-            yield attempt
-
-
 # --- the store ----------------------------------------------------------------------------------------
 class Loaded(NamedTuple):
     """A table as loaded from the catalog, with its consistent-catalog state."""
@@ -210,12 +231,24 @@ class Loaded(NamedTuple):
 
 
 class TableStore:
-    """Reads tables from a pyiceberg catalog and commits to them with requirements (fenced)."""
+    """Reads tables from a pyiceberg catalog and commits to them with requirements (fenced).
 
-    def __init__(self, catalog: Catalog) -> None:
+    Catalog faults are settled here (protocol §6.8): reads are retried, commits of unknown outcome are
+    looked for before they are sent again, all under ``faults`` (by default the catalog property
+    ``consistent.retry-deadline``); ``fault_log`` counts what was settled.
+    """
+
+    def __init__(self, catalog: Catalog, *, faults: RetryPolicy | None = None) -> None:
         self.catalog = catalog
-        self.loader = MetadataLoader(catalog)
+        self.fault_log = FaultLog()
+        """The faults this store's reads and commits met and settled."""
+        self.loader = MetadataLoader(catalog, faults=faults, fault_log=self.fault_log)
         """States for reading: one catalog round-trip, concurrent lean reads, a cache by metadata file."""
+
+    @property
+    def faults(self) -> RetryPolicy:
+        """How long calls wait out a catalog fault before ``CatalogUnavailableError``."""
+        return self.loader.faults
 
     @property
     def name(self) -> str:
@@ -223,11 +256,8 @@ class TableStore:
 
     # --- loading ----------------------------------------------------------------------------------
     def load_table(self, identifier: str | Sequence[str]) -> Table:
-        name = normalize_identifier(identifier)
-        try:
-            return self.catalog.load_table(name)
-        except (NoSuchTableError, NoSuchNamespaceError):
-            raise not_found(name, self.name) from None
+        """The pyiceberg table, faults waited out; TableNotFoundError (with the way out) when it does not exist."""
+        return self.loader.load_table(normalize_identifier(identifier))
 
     def load(self, identifier: str | Sequence[str]) -> Loaded:
         """The pyiceberg table (for writers) and its state, from one metadata load."""
@@ -259,6 +289,9 @@ class TableStore:
 
     def list_tables(self) -> list[str]:
         """Every table of the catalog, in every (nested) namespace."""
+        return self.loader.retrying(self._list_tables, "listing tables")
+
+    def _list_tables(self) -> list[str]:
         found: list[str] = []
         pending: list[tuple[str, ...]] = list(self.catalog.list_namespaces())
         while pending:
@@ -311,15 +344,16 @@ class TableStore:
             retired = retired_fence(table.metadata, take_fence.expected)
             if retired is not None:  # one fence snapshot at a time: the old one goes in the same commit
                 updates = (*updates, remove_snapshots_keeping_parents([retired.snapshot_id]))
+        updates = tuple(updates)
         try:
-            response = self.catalog.commit_table(table, sent, tuple(updates))
+            committed = self._send(table, updates, lambda: self.catalog.commit_table(table, sent, updates), what=what)
         except CommitFailedException as exc:
             if take_fence is not None:
                 _delete_quietly(table, snapshot.manifest_list)
             raise self._refused(table, what, exc, sent) from None
         if retired is not None:
             _delete_quietly(table, retired.manifest_list)
-        return _committed(table, response)
+        return committed
 
     def write(
         self, table: Table, requirements: Sequence[TableRequirement], write: Callable[[Transaction], Any], *, what: str
@@ -333,13 +367,93 @@ class TableStore:
         """
         if not table.metadata.snapshots and validates_client_side(table.catalog):
             requirements = [r for r in requirements if not absent_ref_unassertable(r)]
+        def send(sent: tuple[TableRequirement, ...], updates: tuple[Any, ...]) -> Table:
+            return self._send(table, updates, lambda: self.catalog.commit_table(table, sent, updates), what=what)
+
         try:
             tx = table.transaction()
             write(tx)
-            response = commit_transaction_once(tx, requirements)
+            return commit_transaction_once(tx, requirements, send)
         except CommitFailedException as exc:
             raise self._refused(table, what, exc, requirements) from None
-        return None if response is None else _committed(table, response)
+
+    # --- faults (protocol §6.8) --------------------------------------------------------------------
+    def _send(self, table: Table, updates: tuple[Any, ...], send: Callable[[], CommitTableResponse], *, what: str) -> Table:
+        """``send()`` (one commit of ``updates`` to ``table``), settled: the table as that commit left it.
+
+        After a fault of unknown outcome the table is read back and the commit looked for
+        (``_landed``) before it is sent again; a refusal after such a fault is checked the same way (the
+        first attempt may have landed late). Past the deadline, ``CatalogUnavailableError`` says
+        whether anything landed. ``CommitFailedException`` (a refusal) is the caller's.
+        """
+        name = ".".join(table.name())
+        unsure = False  # whether an attempt may have landed
+        last: BaseException | None = None
+        for _ in self.faults.attempts():
+            if unsure:
+                try:
+                    found = self._landed(table, updates, self.catalog.load_table(name))
+                except Exception as exc:
+                    if fault_of(exc) is None:
+                        raise
+                    self.fault_log.record(fault_of(exc) or Fault.UNKNOWN, exc)
+                    last = exc
+                    continue
+                if found is not None:
+                    return found
+            try:
+                return _committed(table, send())
+            except CommitFailedException:
+                if unsure:  # our own first attempt, landed late, may be what the catalog refused against
+                    found = self._landed(table, updates, self.load_table(name))
+                    if found is not None:
+                        return found
+                raise
+            except Exception as exc:
+                fault = fault_of(exc)
+                if fault is None:
+                    raise
+                self.fault_log.record(fault, exc)
+                last = exc
+                unsure = unsure or fault is Fault.UNKNOWN
+        if unsure:  # one last look: the deadline may have passed with the commit in
+            try:
+                found = self._landed(table, updates, self.catalog.load_table(name))
+                if found is not None:
+                    return found
+            except Exception as exc:
+                if fault_of(exc) is None:
+                    raise
+        assert last is not None
+        added = [u.snapshot.snapshot_id for u in updates if isinstance(u, AddSnapshotUpdate)]
+        hint = ""
+        if unsure and added:
+            hint = (f"{what} added snapshot {added[-1]}: if `consistent-catalog history {name}` lists it, the "
+                    "commit landed; otherwise nothing changed")
+        elif unsure:
+            hint = f"{what} only sets properties: `consistent-catalog status {name}` shows whether they hold"
+        raise unavailable(self.name, f"{what} on {name}", last, self.faults, landed="unknown" if unsure else "no",
+                          hint=hint)
+
+    def _landed(self, planned: Table, updates: Sequence[Any], current: Table) -> Table | None:
+        """The table as the commit of ``updates`` (planned on ``planned``) left it, if it is in ``current``; else None.
+
+        A commit that adds a snapshot is recognised by that snapshot's id; one that only changes
+        properties or refs by its effects (idempotent: a second send changes nothing). The table
+        returned is the metadata file that follows ``planned``'s in ``current``'s metadata log (the
+        commit's own, even when others committed after it), or ``current`` when that cannot be told.
+        """
+        if not landed_in(current.metadata, updates):
+            return None
+        log = [entry.metadata_file for entry in current.metadata.metadata_log]
+        base = planned.metadata_location
+        if base not in log or log[-1] == base:
+            return current
+        own = log[log.index(base) + 1]
+        try:
+            return _pyiceberg_open(self.catalog, current, own)
+        except FileNotFoundError:
+            return current
 
     def _refused(self, table: Table, what: str, exc: Exception, sent: Iterable[TableRequirement]) -> FencedError:
         """FencedError for a refused commit; when it asserted the fence, naming who holds the table now."""

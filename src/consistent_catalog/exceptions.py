@@ -21,6 +21,8 @@ table); errors of the resolver also carry the table and barrier they are about (
     │   └── NotRegisteredError      the job does not own the table it tries to write
     ├── FencedError                 the catalog refused a commit: this instance lost its lease or
     │                               another instance published first (the zombie is fenced out)
+    ├── CatalogUnavailableError     the catalog stayed unavailable (or its answers lost) past the
+    │                               retry deadline; ``landed`` says whether the call took effect
     └── NotFreshError               a wait for freshness timed out; ``freshness`` is the last measurement
 """
 
@@ -109,6 +111,17 @@ class NotRegisteredError(LineageError):
 
 class FencedError(ConsistentCatalogError):
     """The catalog refused a commit because this instance is no longer the table's writer."""
+
+
+class CatalogUnavailableError(ConsistentCatalogError, ConnectionError):
+    """The catalog did not answer (or its answers were lost) until the retry deadline passed (protocol §6.8)."""
+
+    def __init__(self, message: str, *, catalog: str, landed: str, table: str | None = None) -> None:
+        super().__init__(message, table=table)
+        self.catalog = catalog
+        """The catalog's name."""
+        self.landed = landed
+        """Whether the call took effect: ``"no"``, or ``"unknown"`` (the message names what to look for)."""
 
 
 class NotFreshError(ConsistentCatalogError, TimeoutError):

@@ -27,6 +27,10 @@ Resolution, epoch planning and status need a ``TableState`` per table, not pyice
 A REST answer other than 200 or 304 (404, an expired token, a server error) is left to pyiceberg: the
 table is asked again with ``load_table``, which raises or retries exactly as it always did.
 
+Faults (a catalog that is unavailable or whose answer is lost, ``faults.fault_of``) are retried under
+the loader's ``RetryPolicy`` until its deadline, then raised as ``CatalogUnavailableError`` (§6.8):
+``load`` and ``open_table`` are reads, safe to repeat whole.
+
 Errors keep the order of the names asked for: the first missing or unreadable table, in that order,
 raises, as when the tables were loaded one after another.
 """
@@ -46,6 +50,7 @@ from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from consistent_catalog import _pyiceberg
 from consistent_catalog.barrier import SnapshotRecord
 from consistent_catalog.exceptions import ConsistentCatalogError, TableNotFoundError
+from consistent_catalog.faults import FaultLog, RetryPolicy, request_timeout, retrying
 from consistent_catalog.metadata import LeanDecodeError, decode_load_result, decode_state, load_result_head
 from consistent_catalog.state import TableState
 from consistent_catalog.util.identifiers import normalize_identifier
@@ -173,13 +178,29 @@ SHARED_CACHE = StateCache()
 class MetadataLoader:
     """Table states of a pyiceberg catalog: one catalog round-trip, concurrent lean reads, ``StateCache``."""
 
-    def __init__(self, catalog: Catalog, cache: StateCache | None = None, readers: int = DEFAULT_READERS) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        cache: StateCache | None = None,
+        readers: int = DEFAULT_READERS,
+        *,
+        faults: RetryPolicy | None = None,
+        fault_log: FaultLog | None = None,
+    ) -> None:
         self.catalog = catalog
         self.cache = SHARED_CACHE if cache is None else cache
         self.readers = max(1, readers)
+        properties = getattr(catalog, "properties", None) or {}  # a test double may have none
+        self.faults = RetryPolicy.from_properties(properties) if faults is None else faults
+        """How long reads wait out a catalog fault (catalog property ``consistent.retry-deadline``)."""
+        self.fault_log = FaultLog() if fault_log is None else fault_log
+        """The faults this loader's reads met and settled."""
         self._file_ios: dict[str, FileIO] = {}
         self._rest = _pyiceberg.rest_loads_raw(catalog)
-        self._rest_connections = _pyiceberg.widen_rest_connections(catalog, REST_CONNECTIONS) if self._rest else 1
+        self._rest_connections = (
+            _pyiceberg.widen_rest_connections(catalog, REST_CONNECTIONS, request_timeout(properties))
+            if self._rest else 1
+        )
         self._etags: dict[str, tuple[str, str]] = {}
         """REST: table -> (the ETag of its last answer, the metadata file that answer held)."""
         self._vended: set[str] = set()
@@ -209,21 +230,28 @@ class MetadataLoader:
         """
         current = None
         if self._rest and name in self._vended:
-            current = self._load_table(name)
+            current = self.load_table(name)
             if location is None or current.metadata_location == location:
                 return current
         if location is not None:
+            io = None if current is None else current.io
             try:
-                return _pyiceberg.open_table(self.catalog, name, location, io=None if current is None else current.io)
+                return self.retrying(lambda: _pyiceberg.open_table(self.catalog, name, location, io=io),
+                                     f"reading {name}'s metadata")
             except FileNotFoundError:
                 pass
-        return current if current is not None else self._load_table(name)
+        return current if current is not None else self.load_table(name)
 
-    def _load_table(self, name: str) -> Table:
+    def load_table(self, name: str) -> Table:
+        """``catalog.load_table(name)``, faults waited out; TableNotFoundError (with the way out) when it does not exist."""
         try:
-            return self.catalog.load_table(name)
+            return self.retrying(lambda: self.catalog.load_table(name), f"loading {name}")
         except (NoSuchTableError, NoSuchNamespaceError):
             raise not_found(name, self.catalog.name) from None
+
+    def retrying(self, call: Callable[[], T], what: str) -> T:
+        """``call()`` with faults waited out under this loader's policy (``faults.retrying``)."""
+        return retrying(self.faults, call, catalog=self.catalog.name, what=what, log=self.fault_log)
 
     # --- many tables ----------------------------------------------------------------------------
     def load(self, names: Sequence[str], *, required: Iterable[str] = ()) -> dict[str, Located]:
@@ -233,7 +261,8 @@ class MetadataLoader:
         order of ``names`` (the first missing or unreadable table first).
         """
         names = list(dict.fromkeys(names))
-        found = self._load(names, set(required))
+        what = f"loading {', '.join(names)}" if len(names) <= 3 else f"loading {names[0]} and {len(names) - 1} more tables"
+        found = self.retrying(lambda: self._load(names, set(required)), what)
         for name, located in found.items():
             try:
                 self._sources[name] = located.state.sources

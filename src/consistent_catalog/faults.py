@@ -1,0 +1,223 @@
+"""Catalog faults: which errors are transient, how long to retry them, and the error past the deadline (§6.8).
+
+A catalog call fails in one of three ways that matter to a writer:
+
+- *refused*: the catalog checked the commit's requirements and said no (``CommitFailedException``).
+  That is an answer, not a fault; the commit layer turns it into ``FencedError``.
+- *unavailable* (``Fault.UNAVAILABLE``): nothing was applied — a 503 or 429 answer, a connection that
+  could not be opened, SQLite's ``database is locked``.
+- *unknown* (``Fault.UNKNOWN``): it may have been applied — a 500/502/504 answer, a timeout, a
+  connection dropped mid-request, a SQL connection cut by a server restart.
+
+``fault_of`` sorts an exception into these; ``RetryPolicy`` says how often and how long to try again;
+``retrying`` runs a read under a policy. Commits are settled by ``commit.TableStore``, which reads the
+table back after an unknown outcome before it sends anything again.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+from consistent_catalog.exceptions import CatalogUnavailableError, InvalidInputError
+from consistent_catalog.util.durations import parse_duration
+
+T = TypeVar("T")
+
+#: catalog properties (also ``PYICEBERG_CATALOG__<NAME>__CONSISTENT__RETRY_DEADLINE`` and so on)
+RETRY_DEADLINE = "consistent.retry-deadline"
+REQUEST_TIMEOUT = "consistent.request-timeout"
+DEFAULT_RETRY_DEADLINE = "2m"
+DEFAULT_REQUEST_TIMEOUT = "60s"
+
+
+class Fault(enum.Enum):
+    UNAVAILABLE = "unavailable"
+    """Nothing was applied: trying again is safe."""
+    UNKNOWN = "unknown"
+    """It may have been applied: a commit must be looked for before it is sent again."""
+
+
+def fault_of(exc: BaseException) -> Fault | None:
+    """The fault ``exc`` stands for, or None when it is not a fault of the catalog's availability
+    (a refusal, a missing table, a bug...: raised as it is)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:  # a wrapped cause counts (requests wraps urllib3 wraps OSError)
+        seen.add(id(exc))
+        found = _direct_fault(exc)
+        if found is not None:
+            return found
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return None
+
+
+def _direct_fault(exc: BaseException) -> Fault | None:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    module = type(exc).__module__ or ""
+    if module.startswith("pyiceberg"):
+        if names & {"ServiceUnavailableError", "TooManyRequestsError"}:
+            return Fault.UNAVAILABLE
+        if names & {"CommitStateUnknownException", "ServerError"}:
+            return Fault.UNKNOWN
+        return None
+    if module.startswith("requests"):
+        if "ConnectTimeout" in names:
+            return Fault.UNAVAILABLE  # no connection, so no request
+        if "ConnectionError" in names or "Timeout" in names or "ChunkedEncodingError" in names:
+            return Fault.UNAVAILABLE if _refused_connection(exc) else Fault.UNKNOWN
+        return None
+    if module.startswith("sqlalchemy"):
+        if "OperationalError" in names or "InterfaceError" in names or getattr(exc, "connection_invalidated", False):
+            text = str(exc).lower()
+            if "database is locked" in text or "database table is locked" in text or "connection refused" in text:
+                return Fault.UNAVAILABLE
+            return Fault.UNKNOWN
+        return None
+    if isinstance(exc, ConnectionRefusedError):
+        return Fault.UNAVAILABLE
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return Fault.UNKNOWN
+    return None
+
+
+def _refused_connection(exc: BaseException) -> bool:
+    """Whether a requests error is a connection that was never made (refused, no route, DNS)."""
+    text = str(exc)
+    return any(mark in text for mark in ("NewConnectionError", "Connection refused", "Failed to resolve",
+                                         "Name or service not known"))
+
+
+# --- retries ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often a call is tried again and how long to wait in between.
+
+    Waits grow exponentially from ``base_delay`` to ``max_delay`` seconds with full jitter, so that
+    processes refused by each other do not retry in lock step. At most ``attempts_max`` attempts, and
+    none starts after ``deadline`` seconds from the first (None: no deadline).
+
+    Two uses: re-planning a commit the catalog refused (``RetryPolicy(retries)``, a few quick
+    attempts), and waiting out a catalog fault (``RetryPolicy.for_faults``, until a deadline).
+    """
+
+    attempts_max: int = 10
+    base_delay: float = 0.02
+    max_delay: float = 1.0
+    deadline: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.attempts_max < 1:
+            raise InvalidInputError(f"retries must be at least 1, got {self.attempts_max}")
+        if self.deadline is not None and self.deadline < 0:
+            raise InvalidInputError(f"a retry deadline cannot be negative, got {self.deadline} s")
+
+    @classmethod
+    def for_faults(cls, deadline: float | None = 120.0) -> RetryPolicy:
+        """Faults: 50 ms doubling to 2 s, until ``deadline`` seconds (0: one attempt, no retry)."""
+        if deadline == 0:
+            return cls(attempts_max=1, deadline=0.0)
+        return cls(attempts_max=1_000_000, base_delay=0.05, max_delay=2.0, deadline=deadline)
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str]) -> RetryPolicy:
+        """``for_faults`` with the deadline of the catalog property ``consistent.retry-deadline``."""
+        text = properties.get(RETRY_DEADLINE, DEFAULT_RETRY_DEADLINE)
+        try:
+            return cls.for_faults(parse_duration(text) / 1000)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"catalog property {RETRY_DEADLINE}: {exc}") from None
+
+    def with_deadline(self, seconds: float | None) -> RetryPolicy:
+        return replace(self, deadline=seconds)
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before ``attempt`` (2, 3, ...)."""
+        return random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 2)))
+
+    def attempts(self) -> Iterator[int]:
+        """Attempt numbers 1, 2, ... sleeping before every attempt after the first; no attempt after the
+        deadline (a wait that would cross it is cut short to end on it, and that last attempt is made)."""
+        end = None if self.deadline is None else time.monotonic() + self.deadline
+        for attempt in range(1, self.attempts_max + 1):
+            if attempt > 1:
+                wait = self.delay(attempt)
+                if end is not None:
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        return
+                    wait = min(wait, left)
+                time.sleep(wait)
+            yield attempt
+
+
+def request_timeout(properties: Mapping[str, str]) -> float:
+    """Seconds a REST request may go unanswered (catalog property ``consistent.request-timeout``)."""
+    text = properties.get(REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT)
+    try:
+        ms = parse_duration(text)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"catalog property {REQUEST_TIMEOUT}: {exc}") from None
+    if ms <= 0:
+        raise InvalidInputError(f"catalog property {REQUEST_TIMEOUT} must be positive, got {text!r}")
+    return ms / 1000
+
+
+@dataclass
+class FaultLog:
+    """Faults a store settled (counted per kind), the last one kept for messages and ``status``."""
+
+    unavailable: int = 0
+    unknown: int = 0
+    last: str | None = None
+
+    @property
+    def total(self) -> int:
+        return self.unavailable + self.unknown
+
+    def record(self, fault: Fault, exc: BaseException) -> None:
+        if fault is Fault.UNAVAILABLE:
+            self.unavailable += 1
+        else:
+            self.unknown += 1
+        self.last = describe(exc)
+
+
+def describe(exc: BaseException) -> str:
+    """One line for a fault: its type and the first line of its message."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def retrying(
+    policy: RetryPolicy, call: Callable[[], T], *, catalog: str, what: str, log: FaultLog | None = None
+) -> T:
+    """``call()``, tried again after faults (``fault_of``) until ``policy`` gives up; then
+    ``CatalogUnavailableError``. For reads and for calls that are safe to repeat: nothing is looked for."""
+    last: BaseException | None = None
+    for _ in policy.attempts():
+        try:
+            return call()
+        except Exception as exc:
+            fault = fault_of(exc)
+            if fault is None:
+                raise
+            if log is not None:
+                log.record(fault, exc)
+            last = exc
+    assert last is not None
+    raise unavailable(catalog, what, last, policy, landed="no")
+
+
+def unavailable(
+    catalog: str, what: str, last: BaseException, policy: RetryPolicy, *, landed: str, hint: str = ""
+) -> CatalogUnavailableError:
+    """The error past the deadline: the catalog, what was attempted, the last fault, whether anything landed."""
+    waited = "" if policy.deadline is None else f" for {policy.deadline:g} s"
+    message = (f"catalog {catalog!r} did not answer {what}{waited} (last: {describe(last)}); landed: {landed}"
+               f"{f' — {hint}' if hint else ''}. Check that the catalog is up and reachable, then run again "
+               f"(catalog property {RETRY_DEADLINE} sets how long to wait)")
+    return CatalogUnavailableError(message, catalog=catalog, landed=landed)
