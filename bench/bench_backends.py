@@ -32,10 +32,20 @@ custom requirement types before sending, and the column shows the failure instea
 
 PostgreSQL runs with its default durability (fsync on) here, unlike in the tests.
 
+``--faults 0,10,25`` adds the faults table (issue 20, protocol §6.8): on the REST backend, for each
+percentage of commits faulted, the pipeline of ``tests/harness/pipeline.py`` (a keyed ingest and two
+chained epochs per round, ``--fault-rounds`` rounds) runs through ``tests/harness/fault_proxy.py``
+(of the faulted commits: half lost after the server applied them, a fifth refused with 503, the rest
+reset before or after the server saw them or answered past the 1 s client timeout). It reports
+epochs/s, the p95 of an epoch (plan + stage + publish, settling included), the errors that reached
+the caller (target 0) and what an independent check through a direct client found wrong (target
+none). ``--faults-only`` skips everything else.
+
 Usage:
     .venv/bin/python -m bench.bench_backends [--epochs 20] [--rows 1000] [--repeat 5] [--jobs 4]
                                              [--concurrent-epochs 10] [--zombies 10]
                                              [--backends sqlite,postgres,postgres+s3,rest] [--markdown]
+                                             [--faults 0,10,25 [--fault-rounds 30] [--faults-only]]
 """
 
 from __future__ import annotations
@@ -182,6 +192,44 @@ def bench_zombies(catalog: Any, rounds: int, rows: int) -> dict[str, Any]:
     return {"attempted": rounds, "refused": refused, "seconds": seconds, "failures": failures}
 
 
+#: how a fault rate is split among the kinds of commit faults
+FAULT_MIX = {"lost": 0.5, "refuse": 0.2, "reset_after": 0.1, "reset_before": 0.1, "slow": 0.1}
+
+
+def bench_faults(rest: Any, workdir: Path, percent: int, rounds: int, rows: int, seed: int = 11) -> dict[str, Any]:
+    """The pipeline through the fault proxy at ``percent`` % commit faults (see the module docstring)."""
+    from pyiceberg.catalog import load_catalog
+    from tests.harness.fault_proxy import FaultProxy
+    from tests.harness.pipeline import Pipeline, check, create_tables
+
+    from consistent_catalog import ConsistentCatalog
+
+    direct = rest.catalog(warehouse=f"file://{workdir}/warehouse")
+    create_tables(direct)
+    rules = {"commit": {kind: share * percent / 100 for kind, share in FAULT_MIX.items()}} if percent else None
+    errors: list[str] = []
+    with FaultProxy(rest.port, seed=seed, rules=rules, slow_seconds=2.0) as proxy:
+        cc = ConsistentCatalog(load_catalog("lake", **{**direct.properties, "uri": proxy.uri,
+                                                       "consistent.request-timeout": "1s"}))
+        pipeline = Pipeline(cc, seed=seed, rows=rows)
+        started = time.perf_counter()
+        with pipeline:
+            for _ in range(rounds):
+                try:
+                    pipeline.run_round()
+                except Exception as exc:  # noqa: BLE001 - counted: the target is none
+                    errors.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+                    pipeline.rounds += 1
+        seconds = time.perf_counter() - started
+        commits = sum(n for (route, _), n in proxy.counts.items() if route == "commit")
+        faulted = sum(n for (route, kind), n in proxy.counts.items() if route == "commit" and kind != "pass")
+    epochs = sorted(pipeline.publish_ms)
+    return {"epochs": len(epochs), "seconds": seconds, "p50": statistics.median(epochs) if epochs else float("nan"),
+            "p95": epochs[min(len(epochs) - 1, int(0.95 * len(epochs)))] if epochs else float("nan"),
+            "commits": commits, "faulted": faulted, "errors": errors, "settled": cc.store.fault_log.total,
+            "problems": check(direct, pipeline.expected)}
+
+
 def ms(values: list[float]) -> str:
     if not values:
         return "-"
@@ -200,7 +248,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--zombies", type=int, default=10, help="zombie publish rounds per backend")
     parser.add_argument("--backends", default=",".join(BACKENDS))
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--faults", default="", help="percentages of REST commits faulted, e.g. 0,10,25")
+    parser.add_argument("--fault-rounds", type=int, default=30, help="pipeline rounds per fault rate")
+    parser.add_argument("--faults-only", action="store_true", help="only the faults table")
     args = parser.parse_args(argv)
+    fault_rates = [int(x) for x in args.faults.split(",") if x.strip()]
+    if args.faults_only:
+        if not fault_rates:
+            parser.error("--faults-only needs --faults")
+        return faults_main(args, fault_rates, argv)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     unknown = set(backends) - set(BACKENDS)
     if unknown:
@@ -298,6 +354,37 @@ def main(argv: list[str] | None = None) -> int:
     for backend in backends:
         for failure in zomb[backend]["failures"][:5]:
             print(f"- {backend} zombies: {failure}")
+    return 0
+
+
+def faults_main(args: argparse.Namespace, rates: list[int], argv: list[str] | None) -> int:
+    import logging
+
+    logging.getLogger("pyiceberg").setLevel(logging.ERROR)
+    from tests.harness.rest_server import RestCatalogServer
+
+    load_start = os.getloadavg()[0]
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="bench-faults-") as tmp, RestCatalogServer(Path(tmp) / "rest") as rest:
+        for rate in rates:
+            results[rate] = bench_faults(rest, Path(tmp) / f"faults-{rate}", rate, args.fault_rounds, args.rows)
+            print(f"{rate}% faults: done in {results[rate]['seconds']:.0f}s", file=sys.stderr)
+    command = "python -m bench.bench_backends " + shlex.join(argv if argv is not None else sys.argv[1:])
+    print(f"`{command.strip()}` on {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+          f"load average {load_start:.1f} -> {os.getloadavg()[0]:.1f}")
+    print()
+    print(f"Faults on REST: {args.fault_rounds} rounds (a keyed ingest of {args.rows} words, two chained epochs) "
+          "through tests/harness/fault_proxy.py.")
+    print()
+    print("| commit faults | commits faulted | epochs/s | epoch ms p50 | epoch ms p95 | faults settled | "
+          "errors to the caller | check |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---|")
+    for rate, r in results.items():
+        print(f"| {rate} % | {r['faulted']}/{r['commits']} | {r['epochs'] / r['seconds']:.2f} | {r['p50']:.0f} | "
+              f"{r['p95']:.0f} | {r['settled']} | {len(r['errors'])} | {'; '.join(r['problems']) or 'all keys and epochs once, cut consistent'} |")
+    for rate, r in results.items():
+        for error in r["errors"][:5]:
+            print(f"- {rate} %: {error}")
     return 0
 
 

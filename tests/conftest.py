@@ -19,6 +19,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 from consistent_catalog import ConsistentCatalog
+from tests.harness.fault_proxy import FaultProxy
 from tests.harness.lake import COUNTS_SCHEMA, HIST_SCHEMA, WORDS_SCHEMA, sqlite_catalog, words
 from tests.harness.rest_server import RestCatalogServer
 from tests.harness.servers import MotoS3Server, PostgresServer, postgres_sql_catalog
@@ -35,6 +36,11 @@ DIRECTORY_MARKS = {
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # a test that counts requests (or reads through cc's own catalog) means nothing through the fault proxy
+    faulted = [i for i in items if i.get_closest_marker("no_faults") and "[rest-faults" in i.nodeid]
+    if faulted:
+        config.hook.pytest_deselected(items=faulted)
+        items[:] = [i for i in items if i not in faulted]
     for item in items:
         try:
             tier = Path(item.path).resolve().relative_to(TESTS).parts[0]
@@ -93,11 +99,28 @@ def s3_server() -> Iterator[MotoS3Server]:
     "sqlite",
     pytest.param("postgres", marks=pytest.mark.integration),
     pytest.param("rest", marks=pytest.mark.integration),
+    pytest.param("rest-faults", marks=pytest.mark.integration),
 ])
 def backend(request: pytest.FixtureRequest) -> str:
     """Catalog backends the behaviour tests run against: SQLite, PostgreSQL on a server the session starts,
-    and an Iceberg REST catalog (the session's Java REST server, a catalog of its own per test)."""
+    an Iceberg REST catalog (the session's Java REST server, a catalog of its own per test), and that REST
+    catalog seen by ``cc`` through ``FaultProxy`` (``FAULT_RULES``: a quarter of commits lost, refused,
+    slow or reset; loads too), while ``catalog`` (the test's own independent reads) stays direct."""
     return request.param
+
+
+#: the faults ``cc`` meets on the ``rest-faults`` backend: per route, kind -> probability (tests/harness/fault_proxy.py)
+FAULT_RULES = {
+    "commit": {"lost": 0.12, "refuse": 0.04, "throttle": 0.02, "slow": 0.02, "reset_before": 0.02, "reset_after": 0.03},
+    "load": {"lost": 0.03, "refuse": 0.04, "reset_after": 0.02},
+}
+
+
+@pytest.fixture(scope="session")
+def fault_proxy(rest_server: RestCatalogServer) -> Iterator[FaultProxy]:
+    """``FaultProxy`` in front of the session's REST server with ``FAULT_RULES`` (seeded: the same draws each run)."""
+    with FaultProxy(rest_server.port, seed=20, rules=FAULT_RULES, slow_seconds=2.0) as proxy:
+        yield proxy
 
 
 @pytest.fixture
@@ -107,7 +130,7 @@ def catalog(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Sql
     if backend == "postgres":
         cat = postgres_sql_catalog(request.getfixturevalue("postgres_server"), tmp_path / "warehouse")
         request.addfinalizer(cat.engine.dispose)
-    elif backend == "rest":
+    elif backend in ("rest", "rest-faults"):
         cat = rest_catalog(request.getfixturevalue("rest_server"), tmp_path)
     else:
         cat = sqlite_catalog(tmp_path)
@@ -116,7 +139,13 @@ def catalog(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Sql
 
 
 @pytest.fixture
-def cc(catalog: SqlCatalog) -> ConsistentCatalog:
+def cc(catalog: SqlCatalog, backend: str, request: pytest.FixtureRequest) -> ConsistentCatalog:
+    if backend == "rest-faults":  # the same catalog, its requests through the fault proxy
+        from pyiceberg.catalog import load_catalog
+
+        proxy = request.getfixturevalue("fault_proxy")
+        return ConsistentCatalog(load_catalog(catalog.name, **{**catalog.properties, "uri": proxy.uri,
+                                                               "consistent.request-timeout": "1s"}))
     return ConsistentCatalog(catalog)
 
 

@@ -121,6 +121,8 @@ def landed_in(metadata: TableMetadata, updates: Sequence[Any]) -> bool:
     added = [u.snapshot.snapshot_id for u in updates if isinstance(u, AddSnapshotUpdate)]
     if added:
         return all(metadata.snapshot_by_id(snapshot_id) is not None for snapshot_id in added)
+    if not recognisable(updates):
+        return False
     for update in updates:
         if isinstance(update, SetPropertiesUpdate):
             if any(metadata.properties.get(k) != v for k, v in update.updates.items()):
@@ -138,9 +140,18 @@ def landed_in(metadata: TableMetadata, updates: Sequence[Any]) -> bool:
         elif isinstance(update, RemoveSnapshotsUpdate):
             if any(metadata.snapshot_by_id(i) is not None for i in update.snapshot_ids):
                 return False
-        else:
-            return False
     return True
+
+
+#: updates whose effects tell whether a commit without a snapshot landed (idempotent ones)
+_BY_EFFECT = (SetPropertiesUpdate, RemovePropertiesUpdate, SetSnapshotRefUpdate, RemoveSnapshotRefUpdate,
+              RemoveSnapshotsUpdate)
+
+
+def recognisable(updates: Sequence[Any]) -> bool:
+    """Whether ``landed_in`` can tell if a commit of ``updates`` landed: it adds a snapshot, or all its updates
+    are of the kinds recognised by their effects."""
+    return any(isinstance(u, AddSnapshotUpdate) for u in updates) or all(isinstance(u, _BY_EFFECT) for u in updates)
 
 
 def _pyiceberg_open(catalog: Catalog, current: Table, location: str) -> Table:
@@ -396,7 +407,7 @@ class TableStore:
                 except Exception as exc:
                     if fault_of(exc) is None:
                         raise
-                    self.fault_log.record(fault_of(exc) or Fault.UNKNOWN, exc)
+                    self.fault_log.record(fault_of(exc) or Fault.UNKNOWN, exc, f"looking for {what} on {name}")
                     last = exc
                     continue
                 if found is not None:
@@ -413,9 +424,11 @@ class TableStore:
                 fault = fault_of(exc)
                 if fault is None:
                     raise
-                self.fault_log.record(fault, exc)
+                self.fault_log.record(fault, exc, f"{what} on {name}")
                 last = exc
                 unsure = unsure or fault is Fault.UNKNOWN
+                if unsure and not recognisable(updates):
+                    break  # it cannot be looked for: never sent again blindly
         if unsure:  # one last look: the deadline may have passed with the commit in
             try:
                 found = self._landed(table, updates, self.catalog.load_table(name))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from consistent_catalog import _pyiceberg
 from consistent_catalog.exceptions import CatalogConfigError
+from consistent_catalog.faults import RetryPolicy, retrying
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -58,8 +59,10 @@ def load_catalog(name: str | None = None, *, create: bool = False, **properties:
         source = next((k for k in os.environ if k.upper() == f"{env}URI"), f"catalog {label!r} in .pyiceberg.yaml")
     if isinstance(uri, str) and uri.startswith("sqlite") and not create:
         check_sqlite_catalog(label, uri, source)
+    policy = RetryPolicy.from_properties(conf)  # a REST catalog asks its server for its config here: faults count
     try:
-        catalog = pyiceberg_load_catalog(label, **conf)  # the configuration as read now (pyiceberg's is read at import)
+        # the configuration as read now (pyiceberg's is read at import)
+        catalog = retrying(policy, lambda: pyiceberg_load_catalog(label, **conf), catalog=label, what="its configuration")
     except (ValueError, NotImplementedError) as exc:
         detail = re.sub(r"using -+uri, ", "using ", str(exc))  # pyiceberg's CLI option; ours has none
         raise CatalogConfigError(f"cannot load catalog {label!r}: {detail}") from None

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 import threading
@@ -131,6 +132,8 @@ class EpochResult:
     rows: Mapping[str, int] = field(default_factory=dict)
     attempts: Mapping[str, str] = field(default_factory=dict)
     """Per published or republished sink: the ``consistent.attempt`` of the epoch now on its ``main``."""
+    faults: int = 0
+    """Catalog faults (lost answers, an unavailable catalog) this epoch met and settled (protocol §6.8)."""
 
     @property
     def did_work(self) -> bool:
@@ -257,6 +260,12 @@ class EpochJob:
         With OpenLineage configured, an epoch that has work is one run: START once planned, COMPLETE after
         the publish, FAIL (or ABORT when interrupted) when it raises; a no-op epoch sends nothing.
         """
+        before = self.store.fault_log.total
+        result = self._run_epoch(advance_idle)
+        faults = self.store.fault_log.total - before
+        return dataclasses.replace(result, faults=faults) if faults else result
+
+    def _run_epoch(self, advance_idle: bool) -> EpochResult:
         if self.lineage_events is None:
             plan = self.plan(advance_idle=advance_idle)
             return self._run_planned(plan)
@@ -567,7 +576,8 @@ def _terminate_on_sigterm() -> Any:
 
 def progress_line(result: EpochResult, seconds: float) -> str:
     parts = ", ".join(f"{s}: {a} ({result.rows.get(s, 0)} rows)" for s, a in result.actions.items())
-    return f"[{result.job}] barrier {result.barrier} ({fmt_ms(result.barrier)}) {parts} in {seconds:.1f}s"
+    faults = f", {result.faults} catalog fault{'s' if result.faults != 1 else ''} settled" if result.faults else ""
+    return f"[{result.job}] barrier {result.barrier} ({fmt_ms(result.barrier)}) {parts} in {seconds:.1f}s{faults}"
 
 
 def _conform(data: pa.Table, table: Table) -> pa.Table:

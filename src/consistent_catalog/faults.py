@@ -17,6 +17,7 @@ table back after an unknown outcome before it sends anything again.
 from __future__ import annotations
 
 import enum
+import logging
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -27,6 +28,7 @@ from consistent_catalog.exceptions import CatalogUnavailableError, InvalidInputE
 from consistent_catalog.util.durations import parse_duration
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 #: catalog properties (also ``PYICEBERG_CATALOG__<NAME>__CONSISTENT__RETRY_DEADLINE`` and so on)
 RETRY_DEADLINE = "consistent.retry-deadline"
@@ -178,12 +180,14 @@ class FaultLog:
     def total(self) -> int:
         return self.unavailable + self.unknown
 
-    def record(self, fault: Fault, exc: BaseException) -> None:
+    def record(self, fault: Fault, exc: BaseException, what: str = "a call") -> None:
+        """Count a fault met by ``what`` and log it (a WARNING: the job is retrying)."""
         if fault is Fault.UNAVAILABLE:
             self.unavailable += 1
         else:
             self.unknown += 1
         self.last = describe(exc)
+        log.warning("catalog fault (%s) on %s: %s; retrying", fault.value, what, self.last)
 
 
 def describe(exc: BaseException) -> str:
@@ -193,7 +197,7 @@ def describe(exc: BaseException) -> str:
 
 
 def retrying(
-    policy: RetryPolicy, call: Callable[[], T], *, catalog: str, what: str, log: FaultLog | None = None
+    policy: RetryPolicy, call: Callable[[], T], *, catalog: str, what: str, fault_log: FaultLog | None = None
 ) -> T:
     """``call()``, tried again after faults (``fault_of``) until ``policy`` gives up; then
     ``CatalogUnavailableError``. For reads and for calls that are safe to repeat: nothing is looked for."""
@@ -205,8 +209,8 @@ def retrying(
             fault = fault_of(exc)
             if fault is None:
                 raise
-            if log is not None:
-                log.record(fault, exc)
+            if fault_log is not None:
+                fault_log.record(fault, exc, what)
             last = exc
     assert last is not None
     raise unavailable(catalog, what, last, policy, landed="no")

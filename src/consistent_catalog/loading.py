@@ -251,7 +251,7 @@ class MetadataLoader:
 
     def retrying(self, call: Callable[[], T], what: str) -> T:
         """``call()`` with faults waited out under this loader's policy (``faults.retrying``)."""
-        return retrying(self.faults, call, catalog=self.catalog.name, what=what, log=self.fault_log)
+        return retrying(self.faults, call, catalog=self.catalog.name, what=what, fault_log=self.fault_log)
 
     # --- many tables ----------------------------------------------------------------------------
     def load(self, names: Sequence[str], *, required: Iterable[str] = ()) -> dict[str, Located]:

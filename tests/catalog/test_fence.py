@@ -54,6 +54,7 @@ def fence_snapshots(catalog: Any, table: str) -> list[Any]:
     return [s for s in catalog.load_table(table).metadata.snapshots if P.FENCE_REASON in s.summary.additional_properties]
 
 
+@pytest.mark.no_faults
 def test_every_commit_of_an_epoch_sends_only_standard_requirements_with_the_planned_fence(cc, catalog, flip_tables, monkeypatch):
     cc.ingest(WORDS, words("a", "b"), barrier=1_000)
     job = cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite")

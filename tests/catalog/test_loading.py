@@ -395,6 +395,7 @@ def test_upstream_order_is_the_depth_first_order_of_before(pipeline) -> None:
     assert list(cc.store.upstream_states([WORDS, HIST])) == [HIST, COUNTS, WORDS]
 
 
+@pytest.mark.no_faults
 def test_a_known_lineage_is_loaded_in_one_round_and_a_changed_one_is_still_followed(pipeline, catalog, monkeypatch) -> None:
     """The loader asks for the sources each table named when it last loaded it together with that table: a
     warm closure is one load (one SQL query, one round of REST requests); a changed lineage is followed level by
@@ -452,6 +453,7 @@ def test_other_catalogs_are_asked_table_by_table(pipeline, catalog, monkeypatch)
 
 
 # --- the cache ---------------------------------------------------------------------------------------------
+@pytest.mark.no_faults
 def test_an_unchanged_table_is_not_read_again(pipeline, catalog) -> None:
     cc = pipeline
     cache = own_cache(cc)

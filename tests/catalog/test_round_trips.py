@@ -23,6 +23,8 @@ from consistent_catalog.demo import count_words
 from consistent_catalog.util.time import now_ms
 from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA, words
 
+pytestmark = pytest.mark.no_faults  # every test here counts catalog requests
+
 WORDS, COUNTS = "demo.words", "demo.word_counts"
 
 

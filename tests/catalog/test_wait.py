@@ -69,6 +69,7 @@ def pipeline(cc: ConsistentCatalog, flip_tables):
 LINEAGE = {WORDS: None, COUNTS: WORDS, HISTOGRAM: COUNTS}
 
 
+@pytest.mark.no_faults
 def test_times_out_naming_the_bottleneck_job(cc: ConsistentCatalog, pipeline) -> None:
     catalog = cc.catalog
     assert (watermark(catalog, COUNTS), watermark(catalog, HISTOGRAM)) == (T0 + 2_000, T0)

@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass, field
 from glob import glob
@@ -137,6 +138,17 @@ class PostgresServer:
 
     def drop_database(self, name: str) -> None:
         self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    restarts: int = 0
+
+    def restart(self, down_seconds: float = 0.0) -> None:
+        """Stop the server at once (``-m immediate``: connections cut, as in a crash), stay down
+        ``down_seconds``, start it again on the same port and data."""
+        self._run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop")
+        time.sleep(down_seconds)
+        self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.data_dir.parent / "server.log"), "-w", "-t", "60",
+                  "start")
+        self.restarts += 1
 
     def stop(self) -> None:
         base = self.data_dir.parent

@@ -132,6 +132,53 @@ def test_spark_epoch_job_publishes_tagged_epochs_over_rest(env, ns):
     assert plugin == got
 
 
+def test_the_consistent_catalog_waits_out_a_failing_rest_catalog_then_names_it(env, ns):
+    """The plugin's resolution through tests/harness/fault_proxy.py: loads and listings lost, refused or reset
+    are retried (protocol §6.8) and the cut is the one pyiceberg resolves; a catalog down past the catalog
+    option consistent.retry-deadline is one CONSISTENT_CUT.CATALOG_UNAVAILABLE error naming it."""
+    from collections import Counter as Count
+
+    from tests.harness.fault_proxy import FaultProxy
+
+    server, warehouse, catalog, spark = env
+    words, counts = f"{ns}.words", f"{ns}.word_counts"
+    catalog.create_table(words, schema=WORDS_SCHEMA)
+    catalog.create_table(counts, schema=COUNTS_SCHEMA)
+    cc = ConsistentCatalog(catalog)
+    cc.ingest(words, pa.table({"word": ["a", "b", "a"]}), barrier=1_000)
+    def count_words(ctx):  # noqa: ANN001, ANN202
+        counted = Count(ctx.read(words).column("word").to_pylist())
+        return pa.table({"word": list(counted), "cnt": pa.array(list(counted.values()), pa.int64())})
+
+    with cc.job("count", sources=[words], sinks=[counts], transform=count_words, mode="overwrite") as job:
+        job.run_epoch()
+    cc.ingest(words, pa.table({"word": ["c"]}), barrier=2_000)  # not counted yet: the cut stays at 1000
+    cut = cc.resolve([counts])
+    expected = {r["word"]: r["cnt"]
+                for r in catalog.load_table(counts).scan(snapshot_id=cut[counts].snapshot_id).to_arrow().to_pylist()}
+    rules = {"load": {"lost": 0.25, "refuse": 0.15, "reset_after": 0.1}, "other": {"lost": 0.2, "reset_before": 0.1}}
+    with FaultProxy(server.port, seed=5, rules=rules) as proxy:
+        name = f"faulty_{ns}"[:60]
+        settings = {"": "io.consistentcatalog.spark.ConsistentSparkCatalog", ".type": "rest", ".uri": proxy.uri,
+                    ".warehouse": warehouse, ".cache-enabled": "false", ".plain-catalog": "lake",
+                    ".consistent.retry-deadline": "5s",
+                    ".rest.client.max-retries": "1"}  # Iceberg's own retries of 503/429/504: ours are tested
+        proxy.set_rules(None)  # the catalog's own start (GET /v1/config) is Iceberg's, before any resolution
+        for key, value in settings.items():
+            spark.conf.set(f"spark.sql.catalog.{name}{key}", value)
+        spark.sql(f"SHOW NAMESPACES IN {name}").collect()
+        proxy.set_rules(rules)
+        for _ in range(3):  # a fresh cut per statement: every one resolved through the faults
+            got = {r["word"]: r["cnt"] for r in spark.sql(f"SELECT word, cnt FROM {name}.{counts}").collect()}
+            assert got == expected == {"a": 2, "b": 1}
+        faulted = sum(n for (route, kind), n in proxy.counts.items() if kind != "pass" and route in ("load", "other"))
+        assert faulted >= 3, proxy.counts
+        proxy.down()
+        with pytest.raises(Exception, match=r"CONSISTENT_CUT.CATALOG_UNAVAILABLE\] catalog lake did not answer") as raised:
+            spark.sql(f"SELECT word, cnt FROM {name}.{counts}").collect()
+        assert "consistent.retry-deadline" in str(raised.value) and "\n" not in str(raised.value).split("\n")[0]
+
+
 def test_a_spark_zombie_is_fenced_over_rest(env, ns):
     from consistent_catalog.exceptions import FencedError
     from consistent_catalog.spark.job import SparkEpochJob, ingest_dataframe

@@ -10,6 +10,7 @@ import click
 
 from consistent_catalog.cli import engines, retention
 from consistent_catalog.cli.output import (
+    EX_TEMPFAIL,
     OUTPUT,
     Col,
     Context,
@@ -87,7 +88,7 @@ def resolve(ctx: Context, tables: tuple[str, ...], level: str, as_of: str | None
 
 _UNITLESS = re.compile(r"\s*\d+(\.\d+)?\s*")
 #: Exit code of ``wait`` when the timeout ends before the cut is fresh (sysexits' EX_TEMPFAIL: try again later).
-EXIT_NOT_FRESH = 75
+EXIT_NOT_FRESH = EX_TEMPFAIL
 #: Exit code after Ctrl-C (128 + SIGINT, what shells report).
 EXIT_INTERRUPTED = 130
 

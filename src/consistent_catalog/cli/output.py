@@ -20,7 +20,7 @@ import click
 from rich.cells import cell_len
 
 from consistent_catalog.cli.hints import with_hint
-from consistent_catalog.exceptions import ConsistentCatalogError
+from consistent_catalog.exceptions import CatalogUnavailableError, ConsistentCatalogError
 from consistent_catalog.util.time import fmt_barrier, fmt_duration, fmt_ms
 
 __all__ = [
@@ -78,8 +78,13 @@ class Context:
         return Output(output or self.output)
 
 
+#: sysexits' EX_TEMPFAIL, "try again later": a catalog unavailable past its retry deadline (and ``wait``'s timeout)
+EX_TEMPFAIL = 75
+
+
 def command_errors(func: F) -> F:
-    """Turn library errors into one line on stderr and exit code 1 (a traceback only with --verbose)."""
+    """Turn library errors into one line on stderr and exit code 1 (75 for a catalog that stayed unavailable;
+    a traceback only with --verbose)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -90,7 +95,7 @@ def command_errors(func: F) -> F:
             if ctx is not None and ctx.verbose:
                 traceback.print_exc()
             click.echo(f"error: {with_hint(exc)}", err=True)
-            sys.exit(1)
+            sys.exit(EX_TEMPFAIL if isinstance(exc, CatalogUnavailableError) else 1)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except Exception as exc:  # anything unexpected: still one line, but say how to see more

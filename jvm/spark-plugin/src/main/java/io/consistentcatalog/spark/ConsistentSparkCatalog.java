@@ -48,7 +48,7 @@ import org.apache.iceberg.spark.SparkCatalog;
 import org.apache.iceberg.spark.source.SparkTable;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.QueryPlanningTracker;
-import org.apache.spark.sql.catalyst.analysis.NoSuchNamespaceException;
+import org.apache.spark.sql.AnalysisException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchProcedureException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchViewException;
@@ -149,6 +149,8 @@ public class ConsistentSparkCatalog extends SparkCatalog {
   private boolean jdbcListing = true;
   /** Whether the JDBC catalog's table has the iceberg_type column (tables and views; false: tables only). */
   private boolean jdbcTypeColumn = true;
+  /** How long a resolution waits out catalog faults ({@link Faults}; catalog option consistent.retry-deadline). */
+  private long retryDeadlineMs = Faults.DEFAULT_DEADLINE_MS;
 
   // --- set-up ----------------------------------------------------------------------------------------
 
@@ -178,6 +180,7 @@ public class ConsistentSparkCatalog extends SparkCatalog {
             "spark.sql.catalog." + name + "." + LOAD_THREADS + "=" + threads + " is not a positive number of threads");
       }
     }
+    this.retryDeadlineMs = Faults.parseDeadline(name, options.get(Faults.DEADLINE));
     this.catalogOptions = new HashMap<>(options.asCaseSensitiveMap());
     return super.buildIcebergCatalog(plainName, options);
   }
@@ -415,17 +418,24 @@ public class ConsistentSparkCatalog extends SparkCatalog {
   List<String> listAllTables(Consumer<String> listed) {
     List<String> found = new ArrayList<>();
     List<String[]> pending = new ArrayList<>();
-    Collections.addAll(pending, listNamespaces());
+    Collections.addAll(pending, Faults.retrying(plainName, "listing namespaces", retryDeadlineMs, this::listNamespaces));
     while (!pending.isEmpty()) {
       String[] namespace = pending.remove(pending.size() - 1);
+      String what = "listing " + String.join(".", namespace);
+      Identifier[] tables;
       try {
-        for (Identifier ident : listTables(namespace)) {
-          String table = tableName(ident);
-          found.add(table);
-          listed.accept(table);
-        }
-        Collections.addAll(pending, listNamespaces(namespace));
-      } catch (NoSuchNamespaceException | RuntimeException e) {
+        tables = Faults.retrying(plainName, what, retryDeadlineMs, () -> listTables(namespace));
+      } catch (RuntimeException e) { // dropped meanwhile (NoSuchNamespaceException is not a fault: not retried)
+        continue;
+      }
+      for (Identifier ident : tables) {
+        String table = tableName(ident);
+        found.add(table);
+        listed.accept(table);
+      }
+      try {
+        Collections.addAll(pending, Faults.retrying(plainName, what, retryDeadlineMs, () -> listNamespaces(namespace)));
+      } catch (RuntimeException e) {
         // dropped meanwhile, or a catalog without nested namespaces
       }
     }
@@ -490,15 +500,16 @@ public class ConsistentSparkCatalog extends SparkCatalog {
     long cpu = cpuNanos();
     org.apache.iceberg.Table table;
     try {
-      if (cached == null) {
-        table = icebergCatalog().loadTable(icebergIdentifier(name));
-      } else {
+      table = Faults.retrying(plainName, "loading " + name, retryDeadlineMs, () -> {
+        if (cached == null) {
+          return icebergCatalog().loadTable(icebergIdentifier(name));
+        }
         if (location == null || !location.equals(metadataLocation(cached))) {
           cached.refresh();
         }
-        table = cached;
-      }
-    } catch (RuntimeException e) { // dropped meanwhile, or not a table at all
+        return cached;
+      });
+    } catch (RuntimeException e) { // dropped meanwhile, or not a table at all (faults past the deadline: raised)
       table = null;
     }
     long loaded = System.nanoTime();
@@ -614,6 +625,9 @@ public class ConsistentSparkCatalog extends SparkCatalog {
         Throwable cause = e.getCause();
         if (cause instanceof RuntimeException) {
           throw (RuntimeException) cause;
+        }
+        if (cause instanceof AnalysisException) { // the catalog stayed unavailable: its one-line error
+          throw Errors.raise((AnalysisException) cause);
         }
         if (cause instanceof Error) {
           throw (Error) cause;

@@ -1,0 +1,263 @@
+"""Catalog faults settled inside the library (protocol §6.8), against real servers and real faults.
+
+The pipeline of ``tests/harness/pipeline.py`` (keyed root ingests, two chained epoch jobs, a pin, a
+revision, an expiry) runs through each fault; what landed is then checked through another, direct
+client with plain pyiceberg: every key and every barrier exactly once, the resolved cut consistent.
+
+- the REST server behind ``FaultProxy``: a quarter of commits lost (applied, 504), refused (503, 429),
+  slow past the client's timeout, or reset before or after the server applied them; loads too;
+- PostgreSQL restarted mid-pipeline; the REST server killed (-9) and started again mid-pipeline; a
+  second process holding SQLite's write lock for longer than SQLite's own busy timeout;
+- past the deadline: one ``CatalogUnavailableError`` (the CLI: one line, exit 75) that names the catalog
+  and says whether anything landed, and nothing half-done.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from pyiceberg.catalog import load_catalog
+from pyiceberg.catalog.sql import SqlCatalog
+
+from consistent_catalog import ConsistentCatalog
+from consistent_catalog.exceptions import CatalogUnavailableError
+from tests.harness.fault_proxy import FaultProxy
+from tests.harness.lake import sqlite_catalog, words
+from tests.harness.pipeline import WORDS, Pipeline, check, create_tables
+from tests.harness.rest_server import RestCatalogServer
+from tests.harness.servers import PostgresServer, postgres_sql_catalog
+
+#: a quarter of commits faulted, every kind; some loads too
+RULES = {
+    "commit": {"lost": 0.12, "refuse": 0.04, "throttle": 0.02, "slow": 0.02, "reset_before": 0.02, "reset_after": 0.03},
+    "load": {"lost": 0.03, "refuse": 0.04, "reset_after": 0.02},
+}
+
+
+def run(pipeline: Pipeline, rounds: int = 8, during=None) -> None:  # noqa: ANN001
+    """``rounds`` rounds with a pin after round 2, a revision to round 4 after round 5 and an expiry after
+    round 6; ``during(round)`` runs before each round (a fault to start)."""
+    with pipeline:
+        for r in range(rounds):
+            if during is not None:
+                during(r)
+            pipeline.run_round()
+            if r == 2:
+                pipeline.pin()
+            if r == 5:
+                pipeline.revise_to(4)
+            if r == 6:
+                pipeline.expire()
+
+
+def through(proxy: FaultProxy, catalog, **properties: str) -> ConsistentCatalog:  # noqa: ANN001
+    """``catalog``'s REST catalog, its requests through ``proxy``."""
+    return ConsistentCatalog(load_catalog(catalog.name, **{**catalog.properties, "uri": proxy.uri,
+                                                           "consistent.request-timeout": "1s", **properties}))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_pipeline_through_a_catalog_that_loses_refuses_and_drops_a_quarter_of_commits(
+    rest_server: RestCatalogServer, tmp_path: Path, seed: int
+) -> None:
+    direct = rest_server.catalog(warehouse=f"file://{tmp_path}/warehouse")
+    create_tables(direct)
+    with FaultProxy(rest_server.port, seed=seed, rules=RULES, slow_seconds=2.0) as proxy:
+        cc = through(proxy, direct)
+        pipeline = Pipeline(cc, seed=seed)
+        run(pipeline)  # any error reaching the caller fails here
+        commits = sum(n for (route, _), n in proxy.counts.items() if route == "commit")
+        faulted = sum(n for (route, kind), n in proxy.counts.items() if route == "commit" and kind != "pass")
+    assert commits >= 40 and faulted / commits >= 0.15, proxy.counts
+    assert proxy.counts["commit", "lost"] >= 3  # applied without an answer: each had to be found
+    assert cc.store.fault_log.unknown >= proxy.counts["commit", "lost"]
+    assert check(direct, pipeline.expected) == []
+
+
+def test_past_the_deadline_one_error_names_the_catalog_and_says_nothing_landed(
+    rest_server: RestCatalogServer, tmp_path: Path
+) -> None:
+    direct = rest_server.catalog(warehouse=f"file://{tmp_path}/warehouse")
+    create_tables(direct)
+    before = direct.load_table(WORDS).metadata_location
+    with FaultProxy(rest_server.port, rules={"commit": {"refuse": 1.0}}) as proxy:
+        cc = through(proxy, direct, **{"consistent.retry-deadline": "1s"})
+        with pytest.raises(CatalogUnavailableError) as raised:
+            cc.ingest(WORDS, words("a"), barrier=1_000, key="k1")
+        assert proxy.counts["commit", "refuse"] >= 2  # retried before giving up
+    error = raised.value
+    assert error.catalog == "lake" and error.landed == "no"
+    assert "catalog 'lake'" in str(error) and "landed: no" in str(error) and "consistent.retry-deadline" in str(error)
+    assert direct.load_table(WORDS).metadata_location == before  # nothing half-done
+
+
+class LoseThenGoDown(FaultProxy):
+    """Applies the first commit and loses its answer, then answers nothing but 503: the read-back never comes."""
+
+    def _decide(self, method: str, path: str) -> tuple[str, str]:
+        route, kind = super()._decide(method, path)
+        if kind == "lost":
+            self.down()
+        return route, kind
+
+
+def test_an_outcome_that_stays_unknown_names_the_snapshot_to_look_for(rest_server: RestCatalogServer, tmp_path: Path) -> None:
+    direct = rest_server.catalog(warehouse=f"file://{tmp_path}/warehouse")
+    create_tables(direct)
+    with LoseThenGoDown(rest_server.port, rules={"commit": {"lost": 1.0}}) as proxy:
+        cc = through(proxy, direct, **{"consistent.retry-deadline": "1s"})
+        with pytest.raises(CatalogUnavailableError) as raised:
+            cc.ingest(WORDS, words("a"), barrier=1_000)  # unkeyed: never sent again without a read-back
+        assert proxy.counts["commit", "lost"] == 1 and proxy.counts["commit", "pass"] == 0
+        assert proxy.counts["load", "down"] >= 2  # it kept looking until the deadline
+    error = raised.value
+    assert error.landed == "unknown"
+    snapshots = direct.load_table(WORDS).metadata.snapshots
+    assert len(snapshots) == 1  # applied once (by the lost attempt), never sent again
+    assert f"snapshot {snapshots[0].snapshot_id}" in str(error) and f"consistent-catalog history {WORDS}" in str(error)
+
+
+def test_a_lost_answer_is_found_and_not_sent_again(rest_server: RestCatalogServer, tmp_path: Path) -> None:
+    direct = rest_server.catalog(warehouse=f"file://{tmp_path}/warehouse")
+    create_tables(direct)
+    with FaultProxy(rest_server.port, rules={"commit": {"lost": 1.0}}) as proxy:
+        cc = through(proxy, direct)
+        result = cc.ingest(WORDS, words("a", "b"), barrier=1_000)  # unkeyed: only the read-back can tell
+        assert proxy.counts["commit", "lost"] == 1 and proxy.counts["commit", "pass"] == 0
+    table = direct.load_table(WORDS)
+    assert [s.snapshot_id for s in table.metadata.snapshots] == [result.snapshot_id]
+    assert table.scan().to_arrow().num_rows == 2
+
+
+def test_the_cli_prints_one_line_and_exits_75_when_the_catalog_stays_down(rest_server: RestCatalogServer,
+                                                                          tmp_path: Path) -> None:
+    direct = rest_server.catalog(warehouse=f"file://{tmp_path}/warehouse")
+    create_tables(direct)
+    with FaultProxy(rest_server.port) as proxy:
+        proxy.down()
+        env = {**os.environ, "PYICEBERG_CATALOG__LAKE__TYPE": "rest", "PYICEBERG_CATALOG__LAKE__URI": proxy.uri,
+               "PYICEBERG_CATALOG__LAKE__WAREHOUSE": direct.properties["warehouse"],
+               "PYICEBERG_CATALOG__LAKE__CONSISTENT__RETRY_DEADLINE": "1s"}
+        done = subprocess.run([sys.executable, "-m", "consistent_catalog", "--catalog", "lake", "status", WORDS],
+                              capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 75, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: catalog 'lake' did not answer"), done.stderr
+    assert "landed: no" in lines[0]
+
+
+# --- servers that go away ------------------------------------------------------------------------------
+def test_postgresql_restarted_mid_pipeline(tmp_path: Path) -> None:
+    try:
+        # durable (fsync, synchronous commits), as a production server is: the session's fast server
+        # loses its last acknowledged commits when it crashes, which no client can make good
+        server = PostgresServer.start(fast=False)
+    except FileNotFoundError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(exc))
+    try:
+        catalog = postgres_sql_catalog(server, tmp_path / "warehouse")
+        create_tables(catalog)
+        cc = ConsistentCatalog(catalog)
+        pipeline = Pipeline(cc, seed=3)
+        restarts: list[threading.Thread] = []
+
+        def restart(r: int) -> None:
+            if r in (2, 5):  # stopped and started again while the round runs
+                thread = threading.Thread(target=server.restart, kwargs={"down_seconds": 2.0})
+                thread.start()
+                restarts.append(thread)
+
+        run(pipeline, during=restart)
+        for thread in restarts:
+            thread.join(60)
+        assert server.restarts == 2
+        assert cc.store.fault_log.total >= 1  # the restarts were met, not missed
+        direct = SqlCatalog("lake", uri=catalog.properties["uri"], warehouse=catalog.properties["warehouse"])
+        assert check(direct, pipeline.expected) == []
+        catalog.engine.dispose()
+        direct.engine.dispose()
+    finally:
+        server.stop()
+
+
+def test_rest_server_killed_and_started_again_mid_pipeline(tmp_path: Path) -> None:
+    home = tmp_path / "server"
+    server = RestCatalogServer(home).start()
+    port = server.port
+    try:
+        direct_props = server.catalog_properties(f"file://{tmp_path}/warehouse")
+        create_tables(server.catalog(warehouse=f"file://{tmp_path}/warehouse"))
+        cc = ConsistentCatalog(load_catalog("lake", **direct_props))
+        pipeline = Pipeline(cc, seed=4)
+        state = {"server": server}
+
+        def kill_and_restart(r: int) -> None:
+            if r == 3:
+                state["server"]._process.kill()  # -9: no shutdown hook
+                state["server"].stop()
+
+                def again() -> None:
+                    time.sleep(1.0)
+                    state["server"] = RestCatalogServer(home, port=port).start()
+
+                threading.Thread(target=again).start()
+
+        run(pipeline, during=kill_and_restart)
+        assert cc.store.fault_log.total >= 1
+        assert check(load_catalog("check", **direct_props), pipeline.expected) == []
+    finally:
+        state["server"].stop()
+        server.stop()
+
+
+def test_a_second_process_holding_sqlite_s_write_lock(tmp_path: Path) -> None:
+    catalog = sqlite_catalog(tmp_path)
+    create_tables(catalog)
+    database = catalog.properties["uri"].removeprefix("sqlite:///")
+    cc = ConsistentCatalog(catalog)
+    pipeline = Pipeline(cc, seed=5)
+    holders: list[subprocess.Popen] = []
+    hold = ("import sqlite3, sys, time\n"
+            "con = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+            "con.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); time.sleep(float(sys.argv[2]))\n"
+            "con.execute('COMMIT')\n")
+
+    def lock(r: int) -> None:
+        if r in (1, 4):  # longer than SQLite's own busy timeout (5 s): pyiceberg gets "database is locked"
+            holder = subprocess.Popen([sys.executable, "-c", hold, database, "7"], stdout=subprocess.PIPE, text=True)
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+            holders.append(holder)
+
+    run(pipeline, during=lock)
+    for holder in holders:
+        assert holder.wait(30) == 0
+    assert cc.store.fault_log.unavailable >= 1  # the lock was met and waited out
+    direct = SqlCatalog("lake", uri=catalog.properties["uri"], warehouse=catalog.properties["warehouse"])
+    assert check(direct, pipeline.expected) == []
+    with sqlite3.connect(database) as con:  # the catalog's pointer rows are intact
+        assert con.execute("select count(*) from iceberg_tables").fetchone()[0] == 3
+
+
+def test_pipeline_module_checks_can_fail(tmp_path: Path) -> None:
+    """The checker is not vacuous: a doubled ingest and a second attempt of a barrier are reported."""
+    catalog = sqlite_catalog(tmp_path)
+    create_tables(catalog)
+    cc = ConsistentCatalog(catalog)
+    pipeline = Pipeline(cc, seed=6)
+    run(pipeline, rounds=2)
+    assert check(catalog, pipeline.expected) == []
+    table = catalog.load_table(WORDS)
+    table.append(words("w0"))  # a row nobody expects (untracked: also not a key)
+    assert any("words at main" in p for p in check(catalog, pipeline.expected))
+    expected = dict(pipeline.expected)
+    expected["batch-9"] = ["w1"]
+    assert any("batch-9 is on main 0 times" in p for p in check(catalog, expected))
