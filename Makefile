@@ -34,7 +34,7 @@ bench-all: bench
 	$(PY) -m bench.bench_spark_overhead --rows 1000000 --epochs 16 --markdown
 	$(PY) -m bench.bench_freshness --epochs 32 --rows 1000 --interval 5 --markdown
 	$(PY) -m bench.bench_reliability --kills 100 --seed 1 --markdown
-	$(PY) -m bench.bench_backends --markdown
+	$(PY) -m bench.bench_backends --faults 0,10,25 --markdown
 	$(PY) -m bench.bench_retention --epochs 2000 --markdown
 	$(PY) -m bench.bench_streaming --part both --files 60 --words 200 --rows 100000 --rounds 6 --batches 6 --markdown
 	$(PY) -m bench.bench_plugin --repeat 15 --markdown

@@ -354,6 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     for backend in backends:
         for failure in zomb[backend]["failures"][:5]:
             print(f"- {backend} zombies: {failure}")
+    if fault_rates:
+        print()
+        return faults_main(args, fault_rates, argv)
     return 0
 
 

@@ -261,3 +261,28 @@ def test_pipeline_module_checks_can_fail(tmp_path: Path) -> None:
     expected = dict(pipeline.expected)
     expected["batch-9"] = ["w1"]
     assert any("batch-9 is on main 0 times" in p for p in check(catalog, expected))
+
+
+def test_a_continuously_running_job_carries_on_through_faults_and_says_what_it_settled(
+    rest_server: RestCatalogServer, tmp_path: Path
+) -> None:
+    from consistent_catalog.demo import count_words
+    from tests.harness.pipeline import COUNTS
+
+    direct = rest_server.catalog(warehouse=f"file://{tmp_path}/warehouse")
+    create_tables(direct)
+    with FaultProxy(rest_server.port, seed=9, rules={"commit": {"lost": 0.3, "reset_after": 0.2}}) as proxy:
+        cc = through(proxy, direct)
+        for i in range(4):
+            cc.ingest(WORDS, words("a", f"w{i}"), barrier=1_000 * (i + 1), key=f"k{i}")
+        lines: list[str] = []
+        with cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite") as job:
+            results = []
+            for i in range(4, 8):  # a new batch before each epoch: every epoch has work
+                cc.ingest(WORDS, words("a", f"w{i}"), barrier=1_000 * (i + 1), key=f"k{i}")
+                results += job.run_continuously(0.0, max_epochs=1, echo=lines.append)
+    assert [r.barrier for r in results] == [5_000, 6_000, 7_000, 8_000]
+    assert sum(r.faults for r in results) >= 1 and proxy.counts["commit", "lost"] >= 1
+    assert any("catalog fault" in line and "settled" in line for line in lines), lines
+    counts = {r["word"]: r["cnt"] for r in direct.load_table(COUNTS).scan().to_arrow().to_pylist()}
+    assert counts == {"a": 8, **{f"w{i}": 1 for i in range(8)}}
