@@ -168,13 +168,23 @@ def request_timeout(properties: Mapping[str, str]) -> float:
     return ms / 1000
 
 
+#: seconds between two WARNING lines about faults (the ones in between are logged at DEBUG)
+WARN_EVERY = 10.0
+
+
 @dataclass
 class FaultLog:
-    """Faults a store settled (counted per kind), the last one kept for messages and ``status``."""
+    """Faults a store settled (counted per kind), the last one kept for messages.
+
+    Each fault is logged (logger ``consistent_catalog.faults``): a WARNING for the first and then at
+    most one every ``WARN_EVERY`` seconds while faults go on (a job's log shows that it is retrying
+    without a line per attempt), DEBUG for the rest.
+    """
 
     unavailable: int = 0
     unknown: int = 0
     last: str | None = None
+    _warned: float | None = None
 
     @property
     def total(self) -> int:
@@ -187,7 +197,11 @@ class FaultLog:
         else:
             self.unknown += 1
         self.last = describe(exc)
-        log.warning("catalog fault (%s) on %s: %s; retrying", fault.value, what, self.last)
+        now = time.monotonic()
+        level = logging.DEBUG
+        if self._warned is None or now - self._warned >= WARN_EVERY:
+            level, self._warned = logging.WARNING, now
+        log.log(level, "catalog fault (%s) on %s: %s; retrying", fault.value, what, self.last)
 
 
 def describe(exc: BaseException) -> str:

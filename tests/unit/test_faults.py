@@ -205,3 +205,21 @@ def test_a_commit_without_a_snapshot_is_recognised_by_all_of_its_effects() -> No
     assert landed_in(metadata, [RemoveSnapshotRefUpdate(ref_name="pin"), RemoveSnapshotsUpdate(snapshot_ids=[99])])
     assert not landed_in(metadata, [RemoveSnapshotsUpdate(snapshot_ids=[11])])
     assert not landed_in(metadata, [AddSchemaUpdate(schema_=metadata.schemas[0])])  # not recognisable: unknown
+
+
+def test_faults_are_logged_as_one_warning_every_ten_seconds_while_they_go_on(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="consistent_catalog.faults")
+    log = FaultLog()
+    for _ in range(5):
+        log.record(Fault.UNAVAILABLE, ServiceUnavailableError("503"), "loading demo.words")
+        clock.sleep(1.0)
+    clock.sleep(6.0)
+    log.record(Fault.UNKNOWN, CommitStateUnknownException("504"), "publishing")
+    levels = [r.levelno for r in caplog.records]
+    assert levels == [logging.WARNING] + [logging.DEBUG] * 4 + [logging.WARNING]
+    assert "catalog fault (unavailable) on loading demo.words: ServiceUnavailableError: 503; retrying" in caplog.text
+    assert (log.unavailable, log.unknown, log.total) == (5, 1, 6)
