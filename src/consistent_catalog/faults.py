@@ -19,9 +19,10 @@ from __future__ import annotations
 import enum
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from consistent_catalog.exceptions import CatalogUnavailableError, InvalidInputError
@@ -185,6 +186,7 @@ class FaultLog:
     unknown: int = 0
     last: str | None = None
     _warned: float | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def total(self) -> int:
@@ -192,15 +194,16 @@ class FaultLog:
 
     def record(self, fault: Fault, exc: BaseException, what: str = "a call") -> None:
         """Count a fault met by ``what`` and log it (a WARNING: the job is retrying)."""
-        if fault is Fault.UNAVAILABLE:
-            self.unavailable += 1
-        else:
-            self.unknown += 1
-        self.last = describe(exc)
-        now = time.monotonic()
-        level = logging.DEBUG
-        if self._warned is None or now - self._warned >= WARN_EVERY:
-            level, self._warned = logging.WARNING, now
+        with self._lock:  # one store serves several threads (a streaming query's listener, an idle loop)
+            if fault is Fault.UNAVAILABLE:
+                self.unavailable += 1
+            else:
+                self.unknown += 1
+            self.last = describe(exc)
+            now = time.monotonic()
+            level = logging.DEBUG
+            if self._warned is None or now - self._warned >= WARN_EVERY:
+                level, self._warned = logging.WARNING, now
         log.log(level, "catalog fault (%s) on %s: %s; retrying", fault.value, what, self.last)
 
 

@@ -153,6 +153,24 @@ def test_the_cli_prints_one_line_and_exits_75_when_the_catalog_stays_down(rest_s
     assert "landed: no" in lines[0]
 
 
+def test_the_cli_says_it_is_waiting_then_gives_up_naming_the_table_it_read(rest_server: RestCatalogServer,
+                                                                           tmp_path: Path) -> None:
+    direct = rest_server.catalog(warehouse=f"file://{tmp_path}/warehouse")
+    create_tables(direct)
+    with FaultProxy(rest_server.port, rules={"load": {"refuse": 1.0}}) as proxy:
+        env = {**os.environ, "PYICEBERG_CATALOG__LAKE__TYPE": "rest", "PYICEBERG_CATALOG__LAKE__URI": proxy.uri,
+               "PYICEBERG_CATALOG__LAKE__WAREHOUSE": direct.properties["warehouse"],
+               "PYICEBERG_CATALOG__LAKE__CONSISTENT__RETRY_DEADLINE": "2s"}
+        done = subprocess.run([sys.executable, "-m", "consistent_catalog", "--catalog", "lake", "status", WORDS],
+                              capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 75, done
+    lines = done.stderr.strip().splitlines()
+    assert lines[0].startswith(f"warning: catalog fault (unavailable) on loading {WORDS}: ServiceUnavailableError")
+    assert lines[0].endswith("; retrying") and len(lines) <= 3  # one warning every 10 s, not one per attempt
+    assert lines[-1].startswith(f"error: catalog 'lake' did not answer loading {WORDS} for 2 s"), done.stderr
+    assert "landed: no" in lines[-1] and done.stdout == ""
+
+
 # --- servers that go away ------------------------------------------------------------------------------
 def test_postgresql_restarted_mid_pipeline(tmp_path: Path) -> None:
     try:

@@ -41,6 +41,21 @@ def cli(click_ctx: click.Context, catalog_name: str | None, output: str, verbose
       consistent-catalog --catalog lake status
     """
     click_ctx.obj = Context(catalog_name, output, verbose)
+    show_warnings()
+
+
+def show_warnings() -> None:
+    """The library's warnings (a catalog fault being waited out, protocol §6.8) as ``warning: ...`` lines on
+    stderr, unless logging was configured already."""
+    import logging
+
+    logger = logging.getLogger("consistent_catalog")
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("warning: %(message)s"))
+    handler.setLevel(logging.WARNING)
+    logger.addHandler(handler)
 
 
 @cli.command()
