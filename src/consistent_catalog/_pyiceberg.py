@@ -87,6 +87,7 @@ __all__ = [
     "parse_metadata",
     "rest_load_table",
     "rest_loads_raw",
+    "is_rest_catalog",
     "widen_rest_connections",
     "RestAnswer",
     "remove_snapshots_keeping_parents",
@@ -152,11 +153,13 @@ def commit_transaction_once(
             response: Any = table.catalog.commit_table(table, requirements, updates)
         else:
             response = send(requirements, updates)
-    except (CommitFailedException, ValidationException):
-        # these guarantee the commit did not land; after any other error the outcome is unknown and the
-        # files may be referenced: they are left to the orphan-file sweep (as pyiceberg does)
-        for producer in producers:
-            producer._clean_all_uncommitted()
+    except (CommitFailedException, ValidationException) as exc:
+        # these guarantee the commit did not land, unless an earlier attempt of it met a fault (the commit
+        # layer then says so: ``kept_after_refusal``); after any other error the outcome is unknown and
+        # the files may be referenced: they are left to the orphan-file sweep (as pyiceberg does)
+        if not getattr(exc, "kept_after_refusal", False):
+            for producer in producers:
+                producer._clean_all_uncommitted()
         raise
     for producer in producers:
         producer._cleanup_uncommitted()
@@ -338,6 +341,13 @@ class RestAnswer(NamedTuple):
     status: int
     etag: str | None
     body: bytes
+
+
+def is_rest_catalog(catalog: Catalog) -> bool:
+    """Whether ``catalog`` is pyiceberg's ``RestCatalog`` (or a subclass): a requests session to its URI."""
+    from pyiceberg.catalog.rest import RestCatalog
+
+    return isinstance(catalog, RestCatalog) and hasattr(catalog, "_session")
 
 
 def rest_loads_raw(catalog: Catalog) -> bool:

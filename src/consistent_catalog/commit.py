@@ -111,6 +111,13 @@ def retired_fence(metadata: TableMetadata, expected: int | None) -> Snapshot | N
     return snapshot
 
 
+class RefusedAfterFault(CommitFailedException):
+    """The catalog refused a commit that an earlier, faulted attempt may still make land: what it wrote is kept
+    (the orphan sweep removes it when nothing references it), never deleted as after a plain refusal."""
+
+    kept_after_refusal = True
+
+
 def landed_in(metadata: TableMetadata, updates: Sequence[Any]) -> bool:
     """Whether the commit of ``updates`` is in ``metadata`` (protocol §6.8).
 
@@ -359,7 +366,7 @@ class TableStore:
         try:
             committed = self._send(table, updates, lambda: self.catalog.commit_table(table, sent, updates), what=what)
         except CommitFailedException as exc:
-            if take_fence is not None:
+            if take_fence is not None and not isinstance(exc, RefusedAfterFault):
                 _delete_quietly(table, snapshot.manifest_list)
             raise self._refused(table, what, exc, sent) from None
         if retired is not None:
@@ -392,81 +399,108 @@ class TableStore:
     def _send(self, table: Table, updates: tuple[Any, ...], send: Callable[[], CommitTableResponse], *, what: str) -> Table:
         """``send()`` (one commit of ``updates`` to ``table``), settled: the table as that commit left it.
 
-        After a fault of unknown outcome the table is read back and the commit looked for
-        (``_landed``) before it is sent again; a refusal after such a fault is checked the same way (the
-        first attempt may have landed late). Past the deadline, ``CatalogUnavailableError`` says
-        whether anything landed. ``CommitFailedException`` (a refusal) is the caller's.
+        Any fault while committing may have come after the commit landed (a gateway's 503 too): before
+        the commit is sent again, and before a refusal that follows such a fault is believed, the table
+        is read back and the commit looked for (``_look``), all under one deadline. A refusal after
+        such a fault is ``RefusedAfterFault``: nothing the commit wrote is deleted (it may be
+        referenced, by an attempt landing later still). Past the deadline, ``CatalogUnavailableError``
+        says whether anything landed. ``CommitFailedException`` (a refusal) is the caller's.
         """
         name = ".".join(table.name())
         unsure = False  # whether an attempt may have landed
+        looked_after_last = False  # whether the table was read back after the last failed attempt
         last: BaseException | None = None
-        for _ in self.faults.attempts():
+        attempts = self.faults.attempts()
+        for _ in attempts:
             if unsure:
-                try:
-                    found = self._landed(table, updates, self.catalog.load_table(name))
-                except Exception as exc:
-                    if fault_of(exc) is None:
-                        raise
-                    self.fault_log.record(fault_of(exc) or Fault.UNKNOWN, exc, f"looking for {what} on {name}")
-                    last = exc
+                found, fault = self._look(table, updates, name, what)
+                if fault is not None:
+                    last = fault
                     continue
+                looked_after_last = True
                 if found is not None:
                     return found
             try:
                 return _committed(table, send())
-            except CommitFailedException:
-                if unsure:  # our own first attempt, landed late, may be what the catalog refused against
-                    found = self._landed(table, updates, self.load_table(name))
-                    if found is not None:
-                        return found
-                raise
+            except CommitFailedException as exc:
+                if not unsure:
+                    raise
+                for _ in attempts:  # refused: by our own earlier attempt, landed? Look, under the same deadline
+                    found, fault = self._look(table, updates, name, what)
+                    if fault is None:
+                        break
+                    last = fault
+                else:
+                    raise unavailable(self.name, f"{what} on {name}", last or exc, self.faults, landed="unknown",
+                                      hint=self._look_for(updates, what, name)) from None
+                if found is not None:
+                    return found
+                raise RefusedAfterFault(str(exc)) from exc
             except Exception as exc:
                 fault = fault_of(exc)
                 if fault is None:
                     raise
                 self.fault_log.record(fault, exc, f"{what} on {name}")
-                last = exc
-                unsure = unsure or fault is Fault.UNKNOWN
-                if unsure and not recognisable(updates):
+                last, unsure, looked_after_last = exc, True, False
+                if not recognisable(updates):
                     break  # it cannot be looked for: never sent again blindly
-        if unsure:  # one last look: the deadline may have passed with the commit in
-            try:
-                found = self._landed(table, updates, self.catalog.load_table(name))
+        if unsure and recognisable(updates):  # one last look: the deadline may have passed with the commit in
+            found, fault = self._look(table, updates, name, what)
+            if fault is None:
+                looked_after_last = True
                 if found is not None:
                     return found
-            except Exception as exc:
-                if fault_of(exc) is None:
-                    raise
         assert last is not None
+        # "no" only when the table was read back after the last attempt and that attempt was refused before
+        # it was applied (a 503 from a gateway, a refused connection may not have been): else "unknown"
+        landed = "no" if looked_after_last and fault_of(last) is Fault.UNAVAILABLE else "unknown"
+        raise unavailable(self.name, f"{what} on {name}", last, self.faults, landed=landed,
+                          hint="" if landed == "no" else self._look_for(updates, what, name))
+
+    def _look(self, planned: Table, updates: Sequence[Any], name: str, what: str) -> tuple[Table | None, BaseException | None]:
+        """Read ``name`` back once and look for the commit: (the table as it left it or None, None), or
+        (None, the fault) when the read itself met one."""
+        try:
+            return self._landed(planned, updates, self.catalog.load_table(name)), None
+        except Exception as exc:
+            fault = fault_of(exc)
+            if fault is None:
+                raise
+            self.fault_log.record(fault, exc, f"looking for {what} on {name}")
+            return None, exc
+
+    @staticmethod
+    def _look_for(updates: Sequence[Any], what: str, name: str) -> str:
+        """How a user tells whether a commit of unknown outcome landed."""
         added = [u.snapshot.snapshot_id for u in updates if isinstance(u, AddSnapshotUpdate)]
-        hint = ""
-        if unsure and added:
-            hint = (f"{what} added snapshot {added[-1]}: if `consistent-catalog history {name}` lists it, the "
-                    "commit landed; otherwise nothing changed")
-        elif unsure:
-            hint = f"{what} only sets properties: `consistent-catalog status {name}` shows whether they hold"
-        raise unavailable(self.name, f"{what} on {name}", last, self.faults, landed="unknown" if unsure else "no",
-                          hint=hint)
+        if added:
+            return (f"{what} added snapshot {added[-1]}: if `consistent-catalog history {name}` lists it, the commit "
+                    "landed; otherwise nothing changed")
+        return f"{what} only sets properties: `consistent-catalog status {name}` shows whether they hold"
 
     def _landed(self, planned: Table, updates: Sequence[Any], current: Table) -> Table | None:
         """The table as the commit of ``updates`` (planned on ``planned``) left it, if it is in ``current``; else None.
 
         A commit that adds a snapshot is recognised by that snapshot's id; one that only changes
         properties or refs by its effects (idempotent: a second send changes nothing). The table
-        returned is the metadata file that follows ``planned``'s in ``current``'s metadata log (the
-        commit's own, even when others committed after it), or ``current`` when that cannot be told.
+        returned is the first metadata file after ``planned``'s, in ``current``'s metadata log, that
+        holds the commit (the commit's own, even when others committed before or after it), or
+        ``current`` when the log does not reach back that far.
         """
         if not landed_in(current.metadata, updates):
             return None
         log = [entry.metadata_file for entry in current.metadata.metadata_log]
         base = planned.metadata_location
-        if base not in log or log[-1] == base:
+        if base not in log:
             return current
-        own = log[log.index(base) + 1]
-        try:
-            return _pyiceberg_open(self.catalog, current, own)
-        except FileNotFoundError:
-            return current
+        for location in log[log.index(base) + 1:]:
+            try:
+                candidate = _pyiceberg_open(self.catalog, current, location)
+            except FileNotFoundError:
+                continue
+            if landed_in(candidate.metadata, updates):
+                return candidate
+        return current
 
     def _refused(self, table: Table, what: str, exc: Exception, sent: Iterable[TableRequirement]) -> FencedError:
         """FencedError for a refused commit; when it asserted the fence, naming who holds the table now."""

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from consistent_catalog.exceptions import CatalogUnavailableError, InvalidInputError
+from consistent_catalog.exceptions import CatalogUnavailableError, ConsistentCatalogError, InvalidInputError
 from consistent_catalog.util.durations import parse_duration
 
 T = TypeVar("T")
@@ -51,10 +51,12 @@ def fault_of(exc: BaseException) -> Fault | None:
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:  # a wrapped cause counts (requests wraps urllib3 wraps OSError)
         seen.add(id(exc))
+        if isinstance(exc, ConsistentCatalogError):
+            return None  # our own errors are answers (CatalogUnavailableError already waited its deadline out)
         found = _direct_fault(exc)
         if found is not None:
             return found
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)  # type: ignore[assignment]
     return None
 
 
@@ -68,6 +70,8 @@ def _direct_fault(exc: BaseException) -> Fault | None:
             return Fault.UNKNOWN
         return None
     if module.startswith("requests"):
+        if names & {"SSLError", "ProxyError", "InvalidURL", "InvalidSchema", "MissingSchema"}:
+            return None  # a configuration to fix, not a fault to wait out
         if "ConnectTimeout" in names:
             return Fault.UNAVAILABLE  # no connection, so no request
         if "ConnectionError" in names or "Timeout" in names or "ChunkedEncodingError" in names:
@@ -76,6 +80,8 @@ def _direct_fault(exc: BaseException) -> Fault | None:
     if module.startswith("sqlalchemy"):
         if "OperationalError" in names or "InterfaceError" in names or getattr(exc, "connection_invalidated", False):
             text = str(exc).lower()
+            if any(mark in text for mark in _PERMANENT_SQL):
+                return None
             if "database is locked" in text or "database table is locked" in text or "connection refused" in text:
                 return Fault.UNAVAILABLE
             return Fault.UNKNOWN
@@ -85,6 +91,12 @@ def _direct_fault(exc: BaseException) -> Fault | None:
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return Fault.UNKNOWN
     return None
+
+
+#: SQL errors that say something is wrong that waiting does not fix (a read-only file, a missing table or
+#: database, a refused login)
+_PERMANENT_SQL = ("readonly database", "read-only", "no such table", "does not exist", "authentication failed",
+                  "password authentication", "permission denied", "unable to open database file")
 
 
 def _refused_connection(exc: BaseException) -> bool:

@@ -197,10 +197,10 @@ class MetadataLoader:
         """The faults this loader's reads met and settled."""
         self._file_ios: dict[str, FileIO] = {}
         self._rest = _pyiceberg.rest_loads_raw(catalog)
-        self._rest_connections = (
-            _pyiceberg.widen_rest_connections(catalog, REST_CONNECTIONS, request_timeout(properties))
-            if self._rest else 1
-        )
+        self._rest_connections = 1
+        if _pyiceberg.is_rest_catalog(catalog):  # any RestCatalog gets the timeout; the pool matters for raw loads
+            widened = _pyiceberg.widen_rest_connections(catalog, REST_CONNECTIONS, request_timeout(properties))
+            self._rest_connections = widened if self._rest else 1
         self._etags: dict[str, tuple[str, str]] = {}
         """REST: table -> (the ETag of its last answer, the metadata file that answer held)."""
         self._vended: set[str] = set()

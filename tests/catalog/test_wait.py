@@ -30,6 +30,8 @@ T0 = 1_700_000_000_000
 FAST = {"interval": "50ms", "max_interval": "200ms"}
 
 
+pytestmark = pytest.mark.no_faults  # the tests read through cc.catalog itself (faulted on rest-faults)
+
 def watermark(catalog, table: str) -> int:
     """W(X) straight from the metadata: the head's consistent.barrier or the consistent.watermark property."""
     metadata = catalog.load_table(table).metadata
@@ -69,7 +71,6 @@ def pipeline(cc: ConsistentCatalog, flip_tables):
 LINEAGE = {WORDS: None, COUNTS: WORDS, HISTOGRAM: COUNTS}
 
 
-@pytest.mark.no_faults
 def test_times_out_naming_the_bottleneck_job(cc: ConsistentCatalog, pipeline) -> None:
     catalog = cc.catalog
     assert (watermark(catalog, COUNTS), watermark(catalog, HISTOGRAM)) == (T0 + 2_000, T0)

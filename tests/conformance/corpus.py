@@ -195,7 +195,8 @@ def metadata_json(state: TableState, *, tags: Mapping[str, int] | None = None) -
 
 # --- the JVM side ---------------------------------------------------------------------------------------
 def build_jvm() -> Path:
-    """Compile jvm/spark-plugin with scripts/build_jvm.sh (idempotent); returns build/jvm/spark-plugin."""
+    """Compile jvm/spark-plugin, its test mains included, with scripts/build_jvm.sh (idempotent); returns
+    build/jvm/spark-plugin (``classes``: the plugin; ``test-classes``: MAIN_CLASS, not in the plugin's jar)."""
     subprocess.run(["bash", str(ROOT / "scripts" / "build_jvm.sh")], check=True, cwd=ROOT)
     return ROOT / "build" / "jvm" / MODULE
 
@@ -203,7 +204,7 @@ def build_jvm() -> Path:
 def java_command(module: Path) -> list[str]:
     java_file = module / "java"
     java = java_file.read_text().strip() if java_file.is_file() else "java"
-    classpath = f"{module / 'classes'}:{(module / 'classpath').read_text().strip()}"
+    classpath = f"{module / 'classes'}:{module / 'test-classes'}:{(module / 'classpath').read_text().strip()}"
     return [java, "-Xss4m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath, MAIN_CLASS]
 
 

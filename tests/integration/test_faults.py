@@ -171,6 +171,20 @@ def test_the_cli_says_it_is_waiting_then_gives_up_naming_the_table_it_read(rest_
     assert "landed: no" in lines[-1] and done.stdout == ""
 
 
+def test_a_rest_answer_that_never_comes_times_out_at_the_catalog_property(rest_server: RestCatalogServer,
+                                                                          tmp_path: Path) -> None:
+    import requests
+
+    direct = rest_server.catalog(warehouse=f"file://{tmp_path}/warehouse")
+    create_tables(direct)
+    with FaultProxy(rest_server.port, rules={"load": {"slow": 1.0}}, slow_seconds=3.0) as proxy:
+        faulty = load_catalog(direct.name, **{**direct.properties, "uri": proxy.uri,
+                                              "consistent.request-timeout": "500ms"})
+        ConsistentCatalog(faulty)  # pyiceberg sets no timeout: the library gives the session one
+        with pytest.raises(requests.exceptions.ReadTimeout):
+            faulty.load_table(WORDS)
+
+
 # --- servers that go away ------------------------------------------------------------------------------
 def test_postgresql_restarted_mid_pipeline(tmp_path: Path) -> None:
     try:

@@ -15,7 +15,7 @@ from pyiceberg.exceptions import (
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from consistent_catalog import faults
-from consistent_catalog.exceptions import CatalogUnavailableError, InvalidInputError
+from consistent_catalog.exceptions import CatalogUnavailableError, InvalidInputError, NotFreshError
 from consistent_catalog.faults import Fault, FaultLog, RetryPolicy, fault_of, request_timeout, retrying
 
 
@@ -72,7 +72,23 @@ def test_faults_are_sorted_by_whether_something_may_have_landed(exc: BaseExcepti
     assert fault_of(exc) is fault
 
 
+def _suppressed() -> BaseException:
+    try:
+        try:
+            raise ConnectionResetError(104, "reset")
+        except ConnectionResetError:
+            raise ValueError("a bug while handling it") from None
+    except ValueError as exc:
+        return exc
+
+
 @pytest.mark.parametrize("exc", [
+    CatalogUnavailableError("past the deadline already", catalog="lake", landed="no"),  # waited out: not again
+    NotFreshError("not fresh", freshness=None),  # a TimeoutError of ours
+    _suppressed(),  # raise ... from None: the context is not the cause
+    requests.exceptions.SSLError("certificate verify failed"),  # configuration, not availability
+    OperationalError("UPDATE", {}, Exception("attempt to write a readonly database")),
+    OperationalError("SELECT", {}, Exception('FATAL: password authentication failed for user "x"')),
     CommitFailedException("409: a requirement failed"),  # an answer, not a fault
     NoSuchTableError("gone"),
     IntegrityError("INSERT", {}, Exception("duplicate key")),
