@@ -18,6 +18,7 @@ same sequence of requests (whatever the rules were for earlier requests). The ki
 
 ``lost``          forwarded (the target applies it), then ``504`` with an Iceberg REST error body: the
                   commit landed, its answer was lost (pyiceberg: ``CommitStateUnknownException``)
+``lost_503``      forwarded (applied), then ``503``: a gateway that gives up after forwarding
 ``refuse``        not forwarded; ``503`` with an Iceberg REST error body (nothing applied)
 ``throttle``      not forwarded; ``429`` with ``Retry-After: 0``
 ``slow``          forwarded, the answer held ``slow_seconds`` (a client with a shorter timeout gives up
@@ -56,7 +57,7 @@ from typing import Any
 
 LOOPBACK = "127.0.0.1"
 ROUTES = ("commit", "load", "other")
-FAULTS = ("lost", "refuse", "throttle", "slow", "reset_before", "reset_after")
+FAULTS = ("lost", "lost_503", "refuse", "throttle", "slow", "reset_before", "reset_after")
 """Fault kinds; a draw walks them in this order, whatever the order of a rule's keys."""
 PASS = "pass"
 DOWN = "down"
@@ -297,6 +298,8 @@ class _Handler(BaseHTTPRequestHandler):
                     self._error(502, "BadGateway", f"target 127.0.0.1:{proxy.target_port} did not answer")
                 elif kind == "lost":
                     self._error(504, "GatewayTimeout", "forwarded and applied, answer lost (fault proxy)")
+                elif kind == "lost_503":  # a gateway that answers 503 after the target applied the request
+                    self._error(503, "ServiceUnavailable", "forwarded and applied, then 503 (fault proxy)")
                 elif kind == "reset_after":
                     self._reset()
                 else:

@@ -136,6 +136,45 @@ def test_a_lost_answer_is_found_and_not_sent_again(rest_server: RestCatalogServe
     assert table.scan().to_arrow().num_rows == 2
 
 
+def test_a_503_after_the_server_applied_the_commit_is_found_not_doubled(rest_server: RestCatalogServer,
+                                                                        tmp_path: Path) -> None:
+    """A gateway may answer 503 after forwarding: the commit is looked for, not sent again blindly (an unkeyed
+    ingest would land twice), and the refusal of a resend does not delete the files of the landed attempt."""
+    direct = rest_server.catalog(warehouse=f"file://{tmp_path}/warehouse")
+    create_tables(direct)
+    with FaultProxy(rest_server.port, rules={"commit": {"lost_503": 1.0}}) as proxy:
+        cc = through(proxy, direct)
+        result = cc.ingest(WORDS, words("a", "b"), barrier=1_000)  # unkeyed
+        assert proxy.counts["commit", "lost_503"] == 1
+    table = direct.load_table(WORDS)
+    assert [s.snapshot_id for s in table.metadata.snapshots] == [result.snapshot_id]
+    assert sorted(r["word"] for r in table.scan().to_arrow().to_pylist()) == ["a", "b"]  # its files are all there
+
+
+def test_the_table_returned_after_a_lost_answer_is_the_one_the_commit_made(rest_server: RestCatalogServer,
+                                                                          tmp_path: Path) -> None:
+    """Another client's property commit lands between the plan and the commit (it moves no ref, so the commit's
+    requirements still hold): the table handed back is the metadata file holding our snapshot, not the one after
+    the planned file."""
+    from pyiceberg.table.update import SetPropertiesUpdate
+
+    direct = rest_server.catalog(warehouse=f"file://{tmp_path}/warehouse")
+    create_tables(direct)
+    with FaultProxy(rest_server.port) as proxy:
+        cc = through(proxy, direct)
+        planned = cc.store.load_table(WORDS)
+        other = direct.load_table(WORDS)
+        direct.commit_table(other, (), (SetPropertiesUpdate(updates={"owner": "someone else"}),))
+        proxy.set_rules({"commit": {"lost": 1.0}})
+        committed = cc.store.write(planned, [], lambda tx: tx.append(words("x")), what="appending x")
+        proxy.set_rules(None)
+    assert committed is not None and committed.metadata.current_snapshot() is not None
+    now = direct.load_table(WORDS)
+    assert committed.metadata_location == now.metadata_location  # nothing after it: the newest file is ours
+    assert committed.metadata.current_snapshot().snapshot_id == now.metadata.current_snapshot().snapshot_id
+    assert committed.metadata.properties.get("owner") == "someone else"
+
+
 def test_the_cli_prints_one_line_and_exits_75_when_the_catalog_stays_down(rest_server: RestCatalogServer,
                                                                           tmp_path: Path) -> None:
     direct = rest_server.catalog(warehouse=f"file://{tmp_path}/warehouse")
