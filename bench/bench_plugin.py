@@ -10,7 +10,7 @@ has a plain Iceberg catalog and a consistent one (``jvm/spark-plugin``) over the
   and, every third, from one more), every table complete at every barrier. Their v2 metadata JSON is written directly and registered in the
   catalog (no data files: loading a table reads only its metadata).
 
-The timing runs inside the JVM (``io.consistentcatalog.bench.FirstLoad``, called through py4j), median
+The timing runs inside the JVM (``io.consistentcatalog.bench.FirstLoad`` in build/jvm/spark-plugin-tests.jar, via py4j), median
 of ``--repeat`` repetitions after ``--warmup`` dropped ones (a long-lived session's JIT), all in one run:
 
 - plain_first / plain_all: Iceberg's SparkCatalog loads the first table / every table of the set;
@@ -189,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         conf[f"{prefix}_seq.plain-catalog"] = plain
         conf[f"{prefix}_seq.load-threads"] = "1"
     load_before = _load()
+    conf["spark.jars"] += f",{Path(__file__).resolve().parents[1] / 'build/jvm/spark-plugin-tests.jar'}"  # FirstLoad, not in the plugin jar
     spark = build_session(demo_uri, demo_warehouse, app_name="bench-plugin", master="local[1]", extra_conf=conf)
     try:
         bench = spark._jvm.io.consistentcatalog.bench.FirstLoad  # noqa: SLF001 - py4j

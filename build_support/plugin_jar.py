@@ -26,7 +26,9 @@ installs: the Iceberg Spark runtime jar (PyPI ``snowpark-connect-deps-iceberg``)
 Where no JDK or no classpath is found the wheel is built without the jar and the build says so on stderr
 (pip shows it with ``-v``); ``consistent-catalog spark-conf`` then names the missing jar and the way out.
 ``CONSISTENT_REQUIRE_PLUGIN_JAR=1`` (set by ``make dist``) makes a missing jar fail the build instead, so a
-release cannot ship without it. The build never installs system packages (``CONSISTENT_NO_APT=1``).
+release cannot ship without it. The build never installs system packages (``CONSISTENT_NO_APT=1``) and
+skips the plugin's test and benchmark mains (``jvm/spark-plugin/src/test``, ``CONSISTENT_JVM_TESTS=0``): they
+are never in the jar, and the sdist does not carry them.
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ def build_plugin_jar(root: Path = ROOT) -> Path:
         raise PluginJarUnavailable(f"{root} has no scripts/build_jvm.sh or jvm/{MODULE} sources (an incomplete sdist?)")
     if shutil.which("bash") is None:
         raise PluginJarUnavailable("bash is not installed (scripts/build_jvm.sh compiles the jar)")
-    env = {**os.environ, **classpath_env(root), "CONSISTENT_NO_APT": "1"}
+    env = {**os.environ, **classpath_env(root), "CONSISTENT_NO_APT": "1", "CONSISTENT_JVM_TESTS": "0"}
     result = subprocess.run(["bash", str(script), MODULE], cwd=root, env=env, capture_output=True, text=True)
     if result.returncode != 0:
         lines = [line for line in result.stderr.splitlines() if line.strip()]

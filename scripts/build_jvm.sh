@@ -14,6 +14,10 @@
 # and `java` (the java binary matching the javac used), which tests/harness/rest_server.py reads.
 # Each module's jar (build/jvm/<module>.jar) has a manifest naming the project version and the Spark,
 # Scala and Iceberg versions it was compiled against (read from the classpath's jar names).
+# Test and benchmark mains (jvm/<module>/src/test/java, e.g. the conformance runner) compile against the
+# module's classes into build/jvm/<module>/test-classes, packed into build/jvm/<module>-tests.jar (what a
+# Spark session's spark.jars takes); never into the module's jar. CONSISTENT_JVM_TESTS=0 skips them (the
+# wheel build, which ships only the module's jar).
 # Without javac it installs openjdk-17-jdk-headless with apt-get when run as root, unless
 # CONSISTENT_NO_APT=1 (a package build must not install system packages): then it exits 1 naming the way out.
 # Usage: build_jvm.sh [MODULE...]  (default: every module; a module that fails to compile keeps its
@@ -162,11 +166,51 @@ for module in "${modules[@]}"; do
   printf '%s\n' "$JAVA" >"$tmp/java"
   rm -f "$tmp/javac.log"
   rm -rf "$out"
+  rm -f "$BUILD/$module-tests.jar"  # compiled against the classes just replaced
   mv "$tmp" "$out"
   trap - EXIT
   printf '%s' "$want" >"$stamp"
   echo "build_jvm: compiled $module (${#sources[@]} sources) into $out/classes"
 done
+# Test classes: rebuilt when a file under src/test is newer than their last build, the module's classes
+# were rebuilt since, their jar is missing, or the classpath, javac or its flags changed.
+if [ "${CONSISTENT_JVM_TESTS:-1}" != 0 ]; then
+  for module in "${modules[@]}"; do
+    src=jvm/$module/src/test
+    out=$BUILD/$module
+    stamp=$out/.built-tests
+    jar=$BUILD/$module-tests.jar
+    [ -d "$src/java" ] && [ -f "$out/.built" ] && [ -d "$out/classes" ] || continue
+    [[ " ${failed[*]-} " == *" $module "* ]] && continue  # its classes did not compile
+    want="$JAVAC ${JAVAC_FLAGS[*]}"$'\n'"$CLASSPATH_RT"
+    if [ -f "$stamp" ] && [ -d "$out/test-classes" ] && [ -f "$jar" ] && [ "$(cat "$stamp")" = "$want" ] \
+       && [ ! "$out/.built" -nt "$stamp" ] && [ -z "$(find "$src" -newer "$stamp" -print -quit)" ]; then
+      continue  # up to date
+    fi
+    mapfile -t sources < <(find "$src/java" -name '*.java' | sort)
+    [ ${#sources[@]} -gt 0 ] || continue
+    tmp=$(mktemp -d "$BUILD/.$module-tests.XXXXXX")
+    trap 'rm -rf "$tmp"' EXIT
+    if ! "$JAVAC" "${JAVAC_FLAGS[@]}" \
+          -cp "$out/classes:$CLASSPATH_RT" -d "$tmp/test-classes" "${sources[@]}" >"$tmp/javac.log" 2>&1 \
+       || ! { [ ! -d "$src/resources" ] || cp -R "$src/resources/." "$tmp/test-classes/"; } \
+       || ! "$(dirname "$JAVAC")/jar" cf "$tmp/tests.jar" -C "$tmp/test-classes" . >>"$tmp/javac.log" 2>&1; then
+      cat "$tmp/javac.log" >&2
+      echo "build_jvm: building $module's tests (jvm/$module/src/test) failed; its classes and jar are built" >&2
+      rm -rf "$tmp"
+      trap - EXIT
+      failed+=("$module-tests")
+      continue
+    fi
+    rm -rf "$out/test-classes" "$stamp"
+    mv "$tmp/test-classes" "$out/test-classes"
+    mv "$tmp/tests.jar" "$jar"
+    rm -rf "$tmp"
+    trap - EXIT
+    printf '%s' "$want" >"$stamp"
+    echo "build_jvm: compiled $module's tests (${#sources[@]} sources) into $out/test-classes and $jar"
+  done
+fi
 # A jar per module (spark.jars takes jars, and the Spark plugin must load beside the Iceberg runtime jar).
 # Its manifest says what it is and what it was compiled against; a changed manifest re-packs the jar.
 JAR_TOOL=$(dirname "$JAVAC")/jar

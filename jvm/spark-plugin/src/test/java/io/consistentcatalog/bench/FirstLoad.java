@@ -21,7 +21,8 @@ import scala.runtime.AbstractFunction0;
 
 /**
  * The cost of a query's table loads through the consistent catalog against the plain catalog, inside
- * one JVM (bench/bench_plugin.py calls {@link #run} through py4j). Each repetition times:
+ * one JVM (bench/bench_plugin.py calls {@link #run} through py4j, with build/jvm/spark-plugin-tests.jar
+ * in spark.jars: a benchmark main, not part of the plugin jar). Each repetition times:
  *
  * <ul>
  *   <li>plain_first: the plain catalog loads the first table; plain_all: it loads every table (what a

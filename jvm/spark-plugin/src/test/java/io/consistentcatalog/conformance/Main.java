@@ -31,6 +31,8 @@ import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ObjectNode;
  * {@code {"level", "barrier", "tables": {name: {"snapshot_id", "barrier", "branch", "revision"}}}},
  * a component cut {@code {"cut": cut|null, "blocked": {name: error class}}}, or {@code {"error": class}}
  * where class is the Python exception class name. Arguments: case files or directories of them.
+ * A test main (tests/conformance/corpus.py runs it with build/jvm/spark-plugin/test-classes on the
+ * classpath), not part of the plugin jar.
  */
 public final class Main {
   private static final ObjectMapper JSON = new ObjectMapper();
