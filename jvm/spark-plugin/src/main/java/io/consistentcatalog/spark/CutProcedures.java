@@ -1,9 +1,11 @@
 package io.consistentcatalog.spark;
 
 import java.util.List;
+import java.util.Locale;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.iceberg.catalog.Procedure;
 import org.apache.spark.sql.connector.iceberg.catalog.ProcedureParameter;
 import org.apache.spark.sql.types.DataTypes;
@@ -23,9 +25,30 @@ import org.apache.spark.unsafe.types.UTF8String;
  *       argument, every table of the catalog. Columns: table, snapshot_id, barrier (the snapshot's),
  *       branch, cut_barrier, level, status ({@code ok} or the error class and message of a table left out).
  * </ul>
+ *
+ * <p>Every other procedure is refused, naming the way to Iceberg's own procedures on the plain catalog.
  */
 final class CutProcedures {
   private CutProcedures() {}
+
+  /** {@code catalog}'s procedure {@code ident}: {@code system.refresh_cut} or {@code system.current_cut}; any other is refused. */
+  static Procedure load(ConsistentSparkCatalog catalog, Identifier ident) {
+    String[] namespace = ident.namespace();
+    if (namespace.length == 1 && namespace[0].equalsIgnoreCase("system")) {
+      String procedure = ident.name().toLowerCase(Locale.ROOT);
+      if (procedure.equals("refresh_cut")) {
+        return new RefreshCut(catalog);
+      }
+      if (procedure.equals("current_cut")) {
+        return new CurrentCut(catalog);
+      }
+    }
+    String catalogName = catalog.catalogName();
+    throw catalog.refused(
+        "CALL " + catalogName + "." + String.join(".", namespace) + "." + ident.name()
+            + " (this catalog has only system.refresh_cut() and system.current_cut([table]); run Iceberg's "
+            + "procedures as CALL " + catalog.plainCatalogName() + ".system." + ident.name() + "(...))");
+  }
 
   static final StructType OUTPUT =
       new StructType(
@@ -45,11 +68,13 @@ final class CutProcedures {
     return value == null ? null : UTF8String.fromString(value.toString());
   }
 
-  static InternalRow[] rows(List<Object[]> found) {
+  static InternalRow[] rows(List<CutRow> found) {
     InternalRow[] rows = new InternalRow[found.size()];
     for (int i = 0; i < rows.length; i++) {
-      Object[] r = found.get(i);
-      rows[i] = new GenericInternalRow(new Object[] {str(r[0]), r[1], r[2], str(r[3]), r[4], str(r[5]), str(r[6])});
+      CutRow r = found.get(i);
+      rows[i] = new GenericInternalRow(new Object[] {
+        str(r.table), r.snapshotId, r.barrier, str(r.branch), r.cutBarrier, str(r.level), str(r.status)
+      });
     }
     return rows;
   }
@@ -60,7 +85,8 @@ final class CutProcedures {
 
   private static InternalRow[] describe(ConsistentSparkCatalog catalog, String table, boolean fresh) {
     try {
-      return rows(catalog.describe(table, fresh));
+      Settings settings = catalog.settings();
+      return rows(catalog.cutSession().describe(table, fresh, settings));
     } catch (NoSuchTableException e) {
       throw Errors.raise(Errors.analysis("CONSISTENT_CUT.TABLE_NOT_FOUND", "table " + table + " does not exist in "
           + catalog.name() + "; list the tables with SHOW TABLES IN " + catalog.name() + ".<namespace>"));
@@ -88,7 +114,7 @@ final class CutProcedures {
     public InternalRow[] call(InternalRow args) {
       String table = table(args);
       if (table == null) {
-        catalog.refresh();
+        catalog.cutSession().refresh();
         return new InternalRow[0];
       }
       return describe(catalog, table, true);

@@ -1,6 +1,7 @@
 package io.consistentcatalog.bench;
 
 import io.consistentcatalog.spark.ConsistentSparkCatalog;
+import io.consistentcatalog.spark.ResolutionTimings;
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
 import java.util.ArrayList;
@@ -168,11 +169,13 @@ public final class FirstLoad {
           double coldCpu = cpu();
           measured[0] = timed(() -> load(consistentCatalog, ids.get(0)));
           coldCpu = cpu() - coldCpu;
-          long[] split = consistentCatalog.lastResolutionTimings();
-          for (int i = 0; i < 5; i++) {
-            measured[5 + i] = split[i] / 1e6;
-          }
-          measured[4] = coldCpu + split[4] / 1e6;
+          ResolutionTimings split = consistentCatalog.lastResolutionTimings();
+          measured[5] = split.listNanos() / 1e6;
+          measured[6] = split.loadNanos() / 1e6;
+          measured[7] = split.stateNanos() / 1e6;
+          measured[8] = split.resolveNanos() / 1e6;
+          measured[9] = split.workerCpuNanos() / 1e6;
+          measured[4] = coldCpu + split.workerCpuNanos() / 1e6;
           measured[1] = measured[0] + timed(() -> {
             for (Identifier id : ids.subList(1, ids.size())) {
               load(consistentCatalog, id);
