@@ -2,6 +2,8 @@ package io.consistentcatalog.spark;
 
 import java.io.FileNotFoundException;
 import java.io.IOException;
+import java.io.InterruptedIOException;
+import java.nio.channels.ClosedByInterruptException;
 import java.nio.file.NoSuchFileException;
 import java.sql.SQLException;
 import java.sql.SQLRecoverableException;
@@ -13,6 +15,7 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.apache.iceberg.exceptions.RESTException;
 import org.apache.iceberg.exceptions.ServiceFailureException;
 import org.apache.iceberg.exceptions.ServiceUnavailableException;
 
@@ -54,7 +57,13 @@ final class Faults {
     Map<Throwable, Boolean> seen = new IdentityHashMap<>();
     for (Throwable e = error; e != null && seen.put(e, Boolean.TRUE) == null; e = e.getCause()) {
       if (e instanceof ServiceUnavailableException || e instanceof ServiceFailureException) {
-        return true; // 503/429 and 500/502/504 from a REST catalog
+        return true; // 503 and 500 from a REST catalog
+      }
+      if (e.getClass() == RESTException.class) {
+        return true; // what Iceberg's handlers map no subclass to: 502, 504, 429, an I/O error on the way
+      }
+      if (e instanceof InterruptedIOException || e instanceof ClosedByInterruptException) {
+        return false; // the statement was cancelled: stop, do not wait
       }
       if (e instanceof FileNotFoundException || e instanceof NoSuchFileException) {
         return false; // a file that is gone stays gone

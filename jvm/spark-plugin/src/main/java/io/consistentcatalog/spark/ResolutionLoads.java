@@ -1,5 +1,6 @@
 package io.consistentcatalog.spark;
 
+import java.lang.reflect.UndeclaredThrowableException;
 import java.security.PrivilegedExceptionAction;
 import java.util.Collections;
 import java.util.HashMap;
@@ -80,6 +81,9 @@ final class ResolutionLoads {
       throw new IllegalStateException("interrupted while loading " + name, e);
     } catch (ExecutionException e) {
       Throwable cause = e.getCause();
+      if (cause instanceof UndeclaredThrowableException && cause.getCause() != null) {
+        cause = cause.getCause(); // UserGroupInformation.doAs wraps what the load threw (sneakily) undeclared
+      }
       if (cause instanceof RuntimeException) {
         throw (RuntimeException) cause;
       }
