@@ -204,14 +204,15 @@ class FaultLog:
     def total(self) -> int:
         return self.unavailable + self.unknown
 
-    def record(self, fault: Fault, exc: BaseException, what: str = "a call") -> None:
-        """Count a fault met by ``what`` and log it (a WARNING: the job is retrying)."""
+    def record(self, fault: Fault, exc: BaseException, what: str = "a call", detail: str | None = None) -> None:
+        """Count a fault met by ``what`` and log it; ``detail`` describes it when ``exc``'s own first line does
+        not (a Spark error whose cause is a Java exception)."""
         with self._lock:  # one store serves several threads (a streaming query's listener, an idle loop)
             if fault is Fault.UNAVAILABLE:
                 self.unavailable += 1
             else:
                 self.unknown += 1
-            self.last = describe(exc)
+            self.last = detail or describe(exc)
             now = time.monotonic()
             level = logging.DEBUG
             if self._warned is None or now - self._warned >= WARN_EVERY:

@@ -179,6 +179,57 @@ def test_the_consistent_catalog_waits_out_a_failing_rest_catalog_then_names_it(e
         assert "consistent.retry-deadline" in str(raised.value) and "\n" not in str(raised.value).split("\n")[0]
 
 
+def test_a_spark_epoch_job_settles_spark_s_own_lost_commits(env, ns, caplog):
+    """Spark's staged write goes through Iceberg's Java client, which raises CommitStateUnknownException for a
+    commit answer it lost: the job reads the sink back, finds its attempt on consistent-staged and carries on
+    (protocol §6.8). Every barrier is then published once, with the rows of one write."""
+    from consistent_catalog.spark.job import SparkEpochJob
+    from tests.harness.fault_proxy import FaultProxy
+
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="consistent_catalog.faults")
+    server, warehouse, catalog, spark = env
+    words, counts = f"{ns}.words", f"{ns}.word_counts"
+    catalog.create_table(words, schema=WORDS_SCHEMA)
+    catalog.create_table(counts, schema=COUNTS_SCHEMA)
+    with FaultProxy(server.port, seed=2) as proxy:
+        name = f"faulty_{ns}"[:60]
+        for key, value in {"": "org.apache.iceberg.spark.SparkCatalog", ".type": "rest", ".uri": proxy.uri,
+                           ".warehouse": warehouse, ".cache-enabled": "false"}.items():
+            spark.conf.set(f"spark.sql.catalog.{name}{key}", value)
+        from pyiceberg.catalog import load_catalog
+
+        cc = ConsistentCatalog(load_catalog(catalog.name, **{**catalog.properties, "uri": proxy.uri}))
+        batches = [["a", "b", "a"], ["b", "c"], ["c", "c", "d"]]
+        job = SparkEpochJob(cc, spark, "count", sources=[words], sinks=[counts], spark_catalog=name,
+                            transform="SELECT word, count(*) AS cnt FROM words GROUP BY word", mode="overwrite")
+        with job:
+            for i, batch in enumerate(batches):
+                cc.ingest(words, pa.table({"word": batch}), barrier=1_000 * (i + 1), key=f"k{i}")
+                proxy.set_rules({"commit": {"lost": 1.0}})  # the next commit is Spark's staged write: its answer lost
+                proxy.events.clear()
+                try:
+                    result = job.run_epoch()
+                finally:
+                    proxy.set_rules(None)
+                assert result.actions == {counts: "published"} and result.faults >= 1
+    settled = [r.getMessage() for r in caplog.records if f"on Spark's staged write of {counts}" in r.getMessage()]
+    assert len(settled) == 3 and all("CommitStateUnknownException" in m for m in settled), settled
+    head = catalog.load_table(counts).metadata.snapshot_by_name("main")
+    assert head.summary[P.BARRIER] == "3000"
+    got = {r["word"]: r["cnt"] for r in catalog.load_table(counts).scan(snapshot_id=head.snapshot_id).to_arrow().to_pylist()}
+    assert got == dict(Counter(w for batch in batches for w in batch))
+    attempts: dict[str, set[str]] = {}
+    table = catalog.load_table(counts)
+    snapshot = head
+    while snapshot is not None:
+        if snapshot.summary.get(P.BARRIER):
+            attempts.setdefault(snapshot.summary[P.BARRIER], set()).add(snapshot.summary[P.ATTEMPT])
+        snapshot = table.metadata.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
+    assert {b: len(a) for b, a in attempts.items()} == {"1000": 1, "2000": 1, "3000": 1}
+
+
 def test_a_spark_zombie_is_fenced_over_rest(env, ns):
     from consistent_catalog.exceptions import FencedError
     from consistent_catalog.spark.job import SparkEpochJob, ingest_dataframe

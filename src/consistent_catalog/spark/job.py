@@ -22,6 +22,7 @@ from consistent_catalog.commit import RetryPolicy, refs_at
 from consistent_catalog.epoch import EpochJob, Staged
 from consistent_catalog.epoch_plan import EpochPlan, check_append_only
 from consistent_catalog.exceptions import FencedError, InvalidInputError
+from consistent_catalog.faults import Fault, unavailable
 from consistent_catalog.ingest import IngestResult, check_not_future
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut
 from consistent_catalog.spark import _jvm
@@ -188,19 +189,54 @@ class SparkEpochJob(EpochJob):
         if missing:
             raise InvalidInputError(f"{sink}: the transform's output lacks column(s) {missing}; it has {data.columns}")
         frame = data.select(*columns)
-        if self.mode == "merge":
-            self._merge(frame, target, properties)
-        else:
-            writer = frame.writeTo(target).options(**snapshot_options(properties))
-            if self.mode == "append":
-                writer.append()
-            else:
-                from pyspark.sql.functions import lit
 
-                writer.overwrite(lit(True))
+        def write() -> None:
+            if self.mode == "merge":
+                self._merge(frame, target, properties)
+            else:
+                writer = frame.writeTo(target).options(**snapshot_options(properties))
+                if self.mode == "append":
+                    writer.append()
+                else:
+                    from pyspark.sql.functions import lit
+
+                    writer.overwrite(lit(True))
+
+        self._settled_write(sink, base_id, properties[P.ATTEMPT], write)
         if self.cc.store.state(sink).head(P.STAGED_BRANCH) == base_id:
             self.record_empty_epoch(sink, base_id, properties, plan)  # Spark committed nothing
         return self.verify_staged(sink, plan, base_id, properties[P.ATTEMPT])
+
+    def _settled_write(self, sink: str, base_id: int, attempt: str, write: Callable[[], None]) -> None:
+        """Spark's commit of the staged epoch, its catalog faults settled (protocol §6.8).
+
+        Spark's Iceberg client raises ``CommitStateUnknownException`` for an answer it lost. Before
+        writing again, the sink is read back: a ``consistent-staged`` head above ``base_id`` that carries
+        this attempt's id is the write, landed. Until the store's deadline, then
+        ``CatalogUnavailableError``.
+        """
+        store = self.cc.store
+        last: BaseException | None = None
+        for _ in store.faults.attempts():
+            if last is not None:
+                state = store.state(sink)  # faults of the read itself are waited out there
+                head = state.head(P.STAGED_BRANCH)
+                record = state.snapshots.get(head) if head is not None and head != base_id else None
+                if record is not None and record.summary.get(P.ATTEMPT) == attempt:
+                    return
+            try:
+                write()
+                return
+            except Exception as exc:
+                cause = spark_fault(exc)
+                if cause is None:
+                    raise
+                store.fault_log.record(Fault.UNKNOWN, exc, f"Spark's staged write of {sink}", detail=cause)
+                last = exc
+        assert last is not None
+        raise unavailable(store.name, f"Spark's staged write of {sink}", last, store.faults, landed="unknown",
+                          hint=f"`consistent-catalog history {sink} --epochs` shows whether attempt {attempt} landed; "
+                               "the next run of the job re-plans either way")
 
     def _merge(self, frame: DataFrame, target: str, properties: Mapping[str, str]) -> None:
         """``MERGE INTO`` the staged branch by ``keys`` (update matched rows, insert the rest).
@@ -219,6 +255,40 @@ class SparkEpochJob(EpochJob):
             with_commit_properties(self.spark, properties, lambda: self.spark.sql(statement))
         finally:
             self.spark.catalog.dropTempView(view)
+
+
+#: Java exceptions (by name, anywhere in the cause chain Spark reports) that are catalog faults
+_JAVA_FAULTS = (
+    "org.apache.iceberg.exceptions.CommitStateUnknownException", "org.apache.iceberg.exceptions.ServiceFailureException",
+    "org.apache.iceberg.exceptions.ServiceUnavailableException", "org.apache.iceberg.exceptions.RESTException:",
+    "java.net.SocketException", "java.net.SocketTimeoutException", "java.net.ConnectException",
+    "NoHttpResponseException", "SQLTransientConnectionException", "database is locked",
+)
+
+
+def spark_fault(exc: BaseException) -> str | None:
+    """The Java exception (its ``toString``) that makes a failed Spark write a catalog fault, read from the
+    causes Spark reports; None when it is not one. Spark's Iceberg client has retried 429/503 itself
+    already; what reaches Python may have landed, so every such fault is of unknown outcome."""
+    texts: list[str] = []
+    seen: set[int] = set()
+    current: Any = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        texts.append(str(current))
+        java = getattr(current, "java_exception", None)  # py4j's Py4JJavaError
+        if java is not None:
+            texts.append(str(java.toString()))
+            cause = java.getCause()
+            while cause is not None:
+                texts.append(str(cause.toString()))
+                cause = cause.getCause()
+        texts.append(str(getattr(current, "_stackTrace", "") or ""))  # pyspark's CapturedException
+        current = getattr(current, "cause", None) or current.__cause__
+    for line in "\n".join(texts).splitlines():
+        if any(marker in line for marker in _JAVA_FAULTS):
+            return line.strip()
+    return None
 
 
 class _JavaCallable:
