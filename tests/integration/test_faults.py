@@ -175,17 +175,22 @@ def test_the_table_returned_after_a_lost_answer_is_the_one_the_commit_made(rest_
     assert committed.metadata.properties.get("owner") == "someone else"
 
 
+def cli_status(proxy: FaultProxy, direct, *, deadline: str) -> subprocess.CompletedProcess:  # noqa: ANN001
+    """``consistent-catalog status demo.words`` in a process of its own, its catalog ``lake`` behind ``proxy``."""
+    env = {**os.environ, "PYICEBERG_CATALOG__LAKE__TYPE": "rest", "PYICEBERG_CATALOG__LAKE__URI": proxy.uri,
+           "PYICEBERG_CATALOG__LAKE__WAREHOUSE": direct.properties["warehouse"],
+           "PYICEBERG_CATALOG__LAKE__CONSISTENT__RETRY_DEADLINE": deadline}
+    return subprocess.run([sys.executable, "-m", "consistent_catalog", "--catalog", "lake", "status", WORDS],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
 def test_the_cli_prints_one_line_and_exits_75_when_the_catalog_stays_down(rest_server: RestCatalogServer,
                                                                           tmp_path: Path) -> None:
     direct = rest_server.catalog(warehouse=f"file://{tmp_path}/warehouse")
     create_tables(direct)
     with FaultProxy(rest_server.port) as proxy:
         proxy.down()
-        env = {**os.environ, "PYICEBERG_CATALOG__LAKE__TYPE": "rest", "PYICEBERG_CATALOG__LAKE__URI": proxy.uri,
-               "PYICEBERG_CATALOG__LAKE__WAREHOUSE": direct.properties["warehouse"],
-               "PYICEBERG_CATALOG__LAKE__CONSISTENT__RETRY_DEADLINE": "1s"}
-        done = subprocess.run([sys.executable, "-m", "consistent_catalog", "--catalog", "lake", "status", WORDS],
-                              capture_output=True, text=True, env=env, timeout=120)
+        done = cli_status(proxy, direct, deadline="1s")
     assert done.returncode == 75, done
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: catalog 'lake' did not answer"), done.stderr
@@ -197,11 +202,7 @@ def test_the_cli_says_it_is_waiting_then_gives_up_naming_the_table_it_read(rest_
     direct = rest_server.catalog(warehouse=f"file://{tmp_path}/warehouse")
     create_tables(direct)
     with FaultProxy(rest_server.port, rules={"load": {"refuse": 1.0}}) as proxy:
-        env = {**os.environ, "PYICEBERG_CATALOG__LAKE__TYPE": "rest", "PYICEBERG_CATALOG__LAKE__URI": proxy.uri,
-               "PYICEBERG_CATALOG__LAKE__WAREHOUSE": direct.properties["warehouse"],
-               "PYICEBERG_CATALOG__LAKE__CONSISTENT__RETRY_DEADLINE": "2s"}
-        done = subprocess.run([sys.executable, "-m", "consistent_catalog", "--catalog", "lake", "status", WORDS],
-                              capture_output=True, text=True, env=env, timeout=120)
+        done = cli_status(proxy, direct, deadline="2s")
     assert done.returncode == 75, done
     lines = done.stderr.strip().splitlines()
     assert lines[0].startswith(f"warning: catalog fault (unavailable) on loading {WORDS}: ServiceUnavailableError")
