@@ -479,6 +479,29 @@ def _pipeline(cc: ConsistentCatalog, names: list[str], start: int) -> list[Any]:
     return jobs
 
 
+def test_a_table_that_joined_after_the_session_read_its_component_is_refused_not_served_latest(lake: Lake) -> None:
+    """A job joins two components: its sink d is complete only at the other component's older barrier, so the
+    fresh cut of the joined component is older than the cut this session served. The session keeps serving the
+    earlier cut (a cut never goes back), and d, which that cut does not hold, is refused with the reason, not
+    served as it is now."""
+    now = int(time.time() * 1000)
+    _pipeline(lake.cc, ["mono1.r", "mono1.a"], now - 30_000)
+    _pipeline(lake.cc, ["mono2.r", "mono2.a"], now - 90_000)
+    assert _count(lake, "mono1.a") == 2  # the session's cut of mono1: barrier now - 29 s
+    served = _cut(lake, "mono1.a")["mono1.a"]["snapshot_id"]
+    lake.cc.catalog.create_table("mono1.d", schema=XS)
+    join = lake.cc.job("copy-mono1.d", sources=["mono1.a", "mono2.a"], sinks=["mono1.d"], mode="overwrite",
+                       transform=lambda ctx: pa.concat_tables([ctx.read("mono1.a"), ctx.read("mono2.a")]))
+    with join:
+        assert join.run_epoch().barrier == now - 89_000  # complete only where mono2 is
+    assert lake.cc.resolve(["mono1.a"], component=True).barrier == now - 89_000  # the fresh cut is older
+    assert _cut(lake, "mono1.a")["mono1.a"]["snapshot_id"] == served  # never older: the earlier cut again
+    message = _error(lake, "SELECT count(*) FROM lake_consistent.mono1.d")
+    assert message.startswith("[CONSISTENT_CUT.NO_COMPLETE_BARRIER] lake_consistent.mono1.d has no consistent cut")
+    assert f"joined the pipeline after this session read it at barrier {now - 29_000}" in message
+    assert "use lake.mono1.d" in message
+
+
 def test_a_revision_unblocks_a_session_that_saw_the_foreign_write(lake: Lake) -> None:
     """Issue #23.1: the session read the table, a foreign write untracked it while its root moved on (the session
     then read the root at a newer barrier), the advised revise fixed it: the same session reads again — a

@@ -155,6 +155,11 @@ final class CutSession {
       for (String table : scope.members.keySet()) {
         current.scopes.putIfAbsent(table, scope);
       }
+      // a table the scope leaves out without holding it (one that joined the component after the session's
+      // earlier, newer cut: CutFloors) is served by it too, as its one-line refusal, never by Iceberg's load
+      for (String table : scope.blocked.keySet()) {
+        current.scopes.putIfAbsent(table, scope);
+      }
       scope = current.scopes.get(name);
     }
     return scope;
