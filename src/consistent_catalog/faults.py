@@ -6,8 +6,9 @@ A catalog call fails in one of three ways that matter to a writer:
   That is an answer, not a fault; the commit layer turns it into ``FencedError``.
 - *unavailable* (``Fault.UNAVAILABLE``): nothing was applied — a 503 or 429 answer, a connection that
   could not be opened, SQLite's ``database is locked``.
-- *unknown* (``Fault.UNKNOWN``): it may have been applied — a 500/502/504 answer, a timeout, a
-  connection dropped mid-request, a SQL connection cut by a server restart.
+- *unknown* (``Fault.UNKNOWN``): it may have been applied — a 500/502/504 answer to a commit, a 502
+  or 504 to anything else, a timeout, a connection dropped mid-request, a SQL connection cut by a
+  server restart. A plain 500 to a read is the server failing at the request, not a fault.
 
 ``fault_of`` sorts an exception into these; ``RetryPolicy`` says how often and how long to try again;
 ``retrying`` runs a read under a policy. Commits are settled by ``commit.TableStore``, which reads the
@@ -66,8 +67,12 @@ def _direct_fault(exc: BaseException) -> Fault | None:
     if module.startswith("pyiceberg"):
         if names & {"ServiceUnavailableError", "TooManyRequestsError"}:
             return Fault.UNAVAILABLE
-        if names & {"CommitStateUnknownException", "ServerError"}:
-            return Fault.UNKNOWN
+        if "CommitStateUnknownException" in names:
+            return Fault.UNKNOWN  # a commit answered 500, 502 or 504
+        if "ServerError" in names:
+            # another 5xx. A plain 500 to a read is the server failing at what was asked (a metadata file
+            # it cannot read...), not a passing fault: raised, as Iceberg's own REST client does
+            return None if _status(exc) == 500 else Fault.UNKNOWN
         return None
     if module.startswith("requests"):
         if names & {"SSLError", "ProxyError", "InvalidURL", "InvalidSchema", "MissingSchema"}:
@@ -97,6 +102,13 @@ def _direct_fault(exc: BaseException) -> Fault | None:
 #: database, a refused login)
 _PERMANENT_SQL = ("readonly database", "read-only", "no such table", "does not exist", "authentication failed",
                   "password authentication", "permission denied", "unable to open database file")
+
+
+def _status(exc: BaseException) -> int | None:
+    """The HTTP status of the answer behind a pyiceberg REST error (it is raised from requests' HTTPError)."""
+    response = getattr(exc.__cause__, "response", None)
+    status = getattr(response, "status_code", None)
+    return status if isinstance(status, int) else None
 
 
 def _refused_connection(exc: BaseException) -> bool:

@@ -52,11 +52,26 @@ def _wrapped(outer: type[BaseException], inner: BaseException) -> BaseException:
         return exc
 
 
+def _answered(code: int) -> BaseException:
+    """pyiceberg's ServerError for an HTTP answer ``code``, raised from requests' HTTPError as pyiceberg raises it."""
+    response = requests.models.Response()
+    response.status_code = code
+    try:
+        try:
+            raise requests.HTTPError(f"{code} Server Error", response=response)
+        except requests.HTTPError as exc:
+            raise ServerError(f"{code}") from exc
+    except ServerError as exc:
+        return exc
+
+
 @pytest.mark.parametrize("exc, fault", [
     (ServiceUnavailableError("503"), Fault.UNAVAILABLE),
     (TooManyRequestsError("429"), Fault.UNAVAILABLE),
     (CommitStateUnknownException("504"), Fault.UNKNOWN),
-    (ServerError("502"), Fault.UNKNOWN),
+    (ServerError("no answer behind it"), Fault.UNKNOWN),
+    (_answered(502), Fault.UNKNOWN),
+    (_answered(504), Fault.UNKNOWN),
     (requests.exceptions.ConnectTimeout("connect timed out"), Fault.UNAVAILABLE),
     (requests.exceptions.ConnectionError("HTTPConnectionPool: Max retries (Caused by NewConnectionError(... "
                                          "[Errno 111] Connection refused))"), Fault.UNAVAILABLE),
@@ -86,6 +101,7 @@ def _suppressed() -> BaseException:
     CatalogUnavailableError("past the deadline already", catalog="lake", landed="no"),  # waited out: not again
     NotFreshError("not fresh", freshness=None),  # a TimeoutError of ours
     _suppressed(),  # raise ... from None: the context is not the cause
+    _answered(500),  # a read the server fails at (a metadata file it cannot read): raised, as Iceberg's client does
     requests.exceptions.SSLError("certificate verify failed"),  # configuration, not availability
     OperationalError("UPDATE", {}, Exception("attempt to write a readonly database")),
     OperationalError("SELECT", {}, Exception('FATAL: password authentication failed for user "x"')),
