@@ -133,7 +133,8 @@ class EpochResult:
     attempts: Mapping[str, str] = field(default_factory=dict)
     """Per published or republished sink: the ``consistent.attempt`` of the epoch now on its ``main``."""
     faults: int = 0
-    """Catalog faults (lost answers, an unavailable catalog) this epoch met and settled (protocol §6.8)."""
+    """Catalog faults (lost answers, an unavailable catalog) settled while this epoch ran (protocol §6.8), as the
+    catalog's store counts them: calls of other threads on the same ``ConsistentCatalog`` meanwhile count too."""
 
     @property
     def did_work(self) -> bool:
