@@ -21,6 +21,7 @@ same sequence of requests (whatever the rules were for earlier requests). The ki
 ``lost_503``      forwarded (applied), then ``503``: a gateway that gives up after forwarding
 ``refuse``        not forwarded; ``503`` with an Iceberg REST error body (nothing applied)
 ``throttle``      not forwarded; ``429`` with ``Retry-After: 0``
+``fail_500``      not forwarded; ``500``: the server failing at the request (a bug, a file it cannot read)
 ``slow``          forwarded, the answer held ``slow_seconds`` (a client with a shorter timeout gives up
                   after the target applied it)
 ``reset_before``  not forwarded; the client connection is reset (RST, no answer)
@@ -57,7 +58,7 @@ from typing import Any
 
 LOOPBACK = "127.0.0.1"
 ROUTES = ("commit", "load", "other")
-FAULTS = ("lost", "lost_503", "refuse", "throttle", "slow", "reset_before", "reset_after")
+FAULTS = ("lost", "lost_503", "refuse", "throttle", "fail_500", "slow", "reset_before", "reset_after")
 """Fault kinds; a draw walks them in this order, whatever the order of a rule's keys."""
 PASS = "pass"
 DOWN = "down"
@@ -290,6 +291,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._error(503, "ServiceUnavailable", "request refused, not forwarded (fault proxy)")
             elif kind == "throttle":
                 self._error(429, "TooManyRequests", "throttled, not forwarded (fault proxy)", {"Retry-After": "0"})
+            elif kind == "fail_500":  # a server failing at the request itself (not a passing fault)
+                self._error(500, "InternalServerError", "the server failed at this request (fault proxy)")
             elif kind == "reset_before":
                 self._reset()
             else:

@@ -173,6 +173,16 @@ def test_the_consistent_catalog_waits_out_a_failing_rest_catalog_then_names_it(e
             assert got == expected == {"a": 2, "b": 1}
         faulted = sum(n for (route, kind), n in proxy.counts.items() if kind != "pass" and route in ("load", "other"))
         assert faulted >= 3, proxy.counts
+        # a server failing at the request itself (a plain 500) is its error at once: not waited out for the
+        # deadline, never taken for a missing table
+        proxy.set_rules({"load": {"fail_500": 1.0}})
+        with pytest.raises(Exception) as failed:
+            spark.sql(f"SELECT word, cnt FROM {name}.{counts}").collect()
+        assert "ServiceFailureException" in str(failed.value)
+        assert "TABLE_NOT_FOUND" not in str(failed.value) and "CATALOG_UNAVAILABLE" not in str(failed.value)
+        failed_paths = Count(path for _route, _method, path, kind in proxy.events if kind == "fail_500")
+        assert failed_paths and max(failed_paths.values()) <= 2, failed_paths  # each table asked once or twice: no retry loop
+        proxy.set_rules(rules)
         proxy.down()
         with pytest.raises(Exception, match=r"CONSISTENT_CUT.CATALOG_UNAVAILABLE\] catalog lake did not answer") as raised:
             spark.sql(f"SELECT word, cnt FROM {name}.{counts}").collect()
@@ -183,10 +193,10 @@ def test_a_spark_epoch_job_settles_spark_s_own_lost_commits(env, ns, caplog):
     """Spark's staged write goes through Iceberg's Java client, which raises CommitStateUnknownException for a
     commit answer it lost: the job reads the sink back, finds its attempt on consistent-staged and carries on
     (protocol §6.8). Every barrier is then published once, with the rows of one write."""
+    import logging
+
     from consistent_catalog.spark.job import SparkEpochJob
     from tests.harness.fault_proxy import FaultProxy
-
-    import logging
 
     caplog.set_level(logging.DEBUG, logger="consistent_catalog.faults")
     server, warehouse, catalog, spark = env

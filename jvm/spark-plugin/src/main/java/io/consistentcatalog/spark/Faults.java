@@ -56,8 +56,11 @@ final class Faults {
   static boolean isFault(Throwable error) {
     Map<Throwable, Boolean> seen = new IdentityHashMap<>();
     for (Throwable e = error; e != null && seen.put(e, Boolean.TRUE) == null; e = e.getCause()) {
-      if (e instanceof ServiceUnavailableException || e instanceof ServiceFailureException) {
-        return true; // 503 and 500 from a REST catalog
+      if (e instanceof ServiceUnavailableException) {
+        return true; // 503 (and 429) from a REST catalog
+      }
+      if (e instanceof ServiceFailureException) {
+        return false; // a plain 500: the server failing at the request, not a passing fault (as in Python)
       }
       if (e.getClass() == RESTException.class) {
         return true; // what Iceberg's handlers map no subclass to: 502, 504, 429, an I/O error on the way

@@ -23,6 +23,7 @@ import org.apache.iceberg.BaseMetadataTable;
 import org.apache.iceberg.HasTableOperations;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableMetadata;
+import org.apache.iceberg.exceptions.ServiceFailureException;
 import org.apache.iceberg.spark.SparkCatalog;
 import org.apache.spark.sql.connector.catalog.Identifier;
 
@@ -224,6 +225,8 @@ final class TableLoader {
         }
         return cached;
       });
+    } catch (ServiceFailureException e) {
+      throw e; // the server failed at the load (a 500): its error, never taken for a missing table
     } catch (RuntimeException e) { // dropped meanwhile, or not a table at all (faults past the deadline: raised)
       table = null;
     }
