@@ -15,6 +15,7 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import javax.net.ssl.SSLException;
 import org.apache.iceberg.exceptions.RESTException;
 import org.apache.iceberg.exceptions.ServiceFailureException;
 import org.apache.iceberg.exceptions.ServiceUnavailableException;
@@ -70,6 +71,9 @@ final class Faults {
       }
       if (e instanceof FileNotFoundException || e instanceof NoSuchFileException) {
         return false; // a file that is gone stays gone
+      }
+      if (e instanceof SSLException) {
+        return false; // a TLS misconfiguration, raised at once as in Python
       }
       if (e instanceof IOException) {
         return true; // refused, reset, timed out (java.net, Apache HttpClient)
