@@ -334,4 +334,14 @@ public final class Barriers {
     }
     return Math.max(headBarrier, watermarkProperty);
   }
+
+  /** {@code fmt_barrier}: the raw milliseconds and the UTC time, {@code 1767225600000 (2026-01-01 00:00:00.000Z)}; "-" for null. */
+  public static String format(Long ms) {
+    if (ms == null) {
+      return "-";
+    }
+    java.time.format.DateTimeFormatter f =
+        java.time.format.DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm:ss.SSS").withZone(java.time.ZoneOffset.UTC);
+    return ms + " (" + f.format(java.time.Instant.ofEpochMilli(ms)) + "Z)";
+  }
 }

@@ -9,7 +9,12 @@ public enum ErrorKind {
   INVALID_INPUT("InvalidInputError"),
   INVALID_BARRIER("InvalidBarrierError"),
   RESOLUTION("ResolutionError"),
-  TABLE_NOT_FOUND("TableNotFoundError");
+  TABLE_NOT_FOUND("TableNotFoundError"),
+  // writers (protocol §5, §6)
+  CYCLE("CycleError"),
+  OWNERSHIP("OwnershipError"),
+  FENCED("FencedError"),
+  CATALOG_UNAVAILABLE("CatalogUnavailableError");
 
   private final String pythonName;
 

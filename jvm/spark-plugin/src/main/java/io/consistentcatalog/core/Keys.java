@@ -10,6 +10,11 @@ public final class Keys {
   public static final String JOB = "consistent.job";
   public static final String ATTEMPT = "consistent.attempt";
   public static final String SOURCES = "consistent.sources";
+  public static final String INGEST_KEY = "consistent.ingest-key";
+  // the fence snapshot's summary (protocol §6.3)
+  public static final String FENCE_REASON = "consistent.fence-reason";
+  public static final String FENCE_HOLDER = "consistent.fence-holder";
+  public static final String FENCE_JOB = "consistent.fence-job";
   // table properties
   public static final String LEASE_UNTIL = "consistent.lease-until";
   public static final String LEASE_HOLDER = "consistent.lease-holder";
@@ -20,6 +25,7 @@ public final class Keys {
   // refs
   public static final String MAIN_BRANCH = "main";
   public static final String STAGED_BRANCH = "consistent-staged";
+  public static final String FENCE_BRANCH = "consistent-fence";
   public static final String TAG_PREFIX = "consistent-";
   public static final String PIN_PREFIX = "consistent-pin-";
 

@@ -115,4 +115,28 @@ final class Py {
     String shown = text.length() > 80 ? text.substring(0, 80) : text;
     return "'" + shown.replace("\\", "\\\\").replace("'", "\\'") + "'";
   }
+
+  /** {@code json.dumps(text)} (ASCII only, as Python writes it): the quoted JSON string. */
+  public static String jsonString(String text) {
+    StringBuilder out = new StringBuilder("\"");
+    for (int i = 0; i < text.length(); i++) {
+      char c = text.charAt(i);
+      switch (c) {
+        case '"': out.append("\\\""); break;
+        case '\\': out.append("\\\\"); break;
+        case '\n': out.append("\\n"); break;
+        case '\r': out.append("\\r"); break;
+        case '\t': out.append("\\t"); break;
+        case '\b': out.append("\\b"); break;
+        case '\f': out.append("\\f"); break;
+        default:
+          if (c < 0x20 || c > 0x7e) {
+            out.append(String.format("\\u%04x", (int) c));
+          } else {
+            out.append(c);
+          }
+      }
+    }
+    return out.append('"').toString();
+  }
 }

@@ -362,4 +362,78 @@ public final class TableState {
   public Long watermark() {
     return watermark(Keys.MAIN_BRANCH);
   }
+
+  // --- what writers read (protocol §5, §6) ------------------------------------------------------
+
+  /** {@code consistent.lease-holder}: the instance that holds the job's lease, or null. */
+  public String leaseHolder() {
+    String holder = properties.get(Keys.LEASE_HOLDER);
+    return holder == null || holder.isEmpty() ? null : holder;
+  }
+
+  /** {@code consistent.lease-until} in ms, or null. */
+  public Long leaseUntil() {
+    return intProperty(Keys.LEASE_UNTIL);
+  }
+
+  /** The snapshot in {@code main}'s retained ancestry written by the ingest with idempotency {@code key}, if any. */
+  public Long ingestedWithKey(String key) {
+    Long current = head();
+    while (current != null) {
+      SnapshotRecord record = snapshots.get(current);
+      if (record == null) {
+        return null;
+      }
+      if (key.equals(record.summary.get(Keys.INGEST_KEY))) {
+        return current;
+      }
+      current = record.parentId;
+    }
+    return null;
+  }
+
+  /**
+   * {@code watermark_properties}: the table properties that set the watermark to {@code value} on main's
+   * head, keeping as overrides the barriers the floor being replaced raised (protocol §3.6).
+   */
+  public Map<String, String> watermarkProperties(long value) {
+    Long head = head();
+    Map<String, String> out = new LinkedHashMap<>();
+    out.put(Keys.WATERMARK, Long.toString(value));
+    out.put(Keys.WATERMARK_SNAPSHOT, head == null ? Keys.NO_SNAPSHOT : Long.toString(head));
+    Map<Long, Long> kept = new java.util.TreeMap<>();
+    for (Map.Entry<Long, Long> e : barrierOverrides().entrySet()) {
+      if (snapshots.containsKey(e.getKey())) {
+        kept.put(e.getKey(), e.getValue());
+      }
+    }
+    if (floor() != null) {
+      BranchBarriers withFloor = branch(Keys.MAIN_BRANCH);
+      BranchBarriers without = Barriers.branchBarriers(identifier, Keys.MAIN_BRANCH, head, snapshots, isRoot(), null, kept);
+      int n = Math.min(withFloor.size(), without.size());
+      for (int i = 0; i < n; i++) {
+        Long k = withFloor.barrierAt(i);
+        Long plain = without.barrierAt(i);
+        if (k != null && !k.equals(plain)) {
+          kept.put(withFloor.snapshotId(i), k);
+        }
+      }
+    }
+    if (!kept.isEmpty() || properties.containsKey(Keys.BARRIER_OVERRIDES)) {
+      StringBuilder json = new StringBuilder("{");
+      for (Map.Entry<Long, Long> e : kept.entrySet()) {
+        if (json.length() > 1) {
+          json.append(',');
+        }
+        json.append('"').append(e.getKey()).append("\":").append(e.getValue());
+      }
+      out.put(Keys.BARRIER_OVERRIDES, json.append('}').toString());
+    }
+    return out;
+  }
+
+  /** The first data-changing snapshot on main without a barrier were this table derived ({@code check_can_own}'s test). */
+  public Long untrackedAsDerived() {
+    return Barriers.branchBarriers(identifier, Keys.MAIN_BRANCH, head(), snapshots, false, null, Collections.emptyMap()).untracked;
+  }
 }

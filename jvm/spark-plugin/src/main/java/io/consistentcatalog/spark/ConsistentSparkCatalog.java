@@ -76,6 +76,7 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
 
   private CatalogOptions options;
   private CutSession session;
+  private volatile EpochWrites writes;
 
   // --- set-up ----------------------------------------------------------------------------------------
 
@@ -138,7 +139,45 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
     return session.lastTimings();
   }
 
+  /** Writes through this catalog: epochs and ingests (protocol §5.9). */
+  EpochWrites writes() {
+    EpochWrites found = writes;
+    if (found == null) {
+      synchronized (this) {
+        if (writes == null) {
+          writes = new EpochWrites(this, new FencedCommit(icebergCatalog(), catalogName(), options.retryDeadlineMs));
+        }
+        found = writes;
+      }
+    }
+    return found;
+  }
+
   // --- loading -----------------------------------------------------------------------------------------
+
+  /**
+   * The target of a write (INSERT, a DataFrame write): the table as it is now, no cut; the SQL extension's
+   * {@link WriteRule} makes the write an epoch or an ingest. A selector (branch_x, VERSION AS OF) stays read-only.
+   */
+  @Override
+  public Table loadTable(Identifier ident, java.util.Set<org.apache.spark.sql.connector.catalog.TableWritePrivilege> privileges)
+      throws NoSuchTableException {
+    String name = Names.tableName(ident);
+    Table loaded;
+    try {
+      loaded = bypassed(() -> super.loadTable(ident));
+    } catch (NoSuchTableException e) {
+      throw notFound(ident, name, e);
+    }
+    if (loaded instanceof SparkTable) {
+      SparkTable table = (SparkTable) loaded;
+      if (table.branch() == null && table.snapshotId() == null
+          && !(table.table() instanceof org.apache.iceberg.BaseMetadataTable)) {
+        return new SinkTable(table.table(), catalogName(), name);
+      }
+    }
+    return readOnly(loaded, name);
+  }
 
   @Override
   public Table loadTable(Identifier ident) throws NoSuchTableException {

@@ -46,6 +46,13 @@ public class ConsistentSqlExtensions extends AbstractFunction1<SparkSessionExten
             return new CallParser(delegate);
           }
         });
+    extensions.injectPostHocResolutionRule(
+        new AbstractFunction1<SparkSession, org.apache.spark.sql.catalyst.rules.Rule<LogicalPlan>>() {
+          @Override
+          public org.apache.spark.sql.catalyst.rules.Rule<LogicalPlan> apply(SparkSession session) {
+            return new WriteRule(session);
+          }
+        });
     return BoxedUnit.UNIT;
   }
 

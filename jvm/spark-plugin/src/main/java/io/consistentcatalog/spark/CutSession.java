@@ -137,7 +137,7 @@ final class CutSession {
     if (member.snapshotId == null) {
       return new EmptyTable(member.table, catalogName, plainName, name);
     }
-    return new PinnedTable(member.table, member.snapshotId, catalogName, plainName, name);
+    return new PinnedTable(member.table, member.snapshotId, catalogName, plainName, name, true);
   }
 
   /**
@@ -269,5 +269,13 @@ final class CutSession {
       }
     }
     return rows;
+  }
+
+  /** Every table of the catalog as loaded now (a registration's cycle check); null when {@code name} is not a table. */
+  Map<String, TableState> catalogStates(String name) {
+    synchronized (lock) {
+      LoadedCatalog loaded = loader.loadAll(name, io.consistentcatalog.core.Keys.DEFAULT_LEVEL);
+      return loaded == null ? null : loaded.states;
+    }
   }
 }

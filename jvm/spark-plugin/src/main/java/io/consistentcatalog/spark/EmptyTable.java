@@ -32,6 +32,11 @@ final class EmptyTable implements org.apache.spark.sql.connector.catalog.Table, 
     this.table = table;
   }
 
+  /** The table's name in the catalog ({@code demo.words}). */
+  String tableName() {
+    return table;
+  }
+
   @Override
   public String name() {
     return icebergTable.toString();

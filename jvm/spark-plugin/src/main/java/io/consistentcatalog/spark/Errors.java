@@ -52,6 +52,14 @@ final class Errors {
         return "CONSISTENT_CUT.NO_COMPLETE_BARRIER";
       case TABLE_NOT_FOUND:
         return "CONSISTENT_CUT.TABLE_NOT_FOUND";
+      case CYCLE:
+        return "CONSISTENT_WRITE.CYCLE";
+      case OWNERSHIP:
+        return "CONSISTENT_WRITE.OWNERSHIP";
+      case FENCED:
+        return "CONSISTENT_WRITE.FENCED";
+      case CATALOG_UNAVAILABLE:
+        return "CONSISTENT_CUT.CATALOG_UNAVAILABLE";
       case INVALID_BARRIER:
       case INVALID_INPUT:
       default:
@@ -104,9 +112,10 @@ final class Errors {
   static AnalysisException readOnly(String catalog, String plain, String what) {
     return analysis(
         "CONSISTENT_CUT.READ_ONLY",
-        catalog + " is read-only (it serves consistent cuts); " + what + " was refused. Write through the plain "
-            + "catalog " + plain + ": a derived table only through its epoch job (consistent-catalog / SparkEpochJob), "
-            + "a root table with ConsistentCatalog.ingest or consistent_catalog.spark.job.ingest_dataframe, so that "
-            + "every commit carries its consistent.barrier");
+        catalog + " is read-only but for epochs and ingests (INSERT INTO, INSERT OVERWRITE and DataFrame writes into a "
+            + "table of it, by name); " + what + " was refused. Run DDL and maintenance through the plain catalog "
+            + plain + "; a derived table changes only through its epoch job, a root by appending, so that every commit "
+            + "carries its consistent.barrier");
   }
+
 }

@@ -16,12 +16,24 @@ final class PinnedTable extends SparkTable {
   private final String catalog;
   private final String plain;
   private final String table;
+  /** Served at the statement's cut (not a selector, VERSION AS OF or branch): an epoch may replace it by its input. */
+  final boolean atCut;
 
   PinnedTable(Table icebergTable, Long snapshotId, String catalog, String plain, String table) {
+    this(icebergTable, snapshotId, catalog, plain, table, false);
+  }
+
+  PinnedTable(Table icebergTable, Long snapshotId, String catalog, String plain, String table, boolean atCut) {
     super(icebergTable, snapshotId, false);
     this.catalog = catalog;
     this.plain = plain;
     this.table = table;
+    this.atCut = atCut;
+  }
+
+  /** The table's name in the catalog ({@code demo.words}). */
+  String tableName() {
+    return table;
   }
 
   PinnedTable(Table icebergTable, String branch, String catalog, String plain, String table) {
@@ -29,6 +41,7 @@ final class PinnedTable extends SparkTable {
     this.catalog = catalog;
     this.plain = plain;
     this.table = table;
+    this.atCut = false;
   }
 
   private RuntimeException refused(String what) {
@@ -53,5 +66,23 @@ final class PinnedTable extends SparkTable {
   @Override
   public void deleteWhere(Predicate[] predicates) {
     throw refused("DELETE FROM");
+  }
+
+  /**
+   * Iceberg's SparkTable compares names only (to invalidate Spark's cache by name); a pinned table is also its
+   * snapshot or branch, so that a plan rewritten to another snapshot (an epoch's input) is a different plan.
+   */
+  @Override
+  public boolean equals(Object other) {
+    if (!super.equals(other) || !(other instanceof PinnedTable)) {
+      return false;
+    }
+    PinnedTable that = (PinnedTable) other;
+    return java.util.Objects.equals(snapshotId(), that.snapshotId()) && java.util.Objects.equals(branch(), that.branch());
+  }
+
+  @Override
+  public int hashCode() {
+    return super.hashCode();
   }
 }

@@ -34,8 +34,14 @@ final class Settings {
   static final String REFRESH = "refresh";
   /** {@code SET spark.sql.consistent.cut=latest}: a one-shot refresh of a held cut. */
   static final String CUT = "cut";
+  // writers (protocol §5.9)
+  static final String JOB = "job";
+  static final String TAKEOVER = "takeover";
+  static final String LEASE = "lease";
+  static final String INGEST_KEY = "ingestKey";
   /** Every setting name; any other {@code spark.sql.consistent.*} key is a typo and is refused. */
-  static final List<String> NAMES = Arrays.asList(LEVEL, AS_OF, AS_OF_ALIASES[0], AS_OF_ALIASES[1], TAG, REFRESH, CUT);
+  static final List<String> NAMES =
+      Arrays.asList(LEVEL, AS_OF, AS_OF_ALIASES[0], AS_OF_ALIASES[1], TAG, REFRESH, CUT, JOB, TAKEOVER, LEASE, INGEST_KEY);
 
   final String level;
   final Long asOf;
@@ -89,8 +95,9 @@ final class Settings {
     for (String key : JavaConverters.mapAsJavaMap(session.conf().getAll()).keySet()) {
       if (key.startsWith(PREFIX) && !NAMES.contains(key.substring(PREFIX.length()))) {
         throw Errors.raise(Errors.setting(key + " is not a setting of the consistent catalog; the settings are "
-            + PREFIX + LEVEL + ", " + PREFIX + AS_OF + ", " + PREFIX + TAG + ", " + PREFIX + REFRESH + " and "
-            + PREFIX + CUT + " — RESET " + key));
+            + PREFIX + LEVEL + ", " + PREFIX + AS_OF + ", " + PREFIX + TAG + ", " + PREFIX + REFRESH + ", "
+            + PREFIX + CUT + " (reads) and " + PREFIX + JOB + ", " + PREFIX + TAKEOVER + ", " + PREFIX + LEASE + ", "
+            + PREFIX + INGEST_KEY + " (writes) — RESET " + key));
       }
     }
   }
@@ -140,5 +147,52 @@ final class Settings {
           + "CALL <catalog>.system.refresh_cut())"));
     }
     return new Settings(level, asOf, asOfText, tag, refresh.equals("manual"));
+  }
+
+  /** The write settings of one statement (protocol §5.9). */
+  static final class Writes {
+    final String job;
+    final boolean takeover;
+    final long leaseMs;
+    final String ingestKey;
+
+    private Writes(String job, boolean takeover, long leaseMs, String ingestKey) {
+      this.job = job;
+      this.takeover = takeover;
+      this.leaseMs = leaseMs;
+      this.ingestKey = ingestKey;
+    }
+
+    static Writes read(SparkSession session) {
+      checkNames(session);
+      java.util.Map<String, String> none = java.util.Collections.emptyMap();
+      String job = value(session, none, JOB);
+      String takeover = value(session, none, TAKEOVER);
+      boolean take = false;
+      if (takeover != null) {
+        String t = takeover.toLowerCase(Locale.ROOT);
+        if (!t.equals("true") && !t.equals("false")) {
+          throw Errors.raise(setting(PREFIX + TAKEOVER + "=" + takeover + " is not true or false"));
+        }
+        take = t.equals("true");
+      }
+      String lease = value(session, none, LEASE);
+      long leaseMs = JobRegistration.DEFAULT_LEASE_MS;
+      if (lease != null) {
+        try {
+          leaseMs = Faults.parseDeadline("", lease);
+        } catch (IllegalArgumentException e) {
+          throw Errors.raise(setting(PREFIX + LEASE + "=" + lease + " is not a duration; write e.g. 5m, 30s or 90000ms"));
+        }
+        if (leaseMs <= 0) {
+          throw Errors.raise(setting(PREFIX + LEASE + "=" + lease + " must be positive"));
+        }
+      }
+      return new Writes(job, take, leaseMs, value(session, none, INGEST_KEY));
+    }
+
+    private static org.apache.spark.sql.AnalysisException setting(String message) {
+      return Errors.setting(message);
+    }
   }
 }

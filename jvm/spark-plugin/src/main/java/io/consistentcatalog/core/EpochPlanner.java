@@ -1,0 +1,233 @@
+package io.consistentcatalog.core;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+
+/**
+ * Epoch planning (docs/protocol.md §5.1), pure: table states in, a plan out. The JVM port of
+ * {@code consistent_catalog.epoch_plan}: {@link #plan} is {@code plan_epoch}, {@link #stagedEpochMatches}
+ * is {@code staged_epoch_matches}; {@link #checkNewEdges} is {@code LineageGraph.check_new_edges}. The
+ * conformance corpus checks that both give the same plans.
+ */
+public final class EpochPlanner {
+  private EpochPlanner() {}
+
+  /** What one sink of an epoch has to do (§5.1's table). */
+  public enum Action {
+    DONE("done"),
+    PUBLISH_STAGED("publish-staged"),
+    WATERMARK("watermark"),
+    STAGE("stage");
+
+    public final String protocolName;
+
+    Action(String protocolName) {
+      this.protocolName = protocolName;
+    }
+  }
+
+  /** {@code SinkPlan}: one sink's action and the heads every commit of the epoch asserts. */
+  public static final class SinkPlan {
+    public final String sink;
+    public final Action action;
+    public final Long mainHead;
+    public final Long stagedHead;
+    public final Map<String, Long> previousInputs;
+    /** The fence ref's head as planned: every commit of the epoch asserts it (§6.3). */
+    public final Long fence;
+
+    SinkPlan(String sink, Action action, Long mainHead, Long stagedHead, Map<String, Long> previousInputs, Long fence) {
+      this.sink = sink;
+      this.action = action;
+      this.mainHead = mainHead;
+      this.stagedHead = stagedHead;
+      this.previousInputs = previousInputs;
+      this.fence = fence;
+    }
+  }
+
+  /** {@code EpochPlan}: the barrier T (null: nothing to do), the inputs {@code snap(source, T)} and the sinks' plans. */
+  public static final class Plan {
+    public final String job;
+    public final Long barrier;
+    /** Source -> input snapshot id (null: empty at T), sorted by name. */
+    public final Map<String, Long> inputs;
+    public final Map<String, SinkPlan> sinks;
+
+    Plan(String job, Long barrier, Map<String, Long> inputs, Map<String, SinkPlan> sinks) {
+      this.job = job;
+      this.barrier = barrier;
+      this.inputs = inputs;
+      this.sinks = sinks;
+    }
+  }
+
+  /**
+   * {@code plan_epoch}: the next epoch of {@code job} from metadata alone (re-planning after a crash is the
+   * same call). {@code upstream} holds the sources' transitive sources (may be empty).
+   */
+  public static Plan plan(
+      String job, Map<String, TableState> sources, Map<String, TableState> sinks, Map<String, TableState> upstream) {
+    if (sources.isEmpty()) {
+      throw new ConsistentException(ErrorKind.INVALID_INPUT, "job '" + job + "' has no sources");
+    }
+    for (TableState state : sinks.values()) {
+      BranchBarriers main = state.branch(Keys.MAIN_BRANCH);
+      if (main.untracked != null) { // never publish on top of a foreign write
+        throw main.untrackedError(state.untrackedWriter(Keys.MAIN_BRANCH), state.watermark());
+      }
+    }
+    Long barrier = null;
+    Long lowest = null;
+    boolean allMarked = true;
+    for (TableState state : sources.values()) {
+      Long mark = state.watermark();
+      if (mark == null) {
+        allMarked = false;
+        break;
+      }
+      lowest = lowest == null ? mark : Math.min(lowest, mark);
+    }
+    if (allMarked) {
+      Map<String, TableState> known = new LinkedHashMap<>(upstream);
+      known.putAll(sources);
+      barrier = new Completeness(known, s -> Keys.MAIN_BRANCH).latest(new ArrayList<>(sources.keySet()), lowest);
+    }
+    Map<String, SinkPlan> plans = new TreeMap<>();
+    if (barrier == null) {
+      for (Map.Entry<String, TableState> e : sinks.entrySet()) {
+        TableState state = e.getValue();
+        plans.put(e.getKey(), new SinkPlan(e.getKey(), Action.DONE, state.head(), state.head(Keys.STAGED_BRANCH),
+            Collections.emptyMap(), state.head(Keys.FENCE_BRANCH)));
+      }
+      return new Plan(job, null, Collections.emptyMap(), plans);
+    }
+    Map<String, Long> inputs = new TreeMap<>();
+    for (Map.Entry<String, TableState> e : sources.entrySet()) {
+      long[] point = e.getValue().branch(Keys.MAIN_BRANCH).snapAt(barrier);
+      inputs.put(e.getKey(), point == null ? null : point[0]);
+    }
+    for (Map.Entry<String, TableState> e : sinks.entrySet()) {
+      TableState state = e.getValue();
+      Long mainHead = state.head();
+      Long sinkMark = state.watermark();
+      Map<String, Long> previous = state.recordedInputs(mainHead);
+      boolean unchanged = true;
+      boolean allEmpty = true;
+      for (Map.Entry<String, Long> input : inputs.entrySet()) {
+        TableState source = sources.get(input.getKey());
+        if (!source.branch(Keys.MAIN_BRANCH).sameData(previous.get(input.getKey()), input.getValue())) {
+          unchanged = false;
+        }
+        allEmpty &= input.getValue() == null;
+      }
+      Action action;
+      if (sinkMark != null && barrier <= sinkMark) {
+        action = Action.DONE;
+      } else if (stagedEpochMatches(state, job, barrier, inputs)) {
+        action = Action.PUBLISH_STAGED;
+      } else if (unchanged && (mainHead != null || sinkMark != null || allEmpty)) {
+        action = Action.WATERMARK;
+      } else {
+        action = Action.STAGE;
+      }
+      plans.put(e.getKey(), new SinkPlan(e.getKey(), action, mainHead, state.head(Keys.STAGED_BRANCH), previous,
+          state.head(Keys.FENCE_BRANCH)));
+    }
+    return new Plan(job, barrier, Collections.unmodifiableMap(inputs), plans);
+  }
+
+  /** Whether {@code consistent-staged} holds exactly one finished epoch for {@code barrier} with these inputs. */
+  public static boolean stagedEpochMatches(TableState state, String job, long barrier, Map<String, Long> inputs) {
+    if (!state.stagedAhead()) {
+      return false;
+    }
+    Long main = state.head();
+    Long current = state.head(Keys.STAGED_BRANCH);
+    Set<String> attempts = new HashSet<>();
+    while (current != null && !current.equals(main)) {
+      SnapshotRecord record = state.snapshots.get(current);
+      if (record == null) {
+        return false;
+      }
+      Long recorded = record.barrier();
+      if (recorded == null || recorded != barrier || !job.equals(record.job())) {
+        return false;
+      }
+      attempts.add(record.summary.get(Keys.ATTEMPT));
+      if (attempts.size() > 1) { // two writers staged the same epoch on top of each other
+        return false;
+      }
+      String value = record.summary.get(Keys.SOURCES);
+      Map<String, Long> recordedInputs =
+          value == null ? null : TableState.parseSummarySources(value, state.identifier + " snapshot " + current);
+      if (!Objects.equals(recordedInputs, inputs)) {
+        return false;
+      }
+      current = record.parentId;
+    }
+    return true;
+  }
+
+  /**
+   * {@code LineageGraph.check_new_edges}: refuse (INVALID_INPUT with the CycleError text) edges source -> sink
+   * that would close a cycle in the lineage of {@code states} (the sinks' current edges left out by the caller).
+   */
+  public static void checkNewEdges(String job, Set<String> sources, Set<String> sinks, Map<String, TableState> states) {
+    Set<String> both = new TreeSet<>(sources);
+    both.retainAll(sinks);
+    if (!both.isEmpty()) {
+      throw new ConsistentException(ErrorKind.CYCLE, "job '" + job + "' would read and write " + both.iterator().next()
+          + ": a table cannot be its own source; write to a new table instead");
+    }
+    Set<String> reachable = new HashSet<>(sinks);
+    List<String> frontier = new ArrayList<>(sinks);
+    while (!frontier.isEmpty()) {
+      String table = frontier.remove(frontier.size() - 1);
+      for (Map.Entry<String, TableState> e : states.entrySet()) {
+        if (!sinks.contains(e.getKey()) && e.getValue().sources().contains(table) && reachable.add(e.getKey())) {
+          frontier.add(e.getKey());
+        }
+      }
+    }
+    Set<String> closing = new TreeSet<>(sources);
+    closing.retainAll(reachable);
+    if (!closing.isEmpty()) {
+      throw new ConsistentException(ErrorKind.CYCLE, "registering job '" + job + "' would close a cycle: source "
+          + closing.iterator().next() + " is already downstream of its sink(s) " + String.join(", ", new TreeSet<>(sinks))
+          + "; a pipeline must be a DAG — read from an upstream table instead");
+    }
+  }
+
+  /** {@code encode_summary_sources}: the inputs as the JSON object written to {@code consistent.sources}. */
+  public static String encodeSummarySources(Map<String, Long> inputs) {
+    StringBuilder out = new StringBuilder("{");
+    for (Map.Entry<String, Long> e : new TreeMap<>(inputs).entrySet()) {
+      if (out.length() > 1) {
+        out.append(',');
+      }
+      out.append(Py.jsonString(e.getKey())).append(':').append(e.getValue() == null ? "null" : e.getValue().toString());
+    }
+    return out.append('}').toString();
+  }
+
+  /** {@code encode_table_sources}: the sources as the JSON array of the table property {@code consistent.sources}. */
+  public static String encodeTableSources(java.util.Collection<String> sources) {
+    StringBuilder out = new StringBuilder("[");
+    for (String source : new TreeSet<>(sources)) {
+      if (out.length() > 1) {
+        out.append(',');
+      }
+      out.append(Py.jsonString(source));
+    }
+    return out.append(']').toString();
+  }
+}

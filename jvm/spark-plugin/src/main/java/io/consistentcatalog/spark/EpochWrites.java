@@ -1,0 +1,290 @@
+package io.consistentcatalog.spark;
+
+import io.consistentcatalog.core.ConsistentException;
+import io.consistentcatalog.core.EpochPlanner;
+import io.consistentcatalog.core.ErrorKind;
+import io.consistentcatalog.core.Resolver;
+import io.consistentcatalog.core.TableState;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.UUID;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.TableMetadata;
+import org.apache.iceberg.catalog.TableIdentifier;
+import org.apache.iceberg.exceptions.NoSuchTableException;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.plans.logical.AppendData;
+import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.OneRowRelation;
+import org.apache.spark.sql.catalyst.plans.logical.Range;
+import org.apache.spark.sql.catalyst.plans.logical.V2WriteCommand;
+import org.apache.spark.sql.connector.catalog.Identifier;
+import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
+import scala.collection.JavaConverters;
+import scala.runtime.AbstractPartialFunction;
+
+/**
+ * Writes through the consistent catalog (protocol §5.9), as analysed: which epoch or ingest a write
+ * statement is. Called by {@link WriteRule} once Spark has resolved a write command whose target is a table
+ * of this catalog; returns the command rewritten so that Spark carries the epoch out ({@link EpochSinkTable}).
+ *
+ * <ul>
+ *   <li>a derived sink (or an empty table while {@code spark.sql.consistent.job} is set): the statement's
+ *       sources are the tables of this catalog it reads; registration ({@link JobRegistration}) when this
+ *       instance does not hold the sink with those sources yet; the plan of §5.1 ({@link EpochPlanner});
+ *       the source reads replaced by the plan's inputs, or the query by no rows when the action runs none;
+ *   <li>a root: an ingest (§5.6), skipped when its idempotency key already landed.
+ * </ul>
+ *
+ * <p>The instance id is this catalog plugin's (one per Spark session); the sinks it registered are
+ * unregistered when the JVM shuts down normally.
+ */
+final class EpochWrites {
+  private final ConsistentSparkCatalog catalog;
+  private final FencedCommit committer;
+  /** This plugin instance's id: the lease-holder it writes when registering. */
+  final String instance = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
+  /** Sink -> job, for the sinks this instance registered (unregistered at shutdown). */
+  private final Map<String, String> registered = Collections.synchronizedMap(new TreeMap<>());
+  private volatile Thread shutdownHook;
+
+  EpochWrites(ConsistentSparkCatalog catalog, FencedCommit committer) {
+    this.catalog = catalog;
+    this.committer = committer;
+  }
+
+  FencedCommit committer() {
+    return committer;
+  }
+
+  // --- analysis ---------------------------------------------------------------------------------------
+
+  /** The write command rewritten into an epoch or an ingest of its sink. */
+  LogicalPlan plan(V2WriteCommand write, DataSourceV2Relation target, SparkSession spark) {
+    Identifier ident = target.identifier().get();
+    String sink = Names.tableName(ident);
+    Settings.Writes settings = Settings.Writes.read(spark);
+    TableIdentifier sinkIdent = Names.icebergIdentifier(sink);
+    Table table = committer.load(sinkIdent);
+    TableState state = state(sink, table);
+    if (!state.isRoot() || settings.job != null) {
+      return derived(write, target, sink, sinkIdent, table, state, settings);
+    }
+    return ingest(write, target, sink, sinkIdent, table, state, settings);
+  }
+
+  static TableState state(String name, Table table) {
+    return TableState.fromMetadata(name, FencedCommit.metadata(table));
+  }
+
+  private RuntimeException refused(String sink, String problem) {
+    return Errors.raise(Errors.analysis("CONSISTENT_WRITE.REFUSED", catalog.catalogName() + "." + sink + ": " + problem));
+  }
+
+  private RuntimeException failed(ConsistentException e) {
+    return Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));
+  }
+
+  private LogicalPlan derived(
+      V2WriteCommand write, DataSourceV2Relation target, String sink, TableIdentifier sinkIdent, Table table,
+      TableState state, Settings.Writes settings) {
+    if (settings.job == null) {
+      String owner = state.job();
+      throw refused(sink, "it is derived from " + String.join(", ", state.sources()) + (owner == null ? "" : " (job '"
+          + owner + "')") + "; a write to it is an epoch of its job — SET " + Settings.PREFIX + Settings.JOB + "="
+          + (owner == null ? "<job>" : owner) + " first");
+    }
+    String job = settings.job;
+    Map<String, LogicalPlan> reads = new TreeMap<>();
+    collectSources(write.query(), sink, reads);
+    Set<String> sources = reads.keySet();
+    if (sources.isEmpty()) {
+      throw refused(sink, "the statement reads no table of " + catalog.catalogName() + "; an epoch of job '" + job
+          + "' computes its sink from its sources — read them through " + catalog.catalogName());
+    }
+    if (sources.contains(sink)) {
+      throw failed(new ConsistentException(ErrorKind.CYCLE, "job '" + job + "' would read and write " + sink
+          + ": a table cannot be its own source; write to a new table instead"));
+    }
+    try {
+      boolean holds = job.equals(state.job()) && instance.equals(state.leaseHolder())
+          && new TreeSet<>(state.sources()).equals(new TreeSet<>(sources));
+      if (!holds) {
+        Map<String, TableState> all = catalog.cutSession().catalogStates(sink);
+        TableMetadata committed = JobRegistration.register(committer, sinkIdent, sink, table, job, sources, instance,
+            settings.takeover, settings.leaseMs, all == null ? Collections.emptyMap() : all);
+        registered.put(sink, job);
+        unregisterAtShutdown();
+        table = committer.load(sinkIdent);
+        state = TableState.fromMetadata(sink, committed);
+      }
+      if (!job.equals(state.job()) || !instance.equals(state.leaseHolder())) {
+        throw new ConsistentException(ErrorKind.FENCED, sink, sink + " is now written by job '" + state.job()
+            + "' instance " + state.leaseHolder() + ", not by this session's instance (" + instance + ") of '" + job
+            + "': its lease was taken over; this session's writes to it are refused");
+      }
+      Map<String, Table> loaded = new HashMap<>();
+      Map<String, TableState> closure = Resolver.upstreamStates(new ArrayList<>(sources), name -> {
+        try {
+          Table source = committer.load(Names.icebergIdentifier(name));
+          loaded.put(name, source);
+          return state(name, source);
+        } catch (NoSuchTableException e) {
+          return null;
+        }
+      }, true);
+      Map<String, TableState> sourceStates = new TreeMap<>();
+      for (String source : sources) {
+        sourceStates.put(source, closure.get(source));
+      }
+      EpochPlanner.Plan plan = EpochPlanner.plan(job, sourceStates, Collections.singletonMap(sink, state), closure);
+      SqlEpoch epoch = SqlEpoch.derived(this, sink, sinkIdent, table, settings, plan);
+      LogicalPlan query = epoch.runsQuery() ? pinned(write.query(), plan, loaded) : noRows(write.query());
+      return (LogicalPlan) write.withNewTable(withTable(target, new EpochSinkTable(table, epoch))).withNewQuery(query);
+    } catch (ConsistentException e) {
+      throw failed(e);
+    }
+  }
+
+  private LogicalPlan ingest(
+      V2WriteCommand write, DataSourceV2Relation target, String sink, TableIdentifier sinkIdent, Table table,
+      TableState state, Settings.Writes settings) {
+    if (!(write instanceof AppendData)) {
+      throw refused(sink, "it is a root: an ingest appends rows (INSERT INTO, DataFrame append()); overwriting a root "
+          + "would change barriers already complete — to compute it from other tables, make it a job's sink (SET "
+          + Settings.PREFIX + Settings.JOB + "=<job>) in a new table");
+    }
+    SqlEpoch epoch = SqlEpoch.ingest(this, sink, sinkIdent, table, state, settings.ingestKey);
+    LogicalPlan query = epoch.runsQuery() ? write.query() : noRows(write.query());
+    return (LogicalPlan) write.withNewTable(withTable(target, new EpochSinkTable(table, epoch))).withNewQuery(query);
+  }
+
+  private static DataSourceV2Relation withTable(DataSourceV2Relation relation, org.apache.spark.sql.connector.catalog.Table table) {
+    return relation.copy(table, relation.output(), relation.catalog(), relation.identifier(), relation.options());
+  }
+
+  /** The write's query with no rows (the action writes nothing): the same output, never run against a source. */
+  private static LogicalPlan noRows(LogicalPlan query) {
+    return new LocalRelation(query.output(), JavaConverters.asScalaBuffer(new ArrayList<InternalRow>()).toSeq(), false);
+  }
+
+  /**
+   * Every table the statement reads, by name (the plan as Spark resolved it, subqueries included); anything
+   * read from elsewhere is refused: a derived table is a function of its sources.
+   */
+  private void collectSources(LogicalPlan plan, String sink, Map<String, LogicalPlan> out) {
+    if (plan instanceof DataSourceV2Relation) {
+      DataSourceV2Relation relation = (DataSourceV2Relation) plan;
+      String name = sourceName(relation);
+      if (name == null) {
+        throw refused(sink, "the statement reads " + relation.name() + ", which is not a table of "
+            + catalog.catalogName() + " at its cut (another catalog, a branch, tag or version, a metadata table); an "
+            + "epoch reads its sources at its plan — read them through " + catalog.catalogName() + " by their names");
+      }
+      out.put(name, plan);
+      return;
+    }
+    if (plan.children().isEmpty() && !(plan instanceof LocalRelation || plan instanceof OneRowRelation
+        || plan instanceof Range)) {
+      throw refused(sink, "the statement reads " + plan.nodeName() + " (" + firstLine(plan.simpleStringWithNodeId())
+          + "), not a table of " + catalog.catalogName() + "; an epoch computes its sink only from tables of "
+          + catalog.catalogName() + " (and constants)");
+    }
+    for (LogicalPlan child : JavaConverters.seqAsJavaList(plan.children())) {
+      collectSources(child, sink, out);
+    }
+    for (LogicalPlan subquery : JavaConverters.seqAsJavaList(plan.subqueries())) {
+      collectSources(subquery, sink, out);
+    }
+  }
+
+  private static String firstLine(String text) {
+    return text.split("\\R", 2)[0];
+  }
+
+  /** The name of a table of this catalog served at the statement's cut; null for anything else. */
+  private String sourceName(DataSourceV2Relation relation) {
+    if (relation.catalog().isEmpty() || relation.catalog().get() != catalog || relation.identifier().isEmpty()) {
+      return null;
+    }
+    org.apache.spark.sql.connector.catalog.Table table = relation.table();
+    if (table instanceof PinnedTable && ((PinnedTable) table).atCut) {
+      return ((PinnedTable) table).tableName();
+    }
+    if (table instanceof EmptyTable) {
+      return ((EmptyTable) table).tableName();
+    }
+    return null;
+  }
+
+  /** The query with every source read at the plan's input ({@code snap(source, T)}; empty at T when null). */
+  private LogicalPlan pinned(LogicalPlan query, EpochPlanner.Plan plan, Map<String, Table> loaded) {
+    return query.transformUpWithSubqueries(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
+      @Override
+      public boolean isDefinedAt(LogicalPlan node) {
+        return node instanceof DataSourceV2Relation && sourceName((DataSourceV2Relation) node) != null;
+      }
+
+      @Override
+      public <A1 extends LogicalPlan, B1> B1 applyOrElse(A1 node, scala.Function1<A1, B1> fallback) {
+        if (!isDefinedAt(node)) {
+          return fallback.apply(node);
+        }
+        DataSourceV2Relation relation = (DataSourceV2Relation) node;
+        String name = sourceName(relation);
+        Table source = loaded.get(name);
+        Long input = plan.inputs.get(name);
+        org.apache.spark.sql.connector.catalog.Table served = input == null
+            ? new EmptyTable(source, catalog.catalogName(), catalog.plainCatalogName(), name)
+            : new PinnedTable(source, input, catalog.catalogName(), catalog.plainCatalogName(), name, true);
+        @SuppressWarnings("unchecked")
+        B1 out = (B1) withTable(relation, served);
+        return out;
+      }
+    });
+  }
+
+  // --- instances ------------------------------------------------------------------------------------
+
+  /** Unregister every sink this instance registered (a normal JVM exit); a killed process keeps its lease. */
+  private void unregisterAtShutdown() {
+    if (shutdownHook != null) {
+      return;
+    }
+    synchronized (this) {
+      if (shutdownHook != null) {
+        return;
+      }
+      shutdownHook = new Thread(this::unregisterAll, "consistent-catalog-unregister-" + instance);
+      Runtime.getRuntime().addShutdownHook(shutdownHook);
+    }
+  }
+
+  void unregisterAll() {
+    Map<String, String> sinks;
+    synchronized (registered) {
+      sinks = new TreeMap<>(registered);
+      registered.clear();
+    }
+    for (Map.Entry<String, String> e : sinks.entrySet()) {
+      try {
+        JobRegistration.unregister(committer, Names.icebergIdentifier(e.getKey()), instance, e.getValue());
+      } catch (RuntimeException ex) {
+        System.err.println("[" + catalog.catalogName() + "] could not unregister job '" + e.getValue() + "' from "
+            + e.getKey() + " (" + FencedCommit.firstLine(ex) + "); its lease lapses by itself");
+      }
+    }
+  }
+
+  String catalogName() {
+    return catalog.catalogName();
+  }
+}

@@ -1,0 +1,200 @@
+package io.consistentcatalog.spark;
+
+import io.consistentcatalog.core.ConsistentException;
+import io.consistentcatalog.core.ErrorKind;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.ThreadLocalRandom;
+import org.apache.iceberg.BaseTable;
+import org.apache.iceberg.HasTableOperations;
+import org.apache.iceberg.MetadataUpdate;
+import org.apache.iceberg.SnapshotRef;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.TableMetadata;
+import org.apache.iceberg.TableOperations;
+import org.apache.iceberg.UpdateRequirement;
+import org.apache.iceberg.catalog.Catalog;
+import org.apache.iceberg.catalog.ImmutableTableCommit;
+import org.apache.iceberg.catalog.TableIdentifier;
+import org.apache.iceberg.exceptions.CommitFailedException;
+import org.apache.iceberg.exceptions.CommitStateUnknownException;
+import org.apache.iceberg.rest.CatalogHandlers;
+import org.apache.iceberg.rest.RESTCatalog;
+import org.apache.iceberg.rest.requests.UpdateTableRequest;
+
+/**
+ * One catalog commit of metadata updates that lands only if the given requirements hold, validated inside
+ * the catalog's compare-and-swap (protocol §6.3) — the JVM side of Python's {@code TableStore.commit}.
+ *
+ * <p>A REST catalog gets the requirements and updates as they are ({@code POST /v1/transactions/commit}
+ * through {@link RESTCatalog#commitTransaction}, the server validates them); any other catalog (JDBC)
+ * commits them the way Iceberg's REST handlers do ({@link CatalogHandlers#updateTable}: the requirements are
+ * checked against the current metadata and the pointer swap requires that very metadata file).
+ *
+ * <p>A refused requirement is {@code FENCED}. A commit whose answer was lost (a 5xx, a timeout, a dropped
+ * connection) is settled (protocol §6.8): the table is read back, a commit found there is taken as landed,
+ * one not found is sent again, until the catalog's {@code consistent.retry-deadline}.
+ */
+final class FencedCommit {
+  private final Catalog catalog;
+  private final String catalogName;
+  private final long deadlineMs;
+
+  FencedCommit(Catalog catalog, String catalogName, long deadlineMs) {
+    this.catalog = catalog;
+    this.catalogName = catalogName;
+    this.deadlineMs = deadlineMs;
+  }
+
+  Catalog catalog() {
+    return catalog;
+  }
+
+  long deadlineMs() {
+    return deadlineMs;
+  }
+
+  /** {@code refs_at}: one {@code assert-ref-snapshot-id} per ref (null: the ref must be absent). */
+  static List<UpdateRequirement> refsAt(Map<String, Long> heads) {
+    List<UpdateRequirement> out = new ArrayList<>();
+    for (Map.Entry<String, Long> e : heads.entrySet()) {
+      out.add(new UpdateRequirement.AssertRefSnapshotID(e.getKey(), e.getValue()));
+    }
+    return out;
+  }
+
+  /** The table as the catalog holds it now (faults waited out). */
+  Table load(TableIdentifier ident) {
+    return Faults.retrying(catalogName, "loading " + ident, deadlineMs, () -> catalog.loadTable(ident));
+  }
+
+  static TableMetadata metadata(Table table) {
+    return ((HasTableOperations) table).operations().current();
+  }
+
+  /**
+   * Commit {@code updates} to the table {@code base} was read from, requiring {@code requirements} and the
+   * table's uuid; returns the metadata after the commit. {@code what} names the commit in errors.
+   */
+  TableMetadata commit(
+      TableIdentifier ident, TableMetadata base, List<UpdateRequirement> requirements, List<MetadataUpdate> updates, String what) {
+    List<UpdateRequirement> sent = new ArrayList<>(requirements);
+    sent.add(new UpdateRequirement.AssertTableUUID(base.uuid()));
+    long end = System.nanoTime() + deadlineMs * 1_000_000L;
+    RuntimeException last = null;
+    int attempt = 0;
+    while (true) {
+      if (last != null) {
+        TableMetadata now = metadata(load(ident));
+        if (landed(now, updates)) {
+          return now;
+        }
+      }
+      try {
+        send(ident, sent, updates);
+        return metadata(load(ident));
+      } catch (CommitFailedException e) {
+        if (last != null) { // refused after a lost answer: the lost attempt may have landed meanwhile (a slow server)
+          TableMetadata now = metadata(load(ident));
+          if (landed(now, updates)) {
+            return now;
+          }
+        }
+        throw new Refused(ident.toString(),
+            ident + ": " + what + " was refused by the catalog (" + firstLine(e) + "): the table changed since it was "
+                + "planned (another writer, a takeover, a revision); nothing of this commit landed");
+      } catch (RuntimeException e) {
+        if (!(e instanceof CommitStateUnknownException) && !Faults.isFault(e)) {
+          throw e;
+        }
+        last = e;
+      }
+      long left = (end - System.nanoTime()) / 1_000_000L;
+      if (left <= 0) {
+        throw new ConsistentException(ErrorKind.CATALOG_UNAVAILABLE, ident.toString(),
+            "catalog " + catalogName + " did not answer " + what + " on " + ident + " for " + (deadlineMs / 1000.0)
+                + " s (last: " + last.getClass().getSimpleName() + ": " + firstLine(last) + "); whether it landed is "
+                + "unknown — run the statement again once the catalog is up: it re-plans from the catalog and never "
+                + "doubles an epoch");
+      }
+      long wait = ThreadLocalRandom.current().nextLong(Math.min(2_000L, 50L << Math.min(attempt++, 10)) + 1);
+      try {
+        Thread.sleep(Math.min(wait, left));
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw last;
+      }
+    }
+  }
+
+  private void send(TableIdentifier ident, List<UpdateRequirement> requirements, List<MetadataUpdate> updates) {
+    if (catalog instanceof RESTCatalog) {
+      ((RESTCatalog) catalog).commitTransaction(
+          ImmutableTableCommit.builder().identifier(ident).requirements(requirements).updates(updates).build());
+      return;
+    }
+    Table table = catalog.loadTable(ident);
+    TableOperations ops = table instanceof BaseTable ? ((BaseTable) table).operations() : null;
+    if (ops != null && ops.getClass().getSimpleName().startsWith("REST")) {
+      throw new IllegalStateException("catalog " + catalogName + " wraps a REST catalog (a caching catalog?); set "
+          + "spark.sql.catalog." + catalogName + ".cache-enabled=false so that fenced commits reach the server as they are");
+    }
+    CatalogHandlers.updateTable(catalog, ident, UpdateTableRequest.create(ident, requirements, updates));
+  }
+
+  /**
+   * {@code landed_in}: whether {@code metadata} holds the commit of {@code updates}: every snapshot it adds,
+   * every ref where it set it, every property as it set it and none it removed.
+   */
+  static boolean landed(TableMetadata metadata, List<MetadataUpdate> updates) {
+    boolean recognisable = false;
+    for (MetadataUpdate update : updates) {
+      if (update instanceof MetadataUpdate.AddSnapshot) {
+        recognisable = true;
+        if (metadata.snapshot(((MetadataUpdate.AddSnapshot) update).snapshot().snapshotId()) == null) {
+          return false;
+        }
+      } else if (update instanceof MetadataUpdate.SetSnapshotRef) {
+        MetadataUpdate.SetSnapshotRef set = (MetadataUpdate.SetSnapshotRef) update;
+        SnapshotRef ref = metadata.ref(set.name());
+        if (ref == null || ref.snapshotId() != set.snapshotId()) {
+          return false;
+        }
+      } else if (update instanceof MetadataUpdate.SetProperties) {
+        for (Map.Entry<String, String> e : ((MetadataUpdate.SetProperties) update).updated().entrySet()) {
+          if (!Objects.equals(metadata.properties().get(e.getKey()), e.getValue())) {
+            return false;
+          }
+        }
+        recognisable = true;
+      } else if (update instanceof MetadataUpdate.RemoveProperties) {
+        for (String key : ((MetadataUpdate.RemoveProperties) update).removed()) {
+          if (metadata.properties().containsKey(key)) {
+            return false;
+          }
+        }
+      }
+    }
+    return recognisable;
+  }
+
+  static String firstLine(Throwable e) {
+    return String.valueOf(e.getMessage()).split("\\R", 2)[0];
+  }
+
+  static List<MetadataUpdate> list(MetadataUpdate... updates) {
+    List<MetadataUpdate> out = new ArrayList<>();
+    Collections.addAll(out, updates);
+    return out;
+  }
+
+  /** A commit the catalog refused: nothing of it landed, so what it wrote may be deleted ({@code CleanableFailure}). */
+  static final class Refused extends ConsistentException implements org.apache.iceberg.exceptions.CleanableFailure {
+    Refused(String table, String message) {
+      super(ErrorKind.FENCED, table, message);
+    }
+  }
+}

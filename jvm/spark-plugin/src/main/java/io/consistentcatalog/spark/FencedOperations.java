@@ -1,0 +1,83 @@
+package io.consistentcatalog.spark;
+
+import java.util.List;
+import java.util.function.Supplier;
+import org.apache.iceberg.TableMetadata;
+import org.apache.iceberg.TableOperations;
+import org.apache.iceberg.UpdateRequirement;
+import org.apache.iceberg.catalog.TableIdentifier;
+import org.apache.iceberg.encryption.EncryptionManager;
+import org.apache.iceberg.io.FileIO;
+import org.apache.iceberg.io.LocationProvider;
+
+/**
+ * A table's operations whose commits carry the protocol's requirements instead of Iceberg's: Spark's own
+ * write (Iceberg's {@code SparkWrite} committing through {@code SnapshotProducer}) then lands only if the
+ * fence and the planned heads still hold, inside the catalog's compare-and-swap (protocol §5.9). The snapshot
+ * Iceberg built and its ref update are sent as they are ({@code metadata.changes()}) through
+ * {@link FencedCommit}; a refusal is {@code FENCED} (a {@code CleanableFailure}: Iceberg and Spark delete
+ * what the write produced) and is never retried by Iceberg.
+ */
+final class FencedOperations implements TableOperations {
+  private final TableOperations delegate;
+  private final FencedCommit committer;
+  private final TableIdentifier ident;
+  private final Supplier<List<UpdateRequirement>> requirements;
+  private final String what;
+
+  FencedOperations(
+      TableOperations delegate, FencedCommit committer, TableIdentifier ident, Supplier<List<UpdateRequirement>> requirements,
+      String what) {
+    this.delegate = delegate;
+    this.committer = committer;
+    this.ident = ident;
+    this.requirements = requirements;
+    this.what = what;
+  }
+
+  @Override
+  public TableMetadata current() {
+    return delegate.current();
+  }
+
+  @Override
+  public TableMetadata refresh() {
+    return delegate.refresh();
+  }
+
+  @Override
+  public void commit(TableMetadata base, TableMetadata metadata) {
+    committer.commit(ident, base, requirements.get(), metadata.changes(), what);
+    delegate.refresh();
+  }
+
+  @Override
+  public FileIO io() {
+    return delegate.io();
+  }
+
+  @Override
+  public EncryptionManager encryption() {
+    return delegate.encryption();
+  }
+
+  @Override
+  public String metadataFileLocation(String fileName) {
+    return delegate.metadataFileLocation(fileName);
+  }
+
+  @Override
+  public LocationProvider locationProvider() {
+    return delegate.locationProvider();
+  }
+
+  @Override
+  public long newSnapshotId() {
+    return delegate.newSnapshotId();
+  }
+
+  @Override
+  public boolean requireStrictCleanup() {
+    return true; // only a refusal (a CleanableFailure) deletes what was written; a lost answer keeps it
+  }
+}

@@ -1,0 +1,182 @@
+package io.consistentcatalog.spark;
+
+import io.consistentcatalog.core.Barriers;
+import io.consistentcatalog.core.ConsistentException;
+import io.consistentcatalog.core.EpochPlanner;
+import io.consistentcatalog.core.ErrorKind;
+import io.consistentcatalog.core.Keys;
+import io.consistentcatalog.core.TableState;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import org.apache.iceberg.HasTableOperations;
+import org.apache.iceberg.MetadataUpdate;
+import org.apache.iceberg.Snapshot;
+import org.apache.iceberg.SnapshotRef;
+import org.apache.iceberg.SnapshotRefType;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.TableMetadata;
+import org.apache.iceberg.TableOperations;
+import org.apache.iceberg.UpdateRequirement;
+import org.apache.iceberg.catalog.TableIdentifier;
+
+/**
+ * Registration, lease and the fence (protocol §6.1-§6.3) in the JVM, as {@code consistent_catalog.ownership}
+ * and {@code TableStore.commit(take_fence=...)} do them in Python: the same commits, requirements and updates.
+ */
+final class JobRegistration {
+  static final long DEFAULT_LEASE_MS = 5 * 60 * 1000L;
+
+  private JobRegistration() {}
+
+  static MetadataUpdate branchRef(String name, long snapshotId) {
+    return new MetadataUpdate.SetSnapshotRef(name, snapshotId, SnapshotRefType.BRANCH, null, null, null);
+  }
+
+  /** {@code check_can_own}: refuse registering {@code job} (instance {@code instance}) on {@code state} while somebody else may write it. */
+  static void checkCanOwn(TableState state, String job, String instance, boolean takeover) {
+    Long until = state.leaseUntil();
+    boolean live = until != null && until > System.currentTimeMillis();
+    String owner = state.job();
+    if (owner != null && !owner.equals(job) && live) {
+      throw new ConsistentException(ErrorKind.OWNERSHIP, state.identifier, state.identifier + " is owned by job '" + owner
+          + "' whose lease runs until " + Barriers.format(until) + "; a table has a single writer — unregister that job "
+          + "first or wait for its lease to lapse");
+    }
+    String holder = state.leaseHolder();
+    if (job.equals(owner) && live && holder != null && !holder.equals(instance) && !takeover) {
+      throw new ConsistentException(ErrorKind.OWNERSHIP, state.identifier, state.identifier + " is being written by another "
+          + "live instance (" + holder + ") of job '" + job + "' until " + Barriers.format(until) + "; stop it, wait for "
+          + "the lease to lapse, or, if it is dead, take over: SET " + Settings.PREFIX + Settings.TAKEOVER + "=true");
+    }
+    if (state.isRoot() && state.head() != null) {
+      Long untracked = state.untrackedAsDerived();
+      if (untracked != null) {
+        throw new ConsistentException(ErrorKind.INVALID_INPUT, state.identifier, state.identifier + " already holds data "
+            + "written outside any job (snapshot " + untracked + "); a job's sink must start empty — create a new table "
+            + "for the job (or RESET " + Settings.PREFIX + Settings.JOB + " to ingest into it as a root)");
+      }
+    }
+  }
+
+  /**
+   * {@code register_job} for one sink: lineage checked over {@code catalog} (every table's state), then one commit
+   * that sets the ownership properties, gives an empty sink its genesis and takes the fence. Returns the sink's
+   * metadata as committed.
+   */
+  static TableMetadata register(
+      FencedCommit committer, TableIdentifier ident, String sink, Table table, String job, Collection<String> sources,
+      String instance, boolean takeover, long leaseMs, Map<String, TableState> catalog) {
+    Map<String, TableState> others = new LinkedHashMap<>(catalog);
+    others.remove(sink);
+    EpochPlanner.checkNewEdges(job, new TreeSet<>(sources), Collections.singleton(sink), others);
+    TableMetadata base = FencedCommit.metadata(table);
+    TableState state = TableState.fromMetadata(sink, base);
+    checkCanOwn(state, job, instance, takeover);
+    TableOperations ops = ((HasTableOperations) table).operations();
+    List<MetadataUpdate> updates = new ArrayList<>();
+    List<UpdateRequirement> requirements = new ArrayList<>();
+    long sequence = base.lastSequenceNumber() + 1;
+    if (state.head() == null) { // genesis, with main asserted absent: of two racing registrations one wins
+      Map<String, String> tag = Collections.singletonMap(Keys.JOB, job);
+      Snapshot genesis = EmptySnapshot.create(ops, base, sequence++, tag);
+      updates.add(new MetadataUpdate.AddSnapshot(genesis));
+      updates.add(branchRef(Keys.MAIN_BRANCH, genesis.snapshotId()));
+      requirements.add(new UpdateRequirement.AssertRefSnapshotID(Keys.MAIN_BRANCH, null));
+    }
+    Map<String, String> owned = new LinkedHashMap<>();
+    owned.put(Keys.JOB, job);
+    owned.put(Keys.SOURCES, EpochPlanner.encodeTableSources(sources));
+    owned.put(Keys.LEASE_HOLDER, instance);
+    owned.put(Keys.LEASE_UNTIL, Long.toString(System.currentTimeMillis() + leaseMs));
+    updates.add(new MetadataUpdate.SetProperties(owned));
+    takeFence(ops, base, state.head(Keys.FENCE_BRANCH), "register", instance, job, sequence, requirements, updates);
+    return committer.commit(ident, base, requirements, updates, "registering job '" + job + "'");
+  }
+
+  /**
+   * {@code TakeFence}: move {@code consistent-fence} to a new empty snapshot in the commit of {@code updates},
+   * asserting the fence as {@code expected} and every branch head of {@code base} not asserted yet, and remove
+   * the fence snapshot it replaces.
+   */
+  static void takeFence(
+      TableOperations ops, TableMetadata base, Long expected, String reason, String holder, String job, long sequence,
+      List<UpdateRequirement> requirements, List<MetadataUpdate> updates) {
+    Set<String> asserted = new TreeSet<>();
+    for (UpdateRequirement r : requirements) {
+      if (r instanceof UpdateRequirement.AssertRefSnapshotID) {
+        asserted.add(((UpdateRequirement.AssertRefSnapshotID) r).refName());
+      }
+    }
+    Map<String, Long> heads = new LinkedHashMap<>();
+    heads.put(Keys.FENCE_BRANCH, expected);
+    for (Map.Entry<String, SnapshotRef> e : base.refs().entrySet()) {
+      if (e.getValue().isBranch()) {
+        heads.putIfAbsent(e.getKey(), e.getValue().snapshotId());
+      }
+    }
+    for (Map.Entry<String, Long> e : heads.entrySet()) {
+      if (asserted.add(e.getKey())) {
+        requirements.add(new UpdateRequirement.AssertRefSnapshotID(e.getKey(), e.getValue()));
+      }
+    }
+    Map<String, String> summary = new LinkedHashMap<>();
+    summary.put(Keys.FENCE_REASON, reason);
+    if (holder != null) {
+      summary.put(Keys.FENCE_HOLDER, holder);
+    }
+    if (job != null) {
+      summary.put(Keys.FENCE_JOB, job);
+    }
+    Snapshot fence = EmptySnapshot.create(ops, base, sequence, summary);
+    updates.add(new MetadataUpdate.AddSnapshot(fence));
+    updates.add(branchRef(Keys.FENCE_BRANCH, fence.snapshotId()));
+    Long retired = retiredFence(base, expected);
+    if (retired != null) { // one fence snapshot at a time: the old one goes in the same commit
+      updates.add(new MetadataUpdate.RemoveSnapshots(Collections.singleton(retired)));
+    }
+  }
+
+  /** {@code retired_fence}: the fence snapshot a move makes unreachable, when it is one no other ref points at. */
+  static Long retiredFence(TableMetadata base, Long expected) {
+    if (expected == null) {
+      return null;
+    }
+    Snapshot snapshot = base.snapshot(expected);
+    if (snapshot == null || snapshot.parentId() != null || snapshot.summary() == null
+        || !snapshot.summary().containsKey(Keys.FENCE_REASON)) {
+      return null;
+    }
+    for (Map.Entry<String, SnapshotRef> e : base.refs().entrySet()) {
+      if (!e.getKey().equals(Keys.FENCE_BRANCH) && e.getValue().snapshotId() == expected) {
+        return null;
+      }
+    }
+    return expected;
+  }
+
+  /** {@code unregister_job} for one sink: clear ownership if this instance still holds it, asserting the fence as read. */
+  static void unregister(FencedCommit committer, TableIdentifier ident, String instance, String job) {
+    Table table = committer.load(ident);
+    TableMetadata base = FencedCommit.metadata(table);
+    if (!instance.equals(base.properties().get(Keys.LEASE_HOLDER))) {
+      return; // taken over meanwhile: not ours to clear
+    }
+    SnapshotRef fence = base.ref(Keys.FENCE_BRANCH);
+    List<UpdateRequirement> requirements = new ArrayList<>();
+    requirements.add(new UpdateRequirement.AssertRefSnapshotID(Keys.FENCE_BRANCH, fence == null ? null : fence.snapshotId()));
+    List<MetadataUpdate> updates = new ArrayList<>();
+    updates.add(new MetadataUpdate.RemoveProperties(new java.util.HashSet<>(java.util.Arrays.asList(
+        Keys.JOB, Keys.LEASE_HOLDER, Keys.LEASE_UNTIL))));
+    try {
+      committer.commit(ident, base, requirements, updates, "unregistering job '" + job + "'");
+    } catch (FencedCommit.Refused e) {
+      // taken over meanwhile
+    }
+  }
+}

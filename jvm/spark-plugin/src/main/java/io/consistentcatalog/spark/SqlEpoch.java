@@ -1,0 +1,350 @@
+package io.consistentcatalog.spark;
+
+import io.consistentcatalog.core.Barriers;
+import io.consistentcatalog.core.ConsistentException;
+import io.consistentcatalog.core.EpochPlanner;
+import io.consistentcatalog.core.ErrorKind;
+import io.consistentcatalog.core.Keys;
+import io.consistentcatalog.core.TableState;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import org.apache.iceberg.AppendFiles;
+import org.apache.iceberg.BaseTable;
+import org.apache.iceberg.HasTableOperations;
+import org.apache.iceberg.MetadataUpdate;
+import org.apache.iceberg.Snapshot;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.TableMetadata;
+import org.apache.iceberg.TableOperations;
+import org.apache.iceberg.UpdateRequirement;
+import org.apache.iceberg.catalog.TableIdentifier;
+import org.apache.iceberg.spark.CommitMetadata;
+import org.apache.spark.sql.connector.write.BatchWrite;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One write statement through the consistent catalog as an epoch of its job or an ingest into a root
+ * (protocol §5.9), as carried out: where Spark's write goes ({@link #writeTable}) and what happens when Spark
+ * commits it ({@link #commit}). Planned by {@link EpochWrites} when the statement is analysed.
+ *
+ * <p>An epoch ({@code stage}) resets {@code consistent-staged} to main's head, has Spark write onto it through
+ * {@link FencedOperations} (the fence, main and the staged branch asserted inside the catalog's compare-and-swap),
+ * the summary keys carried by Iceberg's commit properties, then verifies the staged epoch (§5.2) and publishes it
+ * (§5.3). {@code publish-staged} and {@code watermark} only publish; {@code done} does nothing and says so.
+ */
+final class SqlEpoch {
+  private static final Logger LOG = LoggerFactory.getLogger(SqlEpoch.class);
+  private static final int INGEST_ATTEMPTS = 10;
+
+  private enum Kind {
+    EPOCH,
+    INGEST
+  }
+
+  private final EpochWrites writes;
+  private final Kind kind;
+  final String sink;
+  private final TableIdentifier ident;
+  private final Table table;
+  // --- epochs
+  private final String job;
+  private final long leaseMs;
+  private final EpochPlanner.Plan plan;
+  private final EpochPlanner.SinkPlan sinkPlan;
+  // --- ingests
+  private final String ingestKey;
+  private final Long skippedBy;
+  /** The refs the next fenced commit asserts (the staged write's, or the ingest's as last read). */
+  private volatile Map<String, Long> expected = Collections.emptyMap();
+
+  private SqlEpoch(
+      EpochWrites writes, Kind kind, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
+      EpochPlanner.Plan plan, String ingestKey, Long skippedBy) {
+    this.writes = writes;
+    this.kind = kind;
+    this.sink = sink;
+    this.ident = ident;
+    this.table = table;
+    this.job = job;
+    this.leaseMs = leaseMs;
+    this.plan = plan;
+    this.sinkPlan = plan == null ? null : plan.sinks.get(sink);
+    this.ingestKey = ingestKey;
+    this.skippedBy = skippedBy;
+  }
+
+  static SqlEpoch derived(
+      EpochWrites writes, String sink, TableIdentifier ident, Table table, Settings.Writes settings, EpochPlanner.Plan plan) {
+    return new SqlEpoch(writes, Kind.EPOCH, sink, ident, table, settings.job, settings.leaseMs, plan, null, null);
+  }
+
+  static SqlEpoch ingest(EpochWrites writes, String sink, TableIdentifier ident, Table table, TableState state, String key) {
+    Long landed = key == null ? null : state.ingestedWithKey(key);
+    return new SqlEpoch(writes, Kind.INGEST, sink, ident, table, null, 0L, null, key, landed);
+  }
+
+  /** Whether Spark has to run the statement's query (otherwise it gets no rows). */
+  boolean runsQuery() {
+    if (kind == Kind.INGEST) {
+      return skippedBy == null;
+    }
+    return plan.barrier != null && sinkPlan.action == EpochPlanner.Action.STAGE;
+  }
+
+  /** The action as the protocol names it ({@code stage}, {@code done}, ...; {@code ingest}, {@code skip}). */
+  String action() {
+    if (kind == Kind.INGEST) {
+      return skippedBy == null ? "ingest" : "skip";
+    }
+    return plan.barrier == null ? "done" : sinkPlan.action.protocolName;
+  }
+
+  private FencedCommit committer() {
+    return writes.committer();
+  }
+
+  // --- where Spark writes --------------------------------------------------------------------------
+
+  /**
+   * The table and branch Spark's write goes to: for a staged epoch {@code consistent-staged}, reset to main's
+   * head first; for an ingest main; both through {@link FencedOperations}. Called when Spark builds the write.
+   */
+  Table writeTable() {
+    if (!runsQuery()) {
+      return table; // Spark writes no rows; commit() never hands them to Iceberg
+    }
+    String what = kind == Kind.INGEST ? "the ingest into " + sink : "staging barrier " + Barriers.format(plan.barrier);
+    Long base = kind == Kind.EPOCH ? prepareStagedBranch() : null;
+    TableOperations ops = ((HasTableOperations) committer().load(ident)).operations();
+    if (kind == Kind.EPOCH) {
+      Map<String, Long> refs = new LinkedHashMap<>();
+      refs.put(Keys.FENCE_BRANCH, sinkPlan.fence);
+      refs.put(Keys.STAGED_BRANCH, base);
+      refs.put(Keys.MAIN_BRANCH, base);
+      expected = refs;
+    }
+    FencedOperations fenced = new FencedOperations(ops, committer(), ident, () -> FencedCommit.refsAt(expected), what);
+    return new BaseTable(fenced, table.name());
+  }
+
+  /** The branch Spark's write goes to (null: main). */
+  String writeBranch() {
+    return kind == Kind.EPOCH && runsQuery() ? Keys.STAGED_BRANCH : null;
+  }
+
+  /**
+   * {@code prepare_staged_branch}: a sink a revision emptied gets its genesis, then {@code consistent-staged} is
+   * pointed at main's head (discarding a stale staged epoch); returns that head, the epoch's base.
+   */
+  private long prepareStagedBranch() {
+    Table current = committer().load(ident);
+    TableMetadata metadata = FencedCommit.metadata(current);
+    TableState state = TableState.fromMetadata(sink, metadata);
+    Long expectedMain = sinkPlan.mainHead;
+    if (expectedMain == null) {
+      List<MetadataUpdate> updates = new ArrayList<>();
+      Snapshot genesis = EmptySnapshot.create(((HasTableOperations) current).operations(), metadata,
+          metadata.lastSequenceNumber() + 1, Collections.singletonMap(Keys.JOB, job));
+      updates.add(new MetadataUpdate.AddSnapshot(genesis));
+      updates.add(JobRegistration.branchRef(Keys.MAIN_BRANCH, genesis.snapshotId()));
+      metadata = committer().commit(ident, metadata, fenced(Keys.MAIN_BRANCH, null), updates, "creating the genesis snapshot");
+      state = TableState.fromMetadata(sink, metadata);
+      expectedMain = state.head();
+    }
+    Long staged = state.head(Keys.STAGED_BRANCH);
+    if (!expectedMain.equals(staged)) {
+      List<UpdateRequirement> requirements = fenced(Keys.MAIN_BRANCH, expectedMain);
+      requirements.add(new UpdateRequirement.AssertRefSnapshotID(Keys.STAGED_BRANCH, staged));
+      committer().commit(ident, metadata, requirements,
+          FencedCommit.list(JobRegistration.branchRef(Keys.STAGED_BRANCH, expectedMain)), "resetting the staged branch");
+    }
+    return expectedMain;
+  }
+
+  /** The fence as planned and {@code ref} at {@code head}. */
+  private List<UpdateRequirement> fenced(String ref, Long head) {
+    List<UpdateRequirement> out = new ArrayList<>();
+    out.add(new UpdateRequirement.AssertRefSnapshotID(Keys.FENCE_BRANCH, sinkPlan.fence));
+    out.add(new UpdateRequirement.AssertRefSnapshotID(ref, head));
+    return out;
+  }
+
+  // --- Spark commits ------------------------------------------------------------------------------
+
+  /** What happens when Spark commits the statement's write ({@code delegate}: Iceberg's own batch write). */
+  void commit(BatchWrite delegate, WriterCommitMessage[] messages) {
+    if (kind == Kind.INGEST) {
+      commitIngest(delegate, messages);
+      return;
+    }
+    if (plan.barrier == null) {
+      delegate.abort(messages);
+      report("nothing to do: no barrier at which every source (" + String.join(", ", plan.inputs.keySet().isEmpty()
+          ? sinkPlan.previousInputs.keySet() : plan.inputs.keySet()) + ") is complete yet");
+      return;
+    }
+    String barrier = "barrier " + Barriers.format(plan.barrier);
+    switch (sinkPlan.action) {
+      case DONE:
+        delegate.abort(messages);
+        report(barrier + " done: the sink already holds it, nothing written");
+        return;
+      case PUBLISH_STAGED:
+        delegate.abort(messages);
+        publish(sinkPlan.mainHead, sinkPlan.stagedHead);
+        report(barrier + " republished (the staged epoch a crashed run left)");
+        return;
+      case WATERMARK:
+        delegate.abort(messages);
+        publish(sinkPlan.mainHead, null);
+        report(barrier + " watermark (inputs unchanged, nothing to compute)");
+        return;
+      default:
+        stage(delegate, messages, barrier);
+    }
+  }
+
+  private void stage(BatchWrite delegate, WriterCommitMessage[] messages, String barrier) {
+    long base = expected.get(Keys.MAIN_BRANCH);
+    Map<String, String> properties = new LinkedHashMap<>();
+    properties.put(Keys.BARRIER, Long.toString(plan.barrier));
+    properties.put(Keys.JOB, job);
+    properties.put(Keys.SOURCES, EpochPlanner.encodeSummarySources(plan.inputs));
+    properties.put(Keys.ATTEMPT, UUID.randomUUID().toString().replace("-", "").substring(0, 12));
+    withCommitProperties(properties, () -> delegate.commit(messages));
+    TableState state = EpochWrites.state(sink, committer().load(ident));
+    if (base == state.head(Keys.STAGED_BRANCH)) { // Spark committed nothing (an empty dynamic overwrite)
+      recordEmptyEpoch(properties);
+      state = EpochWrites.state(sink, committer().load(ident));
+    }
+    long rows = verifyStaged(state, base, properties.get(Keys.ATTEMPT));
+    publish(base, state.head(Keys.STAGED_BRANCH));
+    report(barrier + " published (" + rows + " rows, attempt " + properties.get(Keys.ATTEMPT) + ")");
+  }
+
+  /** §5.2 step 4: an empty snapshot tagged like any other records the epoch's barrier and inputs. */
+  private void recordEmptyEpoch(Map<String, String> properties) {
+    Table fenced = new BaseTable(
+        new FencedOperations(((HasTableOperations) committer().load(ident)).operations(), committer(), ident,
+            () -> FencedCommit.refsAt(expected), "recording an empty epoch"),
+        table.name());
+    AppendFiles append = fenced.newFastAppend().toBranch(Keys.STAGED_BRANCH);
+    properties.forEach(append::set);
+    append.commit();
+  }
+
+  /** {@code verify_staged}: every snapshot from the staged head down to {@code base} carries this attempt; returns the rows added. */
+  private long verifyStaged(TableState state, long base, String attempt) {
+    Long head = state.head(Keys.STAGED_BRANCH);
+    long rows = 0;
+    Long current = head;
+    while (current != null && current != base) {
+      io.consistentcatalog.core.SnapshotRecord record = state.snapshots.get(current);
+      if (record == null || !attempt.equals(record.summary.get(Keys.ATTEMPT))) {
+        throw new ConsistentException(ErrorKind.FENCED, sink, sink + ": snapshot " + current + " on "
+            + Keys.STAGED_BRANCH + " was not written by this attempt at barrier " + Barriers.format(plan.barrier)
+            + ": another writer interfered; run the statement again — it re-plans");
+      }
+      String added = record.summary.get("added-records");
+      rows += added == null || added.isEmpty() ? 0 : Long.parseLong(added);
+      current = record.parentId;
+    }
+    if (current == null || current != base || head == null || head == base) {
+      throw new ConsistentException(ErrorKind.FENCED, sink, sink + ": " + Keys.STAGED_BRANCH
+          + " no longer descends from main's head " + base + "; run the statement again — it re-plans");
+    }
+    return rows;
+  }
+
+  /**
+   * §5.3: one fenced commit moves main to the staged head (or, with none, sets the watermark to T) and renews
+   * the lease; requires the fence and main as planned and the staged branch at its head.
+   */
+  private void publish(Long mainHead, Long stagedHead) {
+    TableMetadata metadata = FencedCommit.metadata(committer().load(ident));
+    TableState state = TableState.fromMetadata(sink, metadata);
+    Map<String, String> properties = new LinkedHashMap<>();
+    properties.put(Keys.LEASE_UNTIL, Long.toString(System.currentTimeMillis() + leaseMs));
+    List<MetadataUpdate> updates = new ArrayList<>();
+    List<UpdateRequirement> requirements = fenced(Keys.MAIN_BRANCH, mainHead);
+    if (stagedHead != null) {
+      requirements.add(new UpdateRequirement.AssertRefSnapshotID(Keys.STAGED_BRANCH, stagedHead));
+      updates.add(JobRegistration.branchRef(Keys.MAIN_BRANCH, stagedHead));
+    } else {
+      properties.putAll(state.watermarkProperties(plan.barrier));
+    }
+    updates.add(new MetadataUpdate.SetProperties(properties));
+    committer().commit(ident, metadata, requirements, updates, "publishing barrier " + Barriers.format(plan.barrier));
+  }
+
+  // --- ingests -----------------------------------------------------------------------------------------
+
+  /**
+   * §5.6: the rows land on main with {@code consistent.barrier = max(now, W + 1)} (and the key), requiring the
+   * fence and main as read; a refusal (another ingest landed) is retried after checking the key and the
+   * barrier against the new head.
+   */
+  private void commitIngest(BatchWrite delegate, WriterCommitMessage[] messages) {
+    if (skippedBy != null) {
+      delegate.abort(messages);
+      report("ingest key '" + ingestKey + "' already landed in snapshot " + skippedBy + "; nothing written");
+      return;
+    }
+    for (int attempt = 1; attempt <= INGEST_ATTEMPTS; attempt++) {
+      TableState state = EpochWrites.state(sink, committer().load(ident));
+      if (ingestKey != null) {
+        Long landed = state.ingestedWithKey(ingestKey);
+        if (landed != null) {
+          delegate.abort(messages);
+          report("ingest key '" + ingestKey + "' landed meanwhile in snapshot " + landed + "; nothing written");
+          return;
+        }
+      }
+      Map<String, Long> refs = new LinkedHashMap<>();
+      refs.put(Keys.FENCE_BRANCH, state.head(Keys.FENCE_BRANCH));
+      refs.put(Keys.MAIN_BRANCH, state.head());
+      expected = refs;
+      long barrier = System.currentTimeMillis();
+      Long watermark = state.watermark();
+      if (watermark != null && barrier <= watermark) {
+        barrier = watermark + 1;
+      }
+      Map<String, String> properties = new LinkedHashMap<>();
+      properties.put(Keys.BARRIER, Long.toString(barrier));
+      if (ingestKey != null) {
+        properties.put(Keys.INGEST_KEY, ingestKey);
+      }
+      try {
+        withCommitProperties(properties, () -> delegate.commit(messages));
+      } catch (FencedCommit.Refused e) {
+        continue; // main moved: another ingest landed; check the key and the barrier again
+      }
+      TableState after = EpochWrites.state(sink, committer().load(ident));
+      report("ingest at barrier " + Barriers.format(barrier) + " landed in snapshot " + after.head()
+          + (ingestKey == null ? "" : " (key '" + ingestKey + "')"));
+      return;
+    }
+    delegate.abort(messages);
+    throw new ConsistentException(ErrorKind.FENCED, sink, sink + ": the ingest kept losing the race to other ingests ("
+        + INGEST_ATTEMPTS + " attempts); run it again" + (ingestKey == null ? "" : " — the key makes it safe to repeat"));
+  }
+
+  private static void withCommitProperties(Map<String, String> properties, Runnable commit) {
+    CommitMetadata.withCommitProperties(properties, () -> {
+      commit.run();
+      return null;
+    }, RuntimeException.class);
+  }
+
+  private void report(String what) {
+    String line = "[" + writes.catalogName() + "] " + (job == null ? "ingest" : job) + ": " + sink + " " + what;
+    LOG.info(line);
+    System.err.println(line);
+  }
+}

@@ -1,0 +1,45 @@
+package io.consistentcatalog.spark;
+
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.V2WriteCommand;
+import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
+
+/**
+ * The analyser rule (post-hoc resolution, {@link ConsistentSqlExtensions}) that turns a resolved write command
+ * whose target is a table of a consistent catalog into an epoch or an ingest ({@link EpochWrites}). A target
+ * already rewritten ({@link EpochSinkTable}) is left alone, so analysing a plan twice plans it once.
+ */
+final class WriteRule extends Rule<LogicalPlan> {
+  private final SparkSession spark;
+
+  WriteRule(SparkSession spark) {
+    this.spark = spark;
+  }
+
+  @Override
+  public LogicalPlan apply(LogicalPlan plan) {
+    if (!(plan instanceof V2WriteCommand)) {
+      return plan;
+    }
+    V2WriteCommand write = (V2WriteCommand) plan;
+    if (!(write.table() instanceof DataSourceV2Relation) || !write.query().resolved()) {
+      return plan;
+    }
+    DataSourceV2Relation target = (DataSourceV2Relation) write.table();
+    if (target.catalog().isEmpty() || !(target.catalog().get() instanceof ConsistentSparkCatalog)
+        || target.identifier().isEmpty() || !plannable(target.table())) {
+      return plan;
+    }
+    return ((ConsistentSparkCatalog) target.catalog().get()).writes().plan(write, target, spark);
+  }
+
+  /**
+   * A target loaded for writing, or served at the statement's cut (Spark resolves a table the statement also
+   * reads once, for both: the planner then refuses the cycle).
+   */
+  private static boolean plannable(org.apache.spark.sql.connector.catalog.Table table) {
+    return table instanceof SinkTable || table instanceof EmptyTable || (table instanceof PinnedTable && ((PinnedTable) table).atCut);
+  }
+}
