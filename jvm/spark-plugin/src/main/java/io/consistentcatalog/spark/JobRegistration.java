@@ -18,7 +18,6 @@ import org.apache.iceberg.HasTableOperations;
 import org.apache.iceberg.MetadataUpdate;
 import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.SnapshotRef;
-import org.apache.iceberg.SnapshotRefType;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableMetadata;
 import org.apache.iceberg.TableOperations;
@@ -35,7 +34,7 @@ final class JobRegistration {
   private JobRegistration() {}
 
   static MetadataUpdate branchRef(String name, long snapshotId) {
-    return new MetadataUpdate.SetSnapshotRef(name, snapshotId, SnapshotRefType.BRANCH, null, null, null);
+    return io.consistentcatalog.core.EpochCommits.branchRef(name, snapshotId);
   }
 
   /** {@code check_can_own}: refuse registering {@code job} (instance {@code instance}) on {@code state} while somebody else may write it. */

@@ -2,6 +2,7 @@ package io.consistentcatalog.spark;
 
 import io.consistentcatalog.core.Barriers;
 import io.consistentcatalog.core.ConsistentException;
+import io.consistentcatalog.core.EpochCommits;
 import io.consistentcatalog.core.EpochPlanner;
 import io.consistentcatalog.core.ErrorKind;
 import io.consistentcatalog.core.Keys;
@@ -15,7 +16,6 @@ import java.util.UUID;
 import org.apache.iceberg.AppendFiles;
 import org.apache.iceberg.BaseTable;
 import org.apache.iceberg.HasTableOperations;
-import org.apache.iceberg.MetadataUpdate;
 import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableMetadata;
@@ -60,8 +60,10 @@ final class SqlEpoch {
   // --- ingests
   private final String ingestKey;
   private final Long skippedBy;
-  /** The refs the next fenced commit asserts (the staged write's, or the ingest's as last read). */
-  private volatile Map<String, Long> expected = Collections.emptyMap();
+  /** What the next fenced commit of Spark's write requires (the staged write's, or the ingest's as last read). */
+  private volatile List<UpdateRequirement> requirements = Collections.emptyList();
+  /** Main's head the staged epoch is written on (set when Spark builds the write). */
+  private long base;
 
   private SqlEpoch(
       EpochWrites writes, Kind kind, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
@@ -123,13 +125,10 @@ final class SqlEpoch {
     Long base = kind == Kind.EPOCH ? prepareStagedBranch() : null;
     TableOperations ops = ((HasTableOperations) committer().load(ident)).operations();
     if (kind == Kind.EPOCH) {
-      Map<String, Long> refs = new LinkedHashMap<>();
-      refs.put(Keys.FENCE_BRANCH, sinkPlan.fence);
-      refs.put(Keys.STAGED_BRANCH, base);
-      refs.put(Keys.MAIN_BRANCH, base);
-      expected = refs;
+      this.base = base;
+      requirements = EpochCommits.stagedWrite(sinkPlan, base);
     }
-    FencedOperations fenced = new FencedOperations(ops, committer(), ident, () -> FencedCommit.refsAt(expected), what);
+    FencedOperations fenced = new FencedOperations(ops, committer(), ident, () -> requirements, what);
     return new BaseTable(fenced, table.name());
   }
 
@@ -148,31 +147,21 @@ final class SqlEpoch {
     TableState state = TableState.fromMetadata(sink, metadata);
     Long expectedMain = sinkPlan.mainHead;
     if (expectedMain == null) {
-      List<MetadataUpdate> updates = new ArrayList<>();
       Snapshot genesis = EmptySnapshot.create(((HasTableOperations) current).operations(), metadata,
           metadata.lastSequenceNumber() + 1, Collections.singletonMap(Keys.JOB, job));
-      updates.add(new MetadataUpdate.AddSnapshot(genesis));
-      updates.add(JobRegistration.branchRef(Keys.MAIN_BRANCH, genesis.snapshotId()));
-      metadata = committer().commit(ident, metadata, fenced(Keys.MAIN_BRANCH, null), updates, "creating the genesis snapshot");
+      metadata = send(metadata, EpochCommits.genesis(sinkPlan, genesis));
       state = TableState.fromMetadata(sink, metadata);
       expectedMain = state.head();
     }
     Long staged = state.head(Keys.STAGED_BRANCH);
     if (!expectedMain.equals(staged)) {
-      List<UpdateRequirement> requirements = fenced(Keys.MAIN_BRANCH, expectedMain);
-      requirements.add(new UpdateRequirement.AssertRefSnapshotID(Keys.STAGED_BRANCH, staged));
-      committer().commit(ident, metadata, requirements,
-          FencedCommit.list(JobRegistration.branchRef(Keys.STAGED_BRANCH, expectedMain)), "resetting the staged branch");
+      send(metadata, EpochCommits.reset(sinkPlan, expectedMain, staged));
     }
     return expectedMain;
   }
 
-  /** The fence as planned and {@code ref} at {@code head}. */
-  private List<UpdateRequirement> fenced(String ref, Long head) {
-    List<UpdateRequirement> out = new ArrayList<>();
-    out.add(new UpdateRequirement.AssertRefSnapshotID(Keys.FENCE_BRANCH, sinkPlan.fence));
-    out.add(new UpdateRequirement.AssertRefSnapshotID(ref, head));
-    return out;
+  private TableMetadata send(TableMetadata base, EpochCommits.Commit commit) {
+    return committer().commit(ident, base, new ArrayList<>(commit.requirements), commit.updates, commit.what);
   }
 
   // --- Spark commits ------------------------------------------------------------------------------
@@ -211,28 +200,24 @@ final class SqlEpoch {
   }
 
   private void stage(BatchWrite delegate, WriterCommitMessage[] messages, String barrier) {
-    long base = expected.get(Keys.MAIN_BRANCH);
-    Map<String, String> properties = new LinkedHashMap<>();
-    properties.put(Keys.BARRIER, Long.toString(plan.barrier));
-    properties.put(Keys.JOB, job);
-    properties.put(Keys.SOURCES, EpochPlanner.encodeSummarySources(plan.inputs));
-    properties.put(Keys.ATTEMPT, UUID.randomUUID().toString().replace("-", "").substring(0, 12));
+    String attempt = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
+    Map<String, String> properties = EpochCommits.summary(plan, job, attempt);
     withCommitProperties(properties, () -> delegate.commit(messages));
     TableState state = EpochWrites.state(sink, committer().load(ident));
     if (base == state.head(Keys.STAGED_BRANCH)) { // Spark committed nothing (an empty dynamic overwrite)
       recordEmptyEpoch(properties);
       state = EpochWrites.state(sink, committer().load(ident));
     }
-    long rows = verifyStaged(state, base, properties.get(Keys.ATTEMPT));
+    long rows = verifyStaged(state, base, attempt);
     publish(base, state.head(Keys.STAGED_BRANCH));
-    report(barrier + " published (" + rows + " rows, attempt " + properties.get(Keys.ATTEMPT) + ")");
+    report(barrier + " published (" + rows + " rows, attempt " + attempt + ")");
   }
 
   /** §5.2 step 4: an empty snapshot tagged like any other records the epoch's barrier and inputs. */
   private void recordEmptyEpoch(Map<String, String> properties) {
     Table fenced = new BaseTable(
         new FencedOperations(((HasTableOperations) committer().load(ident)).operations(), committer(), ident,
-            () -> FencedCommit.refsAt(expected), "recording an empty epoch"),
+            () -> requirements, "recording an empty epoch"),
         table.name());
     AppendFiles append = fenced.newFastAppend().toBranch(Keys.STAGED_BRANCH);
     properties.forEach(append::set);
@@ -269,18 +254,7 @@ final class SqlEpoch {
   private void publish(Long mainHead, Long stagedHead) {
     TableMetadata metadata = FencedCommit.metadata(committer().load(ident));
     TableState state = TableState.fromMetadata(sink, metadata);
-    Map<String, String> properties = new LinkedHashMap<>();
-    properties.put(Keys.LEASE_UNTIL, Long.toString(System.currentTimeMillis() + leaseMs));
-    List<MetadataUpdate> updates = new ArrayList<>();
-    List<UpdateRequirement> requirements = fenced(Keys.MAIN_BRANCH, mainHead);
-    if (stagedHead != null) {
-      requirements.add(new UpdateRequirement.AssertRefSnapshotID(Keys.STAGED_BRANCH, stagedHead));
-      updates.add(JobRegistration.branchRef(Keys.MAIN_BRANCH, stagedHead));
-    } else {
-      properties.putAll(state.watermarkProperties(plan.barrier));
-    }
-    updates.add(new MetadataUpdate.SetProperties(properties));
-    committer().commit(ident, metadata, requirements, updates, "publishing barrier " + Barriers.format(plan.barrier));
+    send(metadata, EpochCommits.publish(plan, sink, state, mainHead, stagedHead, System.currentTimeMillis() + leaseMs));
   }
 
   // --- ingests -----------------------------------------------------------------------------------------
@@ -309,7 +283,7 @@ final class SqlEpoch {
       Map<String, Long> refs = new LinkedHashMap<>();
       refs.put(Keys.FENCE_BRANCH, state.head(Keys.FENCE_BRANCH));
       refs.put(Keys.MAIN_BRANCH, state.head());
-      expected = refs;
+      requirements = FencedCommit.refsAt(refs);
       long barrier = System.currentTimeMillis();
       Long watermark = state.watermark();
       if (watermark != null && barrier <= watermark) {
