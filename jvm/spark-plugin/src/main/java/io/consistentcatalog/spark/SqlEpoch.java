@@ -202,6 +202,7 @@ final class SqlEpoch {
   private void stage(BatchWrite delegate, WriterCommitMessage[] messages, String barrier) {
     String attempt = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
     Map<String, String> properties = EpochCommits.summary(plan, job, attempt);
+    Failpoints.at("before-stage");
     withCommitProperties(properties, () -> delegate.commit(messages));
     TableState state = EpochWrites.state(sink, committer().load(ident));
     if (base == state.head(Keys.STAGED_BRANCH)) { // Spark committed nothing (an empty dynamic overwrite)
@@ -209,7 +210,9 @@ final class SqlEpoch {
       state = EpochWrites.state(sink, committer().load(ident));
     }
     long rows = verifyStaged(state, base, attempt);
+    Failpoints.at("after-stage");
     publish(base, state.head(Keys.STAGED_BRANCH));
+    Failpoints.at("after-publish");
     report(barrier + " published (" + rows + " rows, attempt " + attempt + ")");
   }
 
@@ -294,6 +297,7 @@ final class SqlEpoch {
       if (ingestKey != null) {
         properties.put(Keys.INGEST_KEY, ingestKey);
       }
+      Failpoints.at("before-ingest");
       try {
         withCommitProperties(properties, () -> delegate.commit(messages));
       } catch (FencedCommit.Refused e) {
