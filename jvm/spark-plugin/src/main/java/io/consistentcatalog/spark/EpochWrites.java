@@ -55,6 +55,8 @@ final class EpochWrites {
   /** Sink -> job, for the sinks this instance registered (unregistered at shutdown). */
   private final Map<String, String> registered = Collections.synchronizedMap(new TreeMap<>());
   private volatile Thread shutdownHook;
+  /** How long unregistering at shutdown waits out catalog faults. */
+  private static final long SHUTDOWN_DEADLINE_MS = 5_000L;
 
   EpochWrites(ConsistentSparkCatalog catalog, FencedCommit committer) {
     this.catalog = catalog;
@@ -274,10 +276,11 @@ final class EpochWrites {
       sinks = new TreeMap<>(registered);
       registered.clear();
     }
+    FencedCommit quick = committer.withDeadline(SHUTDOWN_DEADLINE_MS);
     for (Map.Entry<String, String> e : sinks.entrySet()) {
       try {
-        JobRegistration.unregister(committer, Names.icebergIdentifier(e.getKey()), instance, e.getValue());
-      } catch (RuntimeException ex) {
+        JobRegistration.unregister(quick, Names.icebergIdentifier(e.getKey()), instance, e.getValue());
+      } catch (Exception ex) { // Errors.raise throws Spark's (checked) AnalysisException
         System.err.println("[" + catalog.catalogName() + "] could not unregister job '" + e.getValue() + "' from "
             + e.getKey() + " (" + FencedCommit.firstLine(ex) + "); its lease lapses by itself");
       }

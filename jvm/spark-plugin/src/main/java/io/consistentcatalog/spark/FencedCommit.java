@@ -53,6 +53,11 @@ final class FencedCommit {
     return catalog;
   }
 
+  /** The same catalog with another deadline (a shutdown hook must not wait minutes for a catalog that is gone). */
+  FencedCommit withDeadline(long deadlineMs) {
+    return new FencedCommit(catalog, catalogName, deadlineMs);
+  }
+
   long deadlineMs() {
     return deadlineMs;
   }
