@@ -7,13 +7,15 @@ FLIP demo pipeline (``consistent-catalog demo``, pyiceberg jobs) runs as a separ
 (a) ``spark-sql --properties-file <conf> -e "SELECT ..."``: every sampled statement returns the rows
     of words, word_counts and count_histogram, recounted here in Python: sum(cnt) = count(words), every
     word's count matches, the histogram is the histogram of the counts; later statements never see
-    fewer words (a later cut is never older). The write at the end is refused with a one-line error.
+    fewer words (a later cut is never older). The DELETE at the end is refused with a one-line error.
 (b) the same from PySpark (``spark.sql``, and ``spark.table`` per table under refresh=manual, whose
     snapshot ids, from ``CALL ... current_cut``, are read again with pyiceberg: an independent reader).
 (c) the plugin serves exactly ``ConsistentCatalog.resolve`` at repeatable-read, read-committed (a
     staged epoch), as-of (ms and ISO), a reader pin and a retained-cut tag; VERSION AS OF and selector
     names pass through; errors are one-line AnalysisExceptions naming the table and the way out.
-(d) every kind of write through the consistent catalog is refused and changes nothing.
+(d) every write through the consistent catalog that is not an epoch or an ingest (protocol §5.9: DDL,
+    row-level changes, overwriting a root, writing a branch) is refused and changes nothing; epochs and
+    ingests themselves are tests/spark/test_sql_writer.py's.
 """
 
 from __future__ import annotations
@@ -164,7 +166,7 @@ def _statement_rows(stdout: str) -> dict[str, list[tuple[str, str, str | None]]]
 # --- (a) spark-sql while the pipeline runs -------------------------------------------------------------------
 def test_spark_sql_reads_consistent_cuts_while_the_pipeline_runs(lake: Lake) -> None:
     statements = [UNION.format(tag=f"s{i}") for i in range(4)]
-    script = ";\n".join(statements) + ";\nINSERT INTO lake_consistent.demo.words VALUES ('refused');\n"
+    script = ";\n".join(statements) + ";\nDELETE FROM lake_consistent.demo.words WHERE word = 'refused';\n"
     before = lake.words_snapshots()
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "PYSPARK_PYTHON": sys.executable}
     result = subprocess.run(
@@ -183,11 +185,11 @@ def test_spark_sql_reads_consistent_cuts_while_the_pipeline_runs(lake: Lake) -> 
         sizes.append(count)
     assert sizes == sorted(sizes), f"a later statement read an older cut: count(words) per statement {sizes}"
     assert after > before, "the pipeline did not commit while spark-sql was reading (the demo stopped too early)"
-    # the refused write: a one-line Spark SQL error naming the plain catalog, and no exit status 0
+    # the refused write: a one-line Spark SQL error naming the table and the way out, and no exit status 0
     assert result.returncode != 0
-    error = next((line for line in result.stderr.splitlines() if "CONSISTENT_CUT.READ_ONLY" in line), None)
+    error = next((line for line in result.stderr.splitlines() if "CONSISTENT_WRITE.REFUSED" in line), None)
     assert error is not None, result.stderr[-3000:]
-    assert "lake_consistent" in error and "plain catalog lake" in error and "epoch job" in error
+    assert "lake_consistent.demo.words" in error and "epochs" in error and "revise" in error
 
 
 # --- (b) PySpark while the pipeline runs --------------------------------------------------------------------
@@ -431,28 +433,32 @@ def test_errors_are_one_line_and_name_the_table_and_the_way_out(lake: Lake) -> N
 
 # --- (d) writes refused ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    "sql",
+    ("sql", "error_class"),
     [
-        "INSERT INTO lake_consistent.demo.words VALUES ('x')",
-        "INSERT OVERWRITE lake_consistent.demo.words SELECT 'x'",
-        "DELETE FROM lake_consistent.demo.words WHERE word = 'w000'",
-        "UPDATE lake_consistent.demo.words SET word = 'x' WHERE word = 'w000'",
-        "MERGE INTO lake_consistent.demo.words t USING (SELECT 'x' AS word) s ON t.word = s.word "
-        "WHEN NOT MATCHED THEN INSERT *",
-        "ALTER TABLE lake_consistent.demo.words SET TBLPROPERTIES ('a' = 'b')",
-        "DROP TABLE lake_consistent.demo.words",
-        "CREATE TABLE lake_consistent.demo.new_table (a INT)",
-        "CALL lake_consistent.system.expire_snapshots(table => 'demo.words')",
-        "INSERT INTO lake_consistent.demo.words.branch_main VALUES ('x')",
-        "CREATE NAMESPACE lake_consistent.more",
+        ("INSERT OVERWRITE lake_consistent.demo.words SELECT 'x'", "CONSISTENT_WRITE.REFUSED"),
+        ("DELETE FROM lake_consistent.demo.words WHERE word = 'w000'", "CONSISTENT_WRITE.REFUSED"),
+        ("UPDATE lake_consistent.demo.words SET word = 'x' WHERE word = 'w000'", "CONSISTENT_WRITE.REFUSED"),
+        ("MERGE INTO lake_consistent.demo.words t USING (SELECT 'x' AS word) s ON t.word = s.word "
+         "WHEN NOT MATCHED THEN INSERT *", "CONSISTENT_WRITE.REFUSED"),
+        ("INSERT INTO lake_consistent.demo.word_counts SELECT word, 1 FROM lake_consistent.demo.words",
+         "CONSISTENT_WRITE.REFUSED"),
+        ("ALTER TABLE lake_consistent.demo.words SET TBLPROPERTIES ('a' = 'b')", "CONSISTENT_CUT.READ_ONLY"),
+        ("DROP TABLE lake_consistent.demo.words", "CONSISTENT_CUT.READ_ONLY"),
+        ("CREATE TABLE lake_consistent.demo.new_table (a INT)", "CONSISTENT_CUT.READ_ONLY"),
+        ("CALL lake_consistent.system.expire_snapshots(table => 'demo.words')", "CONSISTENT_CUT.READ_ONLY"),
+        ("INSERT INTO lake_consistent.demo.words.branch_main VALUES ('x')", "CONSISTENT_CUT.READ_ONLY"),
+        ("CREATE NAMESPACE lake_consistent.more", "CONSISTENT_CUT.READ_ONLY"),
     ],
 )
-def test_writes_are_refused(lake: Lake, sql: str) -> None:
-    before = {t: lake.cc.load_table(t).metadata.metadata_log for t in (WORDS,)}
+def test_writes_that_are_not_epochs_or_ingests_are_refused(lake: Lake, sql: str, error_class: str) -> None:
+    before = {t: lake.cc.load_table(t).metadata.metadata_log for t in (WORDS, COUNTS)}
     message = _error(lake, sql)
-    assert message.startswith("[CONSISTENT_CUT.READ_ONLY] lake_consistent is read-only"), message
-    assert "plain catalog lake" in message
-    assert {t: lake.cc.load_table(t).metadata.metadata_log for t in (WORDS,)} == before
+    assert message.startswith(f"[{error_class}] lake_consistent"), message
+    if error_class == "CONSISTENT_CUT.READ_ONLY":
+        assert "plain catalog lake" in message and "epochs and ingests" in message, message
+    else:  # names the table and what it takes instead
+        assert "lake_consistent.demo." in message and ("epoch" in message or "ingest" in message), message
+    assert {t: lake.cc.load_table(t).metadata.metadata_log for t in (WORDS, COUNTS)} == before
     assert ("more",) not in lake.cc.catalog.list_namespaces()
 
 

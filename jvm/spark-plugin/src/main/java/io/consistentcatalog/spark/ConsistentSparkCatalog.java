@@ -185,7 +185,12 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
       return super.loadTable(ident);
     }
     String name = Names.tableName(ident);
-    Table served = session.tableAtCut(name, settings());
+    Table served;
+    try {
+      served = session.tableAtCut(name, settings());
+    } catch (Exception e) { // Errors.raise throws Spark's (checked) AnalysisException
+      served = deferred(ident, name, e);
+    }
     if (served == null) {
       try {
         return readOnly(super.loadTable(ident), name); // a selector (branch_x, tag_x, ...), a metadata table, a changelog
@@ -194,6 +199,27 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
       }
     }
     return served;
+  }
+
+  /**
+   * A source of an INSERT without a cut: deferred to its scan, since the epoch reads it at its own plan
+   * ({@link DeferredTable}); anything else (not an INSERT, a setting error, a missing table) is raised now.
+   */
+  private Table deferred(Identifier ident, String name, Exception error) {
+    boolean cutError = error instanceof org.apache.spark.sql.AnalysisException
+        && String.valueOf(error.getMessage()).startsWith("[CONSISTENT_CUT.")
+        && !String.valueOf(error.getMessage()).startsWith("[CONSISTENT_CUT.INVALID_SETTING]")
+        && !String.valueOf(error.getMessage()).startsWith("[CONSISTENT_CUT.TABLE_NOT_FOUND]");
+    if (!WriteStatements.inInsert() || !cutError) {
+      throw Errors.rethrow(error);
+    }
+    org.apache.iceberg.Table table;
+    try {
+      table = icebergCatalog().loadTable(Names.icebergIdentifier(name));
+    } catch (RuntimeException e) {
+      throw Errors.rethrow(error);
+    }
+    return new DeferredTable(table, catalogName(), plainCatalogName(), name, error);
   }
 
   /**

@@ -73,8 +73,11 @@ public class ConsistentSqlExtensions extends AbstractFunction1<SparkSessionExten
     public LogicalPlan parsePlan(String sqlText) throws ParseException {
       Matcher m = CALL.matcher(sqlText);
       if (!m.matches()) {
-        return delegate.parsePlan(sqlText);
+        LogicalPlan plan = delegate.parsePlan(sqlText);
+        WriteStatements.parsed(plan);
+        return plan;
       }
+      WriteStatements.parsed(null);
       List<String> name = new ArrayList<>();
       for (String part : m.group(1).split("\\.")) {
         String p = part.trim();

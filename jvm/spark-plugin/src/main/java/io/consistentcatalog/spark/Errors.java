@@ -28,6 +28,11 @@ final class Errors {
     return Errors.<RuntimeException>sneakyThrow(e);
   }
 
+  /** Throws {@code e} as it is (a checked AnalysisException kept for later, e.g. a deferred table's scan). */
+  static RuntimeException rethrow(Throwable e) {
+    return Errors.<RuntimeException>sneakyThrow(e);
+  }
+
   @SuppressWarnings("unchecked")
   private static <T extends Throwable> T sneakyThrow(Throwable e) throws T {
     throw (T) e;

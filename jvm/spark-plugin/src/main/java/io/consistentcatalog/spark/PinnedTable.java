@@ -12,7 +12,7 @@ import org.apache.spark.sql.connector.write.WriteBuilder;
  * A table served by the consistent catalog: Iceberg's SparkTable pinned to the cut's snapshot (or, for
  * a name with a selector, whatever the selector chose), refusing every kind of write.
  */
-final class PinnedTable extends SparkTable {
+class PinnedTable extends SparkTable {
   private final String catalog;
   private final String plain;
   private final String table;

@@ -30,7 +30,8 @@ import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ObjectNode;
  * JSON line per query: {@code {"case": file, "index": i, "answer": ...}}. An answer is a cut
  * {@code {"level", "barrier", "tables": {name: {"snapshot_id", "barrier", "branch", "revision"}}}},
  * a component cut {@code {"cut": cut|null, "blocked": {name: error class}}}, or {@code {"error": class}}
- * where class is the Python exception class name. Arguments: case files or directories of them.
+ * where class is the Python exception class name; a write plan ({@code "kind": "write-plan"} or
+ * {@code "new-edges"}) is answered by {@link WritePlans}. Arguments: case files or directories of them.
  * A test main (tests/conformance/corpus.py runs it with build/jvm/spark-plugin/test-classes on the
  * classpath), not part of the plugin jar.
  */
@@ -86,6 +87,12 @@ public final class Main {
           TableMetadata m = parsed.computeIfAbsent(name, k -> TableMetadataParser.fromJson(node.toString()));
           return TableState.fromMetadata(name, m);
         };
+    if (WritePlans.handles(query)) {
+      return WritePlans.answer(metadata, name -> {
+        JsonNode node = metadata.get(name);
+        return node == null ? null : parsed.computeIfAbsent(name, k -> TableMetadataParser.fromJson(node.toString()));
+      }, load, query);
+    }
     String level = query.hasNonNull("level") ? query.get("level").asText() : Keys.DEFAULT_LEVEL;
     Object asOf = asOf(query.get("as_of"));
     try {

@@ -1,0 +1,214 @@
+package io.consistentcatalog.conformance;
+
+import io.consistentcatalog.core.ConsistentException;
+import io.consistentcatalog.core.EpochCommits;
+import io.consistentcatalog.core.EpochPlanner;
+import io.consistentcatalog.core.ErrorKind;
+import io.consistentcatalog.core.Keys;
+import io.consistentcatalog.core.Resolver;
+import io.consistentcatalog.core.TableState;
+import io.consistentcatalog.spark.GenesisSnapshots;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.function.Function;
+import org.apache.iceberg.MetadataUpdate;
+import org.apache.iceberg.MetadataUpdateParser;
+import org.apache.iceberg.Snapshot;
+import org.apache.iceberg.TableMetadata;
+import org.apache.iceberg.UpdateRequirement;
+import org.apache.iceberg.UpdateRequirementParser;
+import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ArrayNode;
+import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ObjectNode;
+
+/**
+ * The write-plan queries of the conformance corpus ({@code tests/conformance/write_plans.py}, which defines the
+ * query and answer formats): {@code "write-plan"}, the epoch {@link EpochPlanner#plan} plans and the commits
+ * {@link EpochCommits} builds for each sink's action, in the order {@code SqlEpoch} sends them (requirements
+ * and updates in Iceberg's REST JSON, by {@link UpdateRequirementParser} and {@link MetadataUpdateParser});
+ * {@code "new-edges"}, registration's cycle check ({@link EpochPlanner#checkNewEdges}). The snapshot ids a
+ * commit creates are left as they are: the Python side names them before comparing.
+ */
+final class WritePlans {
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final JsonNodeFactory NODES = JsonNodeFactory.instance;
+
+  private WritePlans() {}
+
+  static boolean handles(JsonNode query) {
+    String kind = query.path("kind").asText("");
+    return kind.equals("write-plan") || kind.equals("new-edges");
+  }
+
+  static JsonNode answer(
+      Map<String, JsonNode> tables, Function<String, TableMetadata> metadata, Function<String, TableState> load,
+      JsonNode query) {
+    String job = query.get("job").asText();
+    List<String> sources = strings(query.get("sources"));
+    List<String> sinks = strings(query.get("sinks"));
+    try {
+      if (query.get("kind").asText().equals("new-edges")) {
+        Map<String, TableState> others = new LinkedHashMap<>();
+        for (String name : tables.keySet()) {
+          if (!sinks.contains(name)) {
+            others.put(name, load.apply(name));
+          }
+        }
+        EpochPlanner.checkNewEdges(job, new TreeSet<>(sources), new TreeSet<>(sinks), others);
+        ObjectNode ok = NODES.objectNode();
+        ok.put("ok", true);
+        return ok;
+      }
+      Map<String, TableState> sinkStates = new LinkedHashMap<>();
+      for (String sink : sinks) {
+        TableState state = load.apply(sink);
+        if (state == null) {
+          throw new ConsistentException(ErrorKind.TABLE_NOT_FOUND, sink, "table " + sink + " does not exist");
+        }
+        sinkStates.put(sink, state);
+      }
+      // as EpochWrites plans: the sources' upstream closure, the sources by name
+      Map<String, TableState> closure = Resolver.upstreamStates(sources, load, true);
+      Map<String, TableState> sourceStates = new TreeMap<>();
+      for (String source : sources) {
+        sourceStates.put(source, closure.get(source));
+      }
+      EpochPlanner.Plan plan = EpochPlanner.plan(job, sourceStates, sinkStates, closure);
+      ObjectNode commits = NODES.objectNode();
+      for (String sink : sinks) {
+        commits.set(sink, commits(plan, sink, sinkStates.get(sink), metadata.apply(sink), query));
+      }
+      ObjectNode out = NODES.objectNode();
+      out.set("plan", planJson(plan));
+      out.set("commits", commits);
+      return out;
+    } catch (ConsistentException e) {
+      ObjectNode node = NODES.objectNode();
+      node.put("error", e.pythonName());
+      node.put("message", e.getMessage());
+      return node;
+    }
+  }
+
+  /** The commits {@code SqlEpoch} sends for {@code sink}'s action, in order. */
+  private static ArrayNode commits(
+      EpochPlanner.Plan plan, String sink, TableState state, TableMetadata metadata, JsonNode query) {
+    ArrayNode out = NODES.arrayNode();
+    EpochPlanner.SinkPlan sinkPlan = plan.sinks.get(sink);
+    long leaseUntil = query.get("lease_until").longValue();
+    if (plan.barrier == null || sinkPlan.action == EpochPlanner.Action.DONE) {
+      return out;
+    }
+    switch (sinkPlan.action) {
+      case PUBLISH_STAGED:
+        out.add(commitJson("publish",
+            EpochCommits.publish(plan, sink, state, sinkPlan.mainHead, sinkPlan.stagedHead, leaseUntil)));
+        return out;
+      case WATERMARK:
+        out.add(commitJson("publish", EpochCommits.publish(plan, sink, state, sinkPlan.mainHead, null, leaseUntil)));
+        return out;
+      default:
+        break;
+    }
+    Long base = sinkPlan.mainHead;
+    if (base == null) {
+      Snapshot genesis = GenesisSnapshots.create(metadata, plan.job);
+      out.add(commitJson("genesis", EpochCommits.genesis(sinkPlan, genesis)));
+      base = genesis.snapshotId();
+    }
+    Long staged = state.head(Keys.STAGED_BRANCH); // the genesis commit leaves consistent-staged as it was
+    if (!base.equals(staged)) {
+      out.add(commitJson("reset", EpochCommits.reset(sinkPlan, base, staged)));
+    }
+    ObjectNode write = NODES.objectNode();
+    write.put("commit", "staged-write");
+    write.set("requirements", requirementsJson(EpochCommits.stagedWrite(sinkPlan, base)));
+    ObjectNode summary = NODES.objectNode();
+    EpochCommits.summary(plan, plan.job, query.get("attempt").asText()).forEach(summary::put);
+    write.set("summary", summary);
+    out.add(write);
+    out.add(commitJson("publish",
+        EpochCommits.publish(plan, sink, state, base, query.get("written").longValue(), leaseUntil)));
+    return out;
+  }
+
+  private static ObjectNode commitJson(String name, EpochCommits.Commit commit) {
+    ObjectNode node = NODES.objectNode();
+    node.put("commit", name);
+    node.put("what", commit.what);
+    node.set("requirements", requirementsJson(commit.requirements));
+    ArrayNode updates = NODES.arrayNode();
+    for (MetadataUpdate update : commit.updates) {
+      updates.add(parse(MetadataUpdateParser.toJson(update)));
+    }
+    node.set("updates", updates);
+    return node;
+  }
+
+  private static ArrayNode requirementsJson(List<UpdateRequirement> requirements) {
+    ArrayNode out = NODES.arrayNode();
+    for (UpdateRequirement requirement : requirements) {
+      out.add(parse(UpdateRequirementParser.toJson(requirement)));
+    }
+    return out;
+  }
+
+  private static ObjectNode planJson(EpochPlanner.Plan plan) {
+    ObjectNode node = NODES.objectNode();
+    putLong(node, "barrier", plan.barrier);
+    node.set("inputs", ids(plan.inputs));
+    ObjectNode sinks = NODES.objectNode();
+    for (EpochPlanner.SinkPlan sink : plan.sinks.values()) {
+      ObjectNode s = NODES.objectNode();
+      s.put("action", sink.action.protocolName);
+      putLong(s, "main_head", sink.mainHead);
+      putLong(s, "staged_head", sink.stagedHead);
+      s.set("previous_inputs", ids(sink.previousInputs));
+      putLong(s, "fence", sink.fence);
+      sinks.set(sink.sink, s);
+    }
+    node.set("sinks", sinks);
+    return node;
+  }
+
+  private static ObjectNode ids(Map<String, Long> map) {
+    ObjectNode node = NODES.objectNode();
+    for (Map.Entry<String, Long> e : (map == null ? Collections.<String, Long>emptyMap() : map).entrySet()) {
+      putLong(node, e.getKey(), e.getValue());
+    }
+    return node;
+  }
+
+  private static void putLong(ObjectNode node, String key, Long value) {
+    if (value == null) {
+      node.putNull(key);
+    } else {
+      node.put(key, value);
+    }
+  }
+
+  private static List<String> strings(JsonNode array) {
+    List<String> out = new ArrayList<>();
+    for (JsonNode item : array) {
+      out.add(item.asText());
+    }
+    return out;
+  }
+
+  private static JsonNode parse(String json) {
+    try {
+      return JSON.readTree(json);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+}

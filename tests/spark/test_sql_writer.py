@@ -1,0 +1,344 @@
+"""Spark SQL and DataFrame writes through ``lake_consistent`` are epochs and ingests (protocol §5.9, issue 19).
+
+What each statement prints on the driver's stderr is checked where the driver is a process of its own
+(``spark-sql``: test_sql_pipeline.py, test_sql_writer_crash.py); here the JVM shares the test's stderr.
+
+One PySpark session (local[2]) over one SQLite catalog for the module; each test works in its own
+namespace. Everything the plugin writes is read back with pyiceberg (snapshot summaries, refs, table
+properties) and recounted from the sources at the input snapshots the epoch recorded, never from the
+plugin's own answers. Crashes, zombies and mixed Python/JVM writers: test_sql_writer_crash.py and
+test_sql_writer_mixed.py; the FLIP pipeline as a SQL file: test_sql_pipeline.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import LongType, NestedField, StringType
+
+from consistent_catalog import ConsistentCatalog
+from consistent_catalog import properties as P
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+WORDS = Schema(NestedField(1, "word", StringType(), required=False))
+COUNTS = Schema(NestedField(1, "word", StringType(), required=False), NestedField(2, "cnt", LongType(), required=False))
+COUNT_WORDS = "SELECT word, count(*) AS cnt FROM lake_consistent.{ns}.words GROUP BY word"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ConsistentCatalog, Any]]:
+    from consistent_catalog.spark import build_session
+
+    root = tmp_path_factory.mktemp("sql-writer")
+    catalog = SqlCatalog("lake", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/warehouse")
+    spark = build_session(f"sqlite:///{root}/catalog.db", str(root / "warehouse"), app_name="test-sql-writer")
+    yield ConsistentCatalog(catalog), spark
+    spark.stop()
+
+
+@pytest.fixture
+def ns(env: tuple[ConsistentCatalog, Any], request: pytest.FixtureRequest) -> str:
+    cc, spark = env
+    name = "w_" + request.node.name.replace("test_", "")[:40].replace("[", "_").replace("]", "").replace("-", "_")
+    cc.catalog.create_namespace(name)
+    cc.catalog.create_table(f"{name}.words", schema=WORDS)
+    cc.catalog.create_table(f"{name}.word_counts", schema=COUNTS)
+    for key in ("job", "takeover", "lease", "ingestKey"):
+        spark.conf.unset(f"spark.sql.consistent.{key}")
+    return name
+
+
+def sql(spark: Any, statement: str) -> list[Any]:
+    return spark.sql(statement).collect()
+
+
+def error_of(spark: Any, statement: str) -> str:
+    with pytest.raises(Exception) as caught:
+        spark.sql(statement).collect()
+    return str(caught.value).strip().splitlines()[0]
+
+
+def main_chain(cc: ConsistentCatalog, table: str) -> list[Any]:
+    """The snapshots of ``table``'s main branch, oldest first (pyiceberg)."""
+    loaded = cc.catalog.load_table(table)
+    current = loaded.metadata.snapshot_by_name("main")
+    chain = []
+    while current is not None:
+        chain.append(current)
+        current = loaded.metadata.snapshot_by_id(current.parent_snapshot_id) if current.parent_snapshot_id else None
+    return chain[::-1]
+
+
+def summary(snapshot: Any) -> dict[str, str]:
+    return dict(snapshot.summary.additional_properties)
+
+
+def recount_words(cc: ConsistentCatalog, table: str, snapshot_id: int | None) -> dict[str, int]:
+    """word -> count of ``table`` at ``snapshot_id`` (pyiceberg), the independent answer to COUNT_WORDS."""
+    if snapshot_id is None:
+        return {}
+    rows = cc.catalog.load_table(table).scan(snapshot_id=snapshot_id).to_arrow()
+    return dict(Counter(rows["word"].to_pylist()))
+
+
+def counts_at_head(cc: ConsistentCatalog, table: str) -> dict[str, int]:
+    rows = cc.catalog.load_table(table).scan().to_arrow()
+    return dict(zip(rows["word"].to_pylist(), rows["cnt"].to_pylist()))
+
+
+def epoch_snapshots(cc: ConsistentCatalog, table: str) -> list[dict[str, str]]:
+    """Summaries of the snapshots on main that an epoch wrote (they carry an attempt id)."""
+    return [summary(s) for s in main_chain(cc, table) if P.ATTEMPT in summary(s)]
+
+
+def ingest(cc: ConsistentCatalog, ns: str, *words: str) -> int:
+    return cc.ingest(f"{ns}.words", pa.table({"word": list(words)}, schema=pa.schema([pa.field("word", pa.string())]))).barrier
+
+
+# --- derived sinks: epochs ------------------------------------------------------------------------------------
+def test_insert_overwrite_is_an_epoch_exactly_once(env: Any, ns: str) -> None:
+    cc, spark = env
+    statement = f"INSERT OVERWRITE lake_consistent.{ns}.word_counts {COUNT_WORDS.format(ns=ns)}"
+    first = ingest(cc, ns, "a", "b", "a")
+    sql(spark, "SET spark.sql.consistent.job=word-count")
+    sql(spark, statement)
+    table = cc.catalog.load_table(f"{ns}.word_counts")
+    props = table.metadata.properties
+    assert props[P.JOB] == "word-count" and json.loads(props[P.SOURCES]) == [f"{ns}.words"]
+    assert props[P.LEASE_HOLDER] and int(props[P.LEASE_UNTIL]) > first
+    epochs = epoch_snapshots(cc, f"{ns}.word_counts")
+    assert [int(e[P.BARRIER]) for e in epochs] == [first]
+    inputs = json.loads(epochs[-1][P.SOURCES])
+    assert set(inputs) == {f"{ns}.words"}
+    assert counts_at_head(cc, f"{ns}.word_counts") == recount_words(cc, f"{ns}.words", inputs[f"{ns}.words"]) == {"a": 2, "b": 1}
+
+    # the same statement again: the sink already holds the plan's barrier, nothing changes, and it says so
+    log = table.metadata.metadata_log
+    sql(spark, statement)
+    assert cc.catalog.load_table(f"{ns}.word_counts").metadata.metadata_log == log
+
+    # an idle root moved on: inputs unchanged, the watermark alone is published (no query, no snapshot)
+    cc.advance_watermark(f"{ns}.words", first + 1000)
+    sql(spark, statement)
+    after = cc.catalog.load_table(f"{ns}.word_counts")
+    assert after.metadata.properties[P.WATERMARK] == str(first + 1000)
+    assert len(epoch_snapshots(cc, f"{ns}.word_counts")) == 1
+
+    # new words: a new epoch at their barrier, computed from exactly the input it records
+    second = ingest(cc, ns, "c", "a")
+    sql(spark, statement)
+    epochs = epoch_snapshots(cc, f"{ns}.word_counts")
+    assert [int(e[P.BARRIER]) for e in epochs][-1] == second and len({e[P.ATTEMPT] for e in epochs}) == len(epochs)
+    source = json.loads(epochs[-1][P.SOURCES])[f"{ns}.words"]
+    assert counts_at_head(cc, f"{ns}.word_counts") == recount_words(cc, f"{ns}.words", source) == {"a": 3, "b": 1, "c": 1}
+    assert cc.status([f"{ns}.word_counts"])[0].watermark == second
+
+
+def test_the_epoch_reads_its_inputs_not_the_readers_cut(env: Any, ns: str) -> None:
+    """The statement's source read is replaced by snap(source, T), whatever cut a read would be served."""
+    from pyspark.sql.functions import lit
+
+    cc, spark = env
+    ingest(cc, ns, "a")
+    sql(spark, "SET spark.sql.consistent.job=word-count")
+    sql(spark, f"INSERT OVERWRITE lake_consistent.{ns}.word_counts {COUNT_WORDS.format(ns=ns)}")
+    # a reader's repeatable-read cut of the component is held back by word_counts; the epoch must read past it
+    later = ingest(cc, ns, "b", "b")
+    cut = cc.resolve([f"{ns}.words", f"{ns}.word_counts"])
+    assert cut.barrier < later
+    frame = spark.sql(COUNT_WORDS.format(ns=ns))  # a DataFrame analysed now, written after more input
+    also = ingest(cc, ns, "c")
+    frame.writeTo(f"lake_consistent.{ns}.word_counts").overwrite(lit(True))
+    epochs = epoch_snapshots(cc, f"{ns}.word_counts")
+    assert int(epochs[-1][P.BARRIER]) == also
+    assert counts_at_head(cc, f"{ns}.word_counts") == {"a": 1, "b": 2, "c": 1}
+
+
+def test_insert_into_appends_each_epochs_output(env: Any, ns: str) -> None:
+    cc, spark = env
+    cc.catalog.create_table(f"{ns}.word_log", schema=WORDS)
+    sql(spark, "SET spark.sql.consistent.job=word-log")
+    statement = f"INSERT INTO lake_consistent.{ns}.word_log SELECT upper(word) AS word FROM lake_consistent.{ns}.words"
+    ingest(cc, ns, "a", "b")
+    sql(spark, statement)
+    ingest(cc, ns, "c")
+    sql(spark, statement)
+    rows = cc.catalog.load_table(f"{ns}.word_log").scan().to_arrow()["word"].to_pylist()
+    assert Counter(rows) == Counter(["A", "B", "A", "B", "C"])  # append mode: each epoch adds its full output
+    assert len(epoch_snapshots(cc, f"{ns}.word_log")) == 2
+
+
+def test_an_epoch_whose_output_is_empty_still_records_its_barrier(env: Any, ns: str) -> None:
+    cc, spark = env
+    barrier = ingest(cc, ns, "a")
+    sql(spark, "SET spark.sql.consistent.job=word-count")
+    sql(spark, f"INSERT OVERWRITE lake_consistent.{ns}.word_counts SELECT word, count(*) AS cnt "
+               f"FROM lake_consistent.{ns}.words WHERE word = 'nothing' GROUP BY word")
+    epochs = epoch_snapshots(cc, f"{ns}.word_counts")
+    assert [int(e[P.BARRIER]) for e in epochs] == [barrier]
+    assert cc.catalog.load_table(f"{ns}.word_counts").scan().to_arrow().num_rows == 0
+    assert cc.status([f"{ns}.word_counts"])[0].watermark == barrier
+
+
+def test_dynamic_partition_overwrite_through_the_dataframe_api(env: Any, ns: str) -> None:
+    cc, spark = env
+    spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=IdentityTransform(), name="word"))
+    cc.catalog.create_table(f"{ns}.by_word", schema=COUNTS, partition_spec=spec)
+    sql(spark, "SET spark.sql.consistent.job=by-word")
+    ingest(cc, ns, "a", "b", "a")
+    spark.sql(COUNT_WORDS.format(ns=ns)).writeTo(f"lake_consistent.{ns}.by_word").overwritePartitions()
+    ingest(cc, ns, "b")
+    spark.sql(f"{COUNT_WORDS.format(ns=ns)} HAVING word = 'b'").writeTo(f"lake_consistent.{ns}.by_word").overwritePartitions()
+    assert counts_at_head(cc, f"{ns}.by_word") == {"a": 2, "b": 2}
+    assert len(epoch_snapshots(cc, f"{ns}.by_word")) == 2
+
+
+def test_a_job_over_two_sources_never_mixes_barriers(env: Any, ns: str) -> None:
+    """Two roots, one ahead of the other: the epoch is at the newest barrier where both are complete, and each
+    source is read exactly at its snapshot there."""
+    cc, spark = env
+    cc.catalog.create_table(f"{ns}.other", schema=WORDS)
+    cc.catalog.create_table(f"{ns}.joined", schema=COUNTS)
+    ingest(cc, ns, "a")
+    low = cc.ingest(f"{ns}.other", pa.table({"word": ["a"]})).barrier
+    ahead = ingest(cc, ns, "a", "b")  # words is ahead of other
+    sql(spark, "SET spark.sql.consistent.job=joiner")
+    sql(spark, f"INSERT OVERWRITE lake_consistent.{ns}.joined SELECT w.word, count(*) AS cnt FROM "
+               f"lake_consistent.{ns}.words w JOIN lake_consistent.{ns}.other o ON w.word = o.word GROUP BY w.word")
+    epoch = epoch_snapshots(cc, f"{ns}.joined")[-1]
+    assert low < ahead and int(epoch[P.BARRIER]) == low
+    inputs = json.loads(epoch[P.SOURCES])
+    words_then = recount_words(cc, f"{ns}.words", inputs[f"{ns}.words"])
+    assert words_then == {"a": 1}  # the words snapshot at T, not the newer one
+    assert counts_at_head(cc, f"{ns}.joined") == {"a": 1}
+
+
+def test_a_change_of_sources_registers_again(env: Any, ns: str) -> None:
+    cc, spark = env
+    cc.catalog.create_table(f"{ns}.other", schema=WORDS)
+    ingest(cc, ns, "a")
+    cc.ingest(f"{ns}.other", pa.table({"word": ["z"]}))
+    sql(spark, "SET spark.sql.consistent.job=word-count")
+    sql(spark, f"INSERT OVERWRITE lake_consistent.{ns}.word_counts {COUNT_WORDS.format(ns=ns)}")
+    fence = cc.catalog.load_table(f"{ns}.word_counts").metadata.refs[P.FENCE_BRANCH].snapshot_id
+    union = (f"INSERT OVERWRITE lake_consistent.{ns}.word_counts SELECT word, count(*) AS cnt FROM (SELECT word FROM "
+             f"lake_consistent.{ns}.words UNION ALL SELECT word FROM lake_consistent.{ns}.other) GROUP BY word")
+    sql(spark, union)
+    table = cc.catalog.load_table(f"{ns}.word_counts")
+    assert json.loads(table.metadata.properties[P.SOURCES]) == sorted([f"{ns}.other", f"{ns}.words"])
+    assert table.metadata.refs[P.FENCE_BRANCH].snapshot_id != fence  # registration took the fence again
+    # min W of the sources is still words' barrier, which the sink holds: done; once words moves on, the epoch
+    # is at other's barrier, where words still holds only "a"
+    assert counts_at_head(cc, f"{ns}.word_counts") == {"a": 1}
+    other = cc.status([f"{ns}.other"])[0].watermark
+    ingest(cc, ns, "b")
+    sql(spark, union)
+    assert int(epoch_snapshots(cc, f"{ns}.word_counts")[-1][P.BARRIER]) == other
+    assert counts_at_head(cc, f"{ns}.word_counts") == {"a": 1, "z": 1}
+
+
+def test_a_second_hop_in_the_same_session(env: Any, ns: str) -> None:
+    cc, spark = env
+    cc.catalog.create_table(
+        f"{ns}.histogram", schema=Schema(NestedField(1, "cnt", LongType(), required=False),
+                                         NestedField(2, "words", LongType(), required=False)))
+    barrier = ingest(cc, ns, "a", "b", "a", "c")
+    sql(spark, "SET spark.sql.consistent.job=word-count")
+    sql(spark, f"INSERT OVERWRITE lake_consistent.{ns}.word_counts {COUNT_WORDS.format(ns=ns)}")
+    sql(spark, "SET spark.sql.consistent.job=count-histogram")
+    sql(spark, f"INSERT OVERWRITE lake_consistent.{ns}.histogram SELECT cnt, count(*) AS words "
+               f"FROM lake_consistent.{ns}.word_counts GROUP BY cnt")
+    rows = cc.catalog.load_table(f"{ns}.histogram").scan().to_arrow()
+    assert dict(zip(rows["cnt"].to_pylist(), rows["words"].to_pylist())) == {2: 1, 1: 2}
+    read = cc.read([f"{ns}.words", f"{ns}.word_counts", f"{ns}.histogram"])
+    assert read.cut.barrier == barrier
+
+
+# --- refusals ------------------------------------------------------------------------------------------------
+def test_refusals_name_the_problem_and_the_way_out(env: Any, ns: str) -> None:
+    cc, spark = env
+    ingest(cc, ns, "a")
+    sql(spark, "SET spark.sql.consistent.job=word-count")
+    sql(spark, f"INSERT OVERWRITE lake_consistent.{ns}.word_counts {COUNT_WORDS.format(ns=ns)}")
+    before = cc.catalog.load_table(f"{ns}.word_counts").metadata.metadata_log
+    cases = {
+        f"INSERT OVERWRITE lake_consistent.{ns}.word_counts SELECT word, count(*) AS cnt FROM lake.{ns}.words GROUP BY word":
+            ("CONSISTENT_WRITE.REFUSED", f"reads lake.{ns}.words"),
+        f"INSERT OVERWRITE lake_consistent.{ns}.word_counts VALUES ('q', 1)": ("CONSISTENT_WRITE.REFUSED", "reads no table"),
+        f"INSERT OVERWRITE lake_consistent.{ns}.word_counts SELECT word, cnt FROM lake_consistent.{ns}.word_counts":
+            ("CONSISTENT_WRITE.CYCLE", "cannot be its own source"),
+        f"INSERT INTO lake_consistent.{ns}.words SELECT word FROM lake_consistent.{ns}.word_counts":
+            ("CONSISTENT_WRITE.CYCLE", "would close a cycle"),
+        f"INSERT OVERWRITE lake_consistent.{ns}.word_counts SELECT word, count(*) AS cnt "
+        f"FROM lake_consistent.{ns}.words VERSION AS OF {main_chain(cc, f'{ns}.words')[-1].snapshot_id} GROUP BY word":
+            ("CONSISTENT_WRITE.REFUSED", "a branch, tag or version"),
+    }
+    for statement, (error_class, text) in cases.items():
+        message = error_of(spark, statement)
+        assert message.startswith(f"[{error_class}]") and text in message, (statement, message)
+    sql(spark, "RESET spark.sql.consistent.job")
+    message = error_of(spark, f"INSERT OVERWRITE lake_consistent.{ns}.word_counts {COUNT_WORDS.format(ns=ns)}")
+    assert message.startswith("[CONSISTENT_WRITE.REFUSED]") and "SET spark.sql.consistent.job=word-count" in message
+    for bad, text in (("takeover=maybe", "not true or false"), ("lease=soon", "not a duration"),
+                      ("jobb=word-count", "not a setting")):
+        sql(spark, f"SET spark.sql.consistent.{bad}")
+        message = error_of(spark, f"INSERT INTO lake_consistent.{ns}.words VALUES ('x')")
+        assert message.startswith("[CONSISTENT_CUT.INVALID_SETTING]") and text in message, message
+        spark.conf.unset(f"spark.sql.consistent.{bad.split('=')[0]}")
+    assert cc.catalog.load_table(f"{ns}.word_counts").metadata.metadata_log == before
+
+
+def test_a_sink_with_data_written_outside_any_job_is_refused(env: Any, ns: str) -> None:
+    cc, spark = env
+    cc.catalog.load_table(f"{ns}.word_counts").append(pa.table({"word": ["x"], "cnt": [1]}, schema=COUNTS.as_arrow()))
+    ingest(cc, ns, "a")
+    sql(spark, "SET spark.sql.consistent.job=word-count")
+    message = error_of(spark, f"INSERT OVERWRITE lake_consistent.{ns}.word_counts {COUNT_WORDS.format(ns=ns)}")
+    assert "must start empty" in message and "RESET spark.sql.consistent.job" in message, message
+    assert P.JOB not in cc.catalog.load_table(f"{ns}.word_counts").metadata.properties
+
+
+def test_explain_publishes_nothing(env: Any, ns: str) -> None:
+    cc, spark = env
+    ingest(cc, ns, "a")
+    sql(spark, "SET spark.sql.consistent.job=word-count")
+    spark.sql(f"EXPLAIN INSERT OVERWRITE lake_consistent.{ns}.word_counts {COUNT_WORDS.format(ns=ns)}").collect()
+    assert epoch_snapshots(cc, f"{ns}.word_counts") == []
+
+
+# --- roots: ingests ----------------------------------------------------------------------------------------------
+def test_insert_into_a_root_is_an_ingest_and_a_key_lands_once(env: Any, ns: str) -> None:
+    cc, spark = env
+    first = ingest(cc, ns, "a")
+    cc.advance_watermark(f"{ns}.words", first + 60_000)  # W ahead of the clock's next reading: the ingest lands above it
+    sql(spark, f"INSERT INTO lake_consistent.{ns}.words VALUES ('b'), ('c')")
+    chain = main_chain(cc, f"{ns}.words")
+    assert int(summary(chain[-1])[P.BARRIER]) == first + 60_001
+    sql(spark, "SET spark.sql.consistent.ingestKey=batch-7")
+    sql(spark, f"INSERT INTO lake_consistent.{ns}.words VALUES ('k')")
+    sql(spark, f"INSERT INTO lake_consistent.{ns}.words VALUES ('k')")
+    words = cc.catalog.load_table(f"{ns}.words").scan().to_arrow()["word"].to_pylist()
+    assert Counter(words) == Counter(["a", "b", "c", "k"])
+    keyed = [s for s in main_chain(cc, f"{ns}.words") if summary(s).get(P.INGEST_KEY) == "batch-7"]
+    assert len(keyed) == 1
+    message = error_of(spark, f"INSERT OVERWRITE lake_consistent.{ns}.words SELECT 'x'")
+    assert message.startswith("[CONSISTENT_WRITE.REFUSED]") and "an ingest appends rows" in message
+
+
+def test_a_dataframe_append_to_a_root_is_an_ingest(env: Any, ns: str) -> None:
+    cc, spark = env
+    spark.createDataFrame([("a",), ("b",)], "word string").writeTo(f"lake_consistent.{ns}.words").append()
+    chain = main_chain(cc, f"{ns}.words")
+    assert len(chain) == 1 and P.BARRIER in summary(chain[0])
+    assert cc.status([f"{ns}.words"])[0].watermark == int(summary(chain[0])[P.BARRIER])
+
