@@ -292,3 +292,53 @@ def test_rest_example_conf_names_the_settings_spark_ran_with(env):
     assert sorted(set(used) - set(example)) == []
     assert {k: example[k] for k in used if "<" not in example[k] and k != "spark.jars"} == \
         {k: v for k, v in used.items() if "<" not in example[k] and k != "spark.jars"}
+
+
+def test_sql_epochs_through_the_consistent_catalog_settle_lost_commit_answers(env, ns):
+    """Protocol §5.9 over REST, every commit's answer lost once: registration, the staged branch's reset, Spark's
+    fenced staged write and the publish each reach the server, their answers are replaced by a 504, and the
+    plugin reads the table back, finds its commit and carries on (protocol §6.8). Every barrier then lands on
+    main exactly once, with the rows of one write (recounted with pyiceberg)."""
+    from tests.harness.fault_proxy import FaultProxy
+
+    server, warehouse, catalog, spark = env
+    words, counts = f"{ns}.words", f"{ns}.word_counts"
+    catalog.create_table(words, schema=WORDS_SCHEMA)
+    catalog.create_table(counts, schema=COUNTS_SCHEMA)
+    cc = ConsistentCatalog(catalog)
+    with FaultProxy(server.port, seed=7) as proxy:
+        name = f"lost_{ns}"[:50] + "_consistent"
+        settings = {"": "io.consistentcatalog.spark.ConsistentSparkCatalog", ".type": "rest", ".uri": proxy.uri,
+                    ".warehouse": warehouse, ".cache-enabled": "false", ".plain-catalog": "lake",
+                    ".consistent.retry-deadline": "30s", ".rest.client.max-retries": "1"}
+        for key, value in settings.items():
+            spark.conf.set(f"spark.sql.catalog.{name}{key}", value)
+        spark.sql(f"SHOW NAMESPACES IN {name}").collect()
+        batches = [["a", "b", "a"], ["b", "c"], ["c", "c", "d"]]
+        spark.conf.set("spark.sql.consistent.job", "sql-count")
+        try:
+            for i, batch in enumerate(batches):
+                cc.ingest(words, pa.table({"word": batch}), barrier=1_000 * (i + 1))
+                proxy.set_rules({"commit": {"lost": 1.0}})
+                try:
+                    spark.sql(f"INSERT OVERWRITE {name}.{counts} SELECT word, count(*) AS cnt FROM {name}.{words} "
+                              "GROUP BY word").collect()
+                finally:
+                    proxy.set_rules(None)
+        finally:
+            spark.conf.unset("spark.sql.consistent.job")
+        lost = sum(n for (route, kind), n in proxy.counts.items() if route == "commit" and kind == "lost")
+        # every epoch's staged write and publish (and, once, the registration and the staged branch's creation)
+        assert lost >= 2 * len(batches) + 2, proxy.counts
+    table = catalog.load_table(counts)
+    head = table.metadata.snapshot_by_name("main")
+    assert head.summary[P.BARRIER] == "3000"
+    got = {r["word"]: r["cnt"] for r in table.scan(snapshot_id=head.snapshot_id).to_arrow().to_pylist()}
+    assert got == dict(Counter(w for batch in batches for w in batch))
+    attempts: dict[str, set[str]] = {}
+    snapshot = head
+    while snapshot is not None:
+        if snapshot.summary.get(P.BARRIER):
+            attempts.setdefault(snapshot.summary[P.BARRIER], set()).add(snapshot.summary[P.ATTEMPT])
+        snapshot = table.metadata.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
+    assert {b: len(a) for b, a in attempts.items()} == {"1000": 1, "2000": 1, "3000": 1}

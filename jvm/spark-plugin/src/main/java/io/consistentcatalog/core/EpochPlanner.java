@@ -2,6 +2,7 @@ package io.consistentcatalog.core;
 
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.Comparator;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -19,6 +20,26 @@ import java.util.TreeSet;
  */
 public final class EpochPlanner {
   private EpochPlanner() {}
+
+  /**
+   * Table names in Python's order ({@code sorted}, {@code json.dumps(sort_keys)}): by Unicode code point. Java's
+   * {@code String} order compares UTF-16 units, which puts a name with a character beyond U+FFFF before one
+   * with a character in U+E000-U+FFFF; {@code consistent.sources} must be the same string from both writers.
+   */
+  public static final Comparator<String> CODE_POINT_ORDER = (a, b) -> {
+    int i = 0;
+    int j = 0;
+    while (i < a.length() && j < b.length()) {
+      int x = a.codePointAt(i);
+      int y = b.codePointAt(j);
+      if (x != y) {
+        return Integer.compare(x, y);
+      }
+      i += Character.charCount(x);
+      j += Character.charCount(y);
+    }
+    return i < a.length() ? 1 : (j < b.length() ? -1 : 0);
+  };
 
   /** What one sink of an epoch has to do (§5.1's table). */
   public enum Action {
@@ -58,7 +79,7 @@ public final class EpochPlanner {
   public static final class Plan {
     public final String job;
     public final Long barrier;
-    /** Source -> input snapshot id (null: empty at T), sorted by name. */
+    /** Source -> input snapshot id (null: empty at T), sorted by name ({@link #CODE_POINT_ORDER}). */
     public final Map<String, Long> inputs;
     public final Map<String, SinkPlan> sinks;
 
@@ -110,7 +131,7 @@ public final class EpochPlanner {
       }
       return new Plan(job, null, Collections.emptyMap(), plans);
     }
-    Map<String, Long> inputs = new TreeMap<>();
+    Map<String, Long> inputs = new TreeMap<>(CODE_POINT_ORDER);
     for (Map.Entry<String, TableState> e : sources.entrySet()) {
       long[] point = e.getValue().branch(Keys.MAIN_BRANCH).snapAt(barrier);
       inputs.put(e.getKey(), point == null ? null : point[0]);
@@ -178,11 +199,12 @@ public final class EpochPlanner {
   }
 
   /**
-   * {@code LineageGraph.check_new_edges}: refuse (INVALID_INPUT with the CycleError text) edges source -> sink
+   * {@code LineageGraph.check_new_edges}: refuse ({@link ErrorKind#CYCLE}, Python's CycleError) edges source -> sink
    * that would close a cycle in the lineage of {@code states} (the sinks' current edges left out by the caller).
    */
   public static void checkNewEdges(String job, Set<String> sources, Set<String> sinks, Map<String, TableState> states) {
-    Set<String> both = new TreeSet<>(sources);
+    Set<String> both = new TreeSet<>(CODE_POINT_ORDER);
+    both.addAll(sources);
     both.retainAll(sinks);
     if (!both.isEmpty()) {
       throw new ConsistentException(ErrorKind.CYCLE, "job '" + job + "' would read and write " + both.iterator().next()
@@ -198,19 +220,28 @@ public final class EpochPlanner {
         }
       }
     }
-    Set<String> closing = new TreeSet<>(sources);
+    Set<String> closing = new TreeSet<>(CODE_POINT_ORDER);
+    closing.addAll(sources);
     closing.retainAll(reachable);
     if (!closing.isEmpty()) {
       throw new ConsistentException(ErrorKind.CYCLE, "registering job '" + job + "' would close a cycle: source "
-          + closing.iterator().next() + " is already downstream of its sink(s) " + String.join(", ", new TreeSet<>(sinks))
+          + closing.iterator().next() + " is already downstream of its sink(s) " + String.join(", ", sortedNames(sinks))
           + "; a pipeline must be a DAG — read from an upstream table instead");
     }
+  }
+
+  private static Set<String> sortedNames(Set<String> names) {
+    Set<String> sorted = new TreeSet<>(CODE_POINT_ORDER);
+    sorted.addAll(names);
+    return sorted;
   }
 
   /** {@code encode_summary_sources}: the inputs as the JSON object written to {@code consistent.sources}. */
   public static String encodeSummarySources(Map<String, Long> inputs) {
     StringBuilder out = new StringBuilder("{");
-    for (Map.Entry<String, Long> e : new TreeMap<>(inputs).entrySet()) {
+    Map<String, Long> sorted = new TreeMap<>(CODE_POINT_ORDER);
+    sorted.putAll(inputs);
+    for (Map.Entry<String, Long> e : sorted.entrySet()) {
       if (out.length() > 1) {
         out.append(',');
       }
@@ -222,7 +253,7 @@ public final class EpochPlanner {
   /** {@code encode_table_sources}: the sources as the JSON array of the table property {@code consistent.sources}. */
   public static String encodeTableSources(java.util.Collection<String> sources) {
     StringBuilder out = new StringBuilder("[");
-    for (String source : new TreeSet<>(sources)) {
+    for (String source : sortedNames(new HashSet<>(sources))) {
       if (out.length() > 1) {
         out.append(',');
       }

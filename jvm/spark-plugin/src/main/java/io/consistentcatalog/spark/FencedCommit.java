@@ -118,7 +118,7 @@ final class FencedCommit {
         last = e;
       }
       long left = (end - System.nanoTime()) / 1_000_000L;
-      if (left <= 0) {
+      if (left <= 0 || !recognisable(updates)) { // an unrecognisable commit is never sent twice
         throw new ConsistentException(ErrorKind.CATALOG_UNAVAILABLE, ident.toString(),
             "catalog " + catalogName + " did not answer " + what + " on " + ident + " for " + (deadlineMs / 1000.0)
                 + " s (last: " + last.getClass().getSimpleName() + ": " + firstLine(last) + "); whether it landed is "
@@ -155,10 +155,8 @@ final class FencedCommit {
    * every ref where it set it, every property as it set it and none it removed.
    */
   static boolean landed(TableMetadata metadata, List<MetadataUpdate> updates) {
-    boolean recognisable = false;
     for (MetadataUpdate update : updates) {
       if (update instanceof MetadataUpdate.AddSnapshot) {
-        recognisable = true;
         if (metadata.snapshot(((MetadataUpdate.AddSnapshot) update).snapshot().snapshotId()) == null) {
           return false;
         }
@@ -174,16 +172,35 @@ final class FencedCommit {
             return false;
           }
         }
-        recognisable = true;
       } else if (update instanceof MetadataUpdate.RemoveProperties) {
         for (String key : ((MetadataUpdate.RemoveProperties) update).removed()) {
           if (metadata.properties().containsKey(key)) {
             return false;
           }
         }
+      } else if (!(update instanceof MetadataUpdate.RemoveSnapshots)) {
+        return false; // never taken for landed (recognisable() keeps such commits from being resent)
       }
     }
-    return recognisable;
+    return true;
+  }
+
+  /**
+   * {@code recognisable}: whether a landed commit of {@code updates} can be told from the table — a commit that
+   * adds a snapshot (by its id, exact), or one made only of ref and property changes (by all of its effects;
+   * such commits are idempotent). Anything else is never sent again after a lost answer.
+   */
+  static boolean recognisable(List<MetadataUpdate> updates) {
+    boolean adds = false;
+    for (MetadataUpdate update : updates) {
+      if (update instanceof MetadataUpdate.AddSnapshot) {
+        adds = true;
+      } else if (!(update instanceof MetadataUpdate.SetSnapshotRef || update instanceof MetadataUpdate.SetProperties
+          || update instanceof MetadataUpdate.RemoveProperties || update instanceof MetadataUpdate.RemoveSnapshots)) {
+        return false;
+      }
+    }
+    return adds || !updates.isEmpty();
   }
 
   static String firstLine(Throwable e) {
