@@ -264,6 +264,39 @@ def test_a_second_hop_in_the_same_session(env: Any, ns: str) -> None:
     assert read.cut.barrier == barrier
 
 
+def test_merge_into_by_keys_is_an_epoch(env: Any, ns: str) -> None:
+    """MERGE INTO merges the new counts into the previous epoch's output (on the staged branch), by key."""
+    cc, spark = env
+    cc.catalog.create_table(f"{ns}.latest", schema=COUNTS)
+    merge = (f"MERGE INTO lake_consistent.{ns}.latest t USING ({COUNT_WORDS.format(ns=ns)}) s ON t.word = s.word "
+             "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    ingest(cc, ns, "a", "b", "a")
+    sql(spark, "SET spark.sql.consistent.job=latest")
+    sql(spark, merge)
+    log = cc.catalog.load_table(f"{ns}.latest").metadata.metadata_log
+    sql(spark, merge)  # done: nothing changes
+    assert cc.catalog.load_table(f"{ns}.latest").metadata.metadata_log == log
+    second = ingest(cc, ns, "c", "a")
+    sql(spark, merge)
+    epochs = epoch_snapshots(cc, f"{ns}.latest")
+    assert [int(e[P.BARRIER]) for e in epochs][-1] == second and len(epochs) == 2
+    source = json.loads(epochs[-1][P.SOURCES])[f"{ns}.words"]
+    assert counts_at_head(cc, f"{ns}.latest") == recount_words(cc, f"{ns}.words", source) == {"a": 3, "b": 1, "c": 1}
+    message = error_of(spark, f"MERGE INTO lake_consistent.{ns}.latest t USING (SELECT 'z' AS word, 9L AS cnt) s "
+                              "ON t.word = s.word WHEN NOT MATCHED THEN INSERT *")
+    assert message.startswith("[CONSISTENT_WRITE.REFUSED]") and "reads no table" in message
+
+
+def test_save_as_table_in_append_mode_is_an_epoch(env: Any, ns: str) -> None:
+    cc, spark = env
+    cc.catalog.create_table(f"{ns}.word_log", schema=WORDS)
+    ingest(cc, ns, "a", "b")
+    sql(spark, "SET spark.sql.consistent.job=word-log")
+    spark.table(f"lake_consistent.{ns}.words").write.mode("append").saveAsTable(f"lake_consistent.{ns}.word_log")
+    assert len(epoch_snapshots(cc, f"{ns}.word_log")) == 1
+    assert Counter(cc.catalog.load_table(f"{ns}.word_log").scan().to_arrow()["word"].to_pylist()) == {"a": 1, "b": 1}
+
+
 # --- refusals ------------------------------------------------------------------------------------------------
 def test_refusals_name_the_problem_and_the_way_out(env: Any, ns: str) -> None:
     cc, spark = env

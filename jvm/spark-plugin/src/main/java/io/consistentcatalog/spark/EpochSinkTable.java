@@ -74,6 +74,11 @@ final class EpochSinkTable implements org.apache.spark.sql.connector.catalog.Tab
     return new Builder(target.newWriteBuilder(info), epoch);
   }
 
+  /** Iceberg's write builder {@code delegate}, its commit made {@code epoch}'s. */
+  static WriteBuilder wrap(WriteBuilder delegate, SqlEpoch epoch) {
+    return new Builder(delegate, epoch);
+  }
+
   @Override
   public String toString() {
     return "EpochSink(" + epoch.sink + ", " + epoch.action() + ")";

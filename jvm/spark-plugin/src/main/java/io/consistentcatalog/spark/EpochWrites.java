@@ -23,6 +23,7 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.plans.logical.AppendData;
 import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable;
 import org.apache.spark.sql.catalyst.plans.logical.OneRowRelation;
 import org.apache.spark.sql.catalyst.plans.logical.Range;
 import org.apache.spark.sql.catalyst.plans.logical.V2WriteCommand;
@@ -98,6 +99,26 @@ final class EpochWrites {
   private LogicalPlan derived(
       V2WriteCommand write, DataSourceV2Relation target, String sink, TableIdentifier sinkIdent, Table table,
       TableState state, Settings.Writes settings) {
+    Planned planned = planDerived(write.query(), sink, sinkIdent, table, state, settings);
+    return (LogicalPlan) write.withNewTable(withTable(target, new EpochSinkTable(planned.table, planned.epoch)))
+        .withNewQuery(planned.query);
+  }
+
+  /** An epoch as planned: what Spark writes and the query it runs (the sources at the plan's inputs, or no rows). */
+  private static final class Planned {
+    final SqlEpoch epoch;
+    final Table table;
+    final LogicalPlan query;
+
+    Planned(SqlEpoch epoch, Table table, LogicalPlan query) {
+      this.epoch = epoch;
+      this.table = table;
+      this.query = query;
+    }
+  }
+
+  private Planned planDerived(
+      LogicalPlan reads, String sink, TableIdentifier sinkIdent, Table table, TableState state, Settings.Writes settings) {
     if (settings.job == null) {
       String owner = state.job();
       throw refused(sink, "it is derived from " + String.join(", ", state.sources()) + (owner == null ? "" : " (job '"
@@ -105,9 +126,9 @@ final class EpochWrites {
           + (owner == null ? "<job>" : owner) + " first");
     }
     String job = settings.job;
-    Map<String, LogicalPlan> reads = new TreeMap<>();
-    collectSources(write.query(), sink, reads);
-    Set<String> sources = reads.keySet();
+    Map<String, LogicalPlan> found = new TreeMap<>();
+    collectSources(reads, sink, found);
+    Set<String> sources = found.keySet();
     if (sources.isEmpty()) {
       throw refused(sink, "the statement reads no table of " + catalog.catalogName() + "; an epoch of job '" + job
           + "' computes its sink from its sources — read them through " + catalog.catalogName());
@@ -149,11 +170,51 @@ final class EpochWrites {
       }
       EpochPlanner.Plan plan = EpochPlanner.plan(job, sourceStates, Collections.singletonMap(sink, state), closure);
       SqlEpoch epoch = SqlEpoch.derived(this, sink, sinkIdent, table, settings, plan);
-      LogicalPlan query = epoch.runsQuery() ? pinned(write.query(), plan, loaded) : noRows(write.query());
-      return (LogicalPlan) write.withNewTable(withTable(target, new EpochSinkTable(table, epoch))).withNewQuery(query);
+      return new Planned(epoch, table, epoch.runsQuery() ? pinned(reads, plan, loaded) : noRows(reads));
     } catch (ConsistentException e) {
       throw failed(e);
     }
+  }
+
+  /**
+   * {@code MERGE INTO} a derived sink (by keys): an epoch whose staged write is Iceberg's row-level merge into the
+   * previous epoch's output on {@code consistent-staged}; its source (the USING clause) is read at the plan.
+   */
+  LogicalPlan planMerge(MergeIntoTable merge, DataSourceV2Relation target, SparkSession spark) {
+    String sink = Names.tableName(target.identifier().get());
+    Settings.Writes settings = Settings.Writes.read(spark);
+    TableIdentifier sinkIdent = Names.icebergIdentifier(sink);
+    Table table = committer.load(sinkIdent);
+    TableState state = state(sink, table);
+    if (state.isRoot() && settings.job == null) {
+      throw refused(sink, "it is a root: an ingest appends rows (INSERT INTO, DataFrame append()); MERGE INTO would "
+          + "change barriers already complete — MERGE INTO is an epoch of a job's derived table (SET "
+          + Settings.PREFIX + Settings.JOB + "=<job>)");
+    }
+    Planned planned = planDerived(merge.sourceTable(), sink, sinkIdent, table, state, settings);
+    EpochMergeTable sinkTable = planned.epoch.runsQuery()
+        ? new EpochMergeTable(planned.epoch.writeTable(), planned.epoch.writeBranch(), planned.epoch)
+        : new EpochMergeTable(planned.table, null, planned.epoch);
+    LogicalPlan newTarget = merge.targetTable().transformDown(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
+      @Override
+      public boolean isDefinedAt(LogicalPlan node) {
+        return node == target;
+      }
+
+      @Override
+      public <A1 extends LogicalPlan, B1> B1 applyOrElse(A1 node, scala.Function1<A1, B1> fallback) {
+        if (node != target) {
+          return fallback.apply(node);
+        }
+        @SuppressWarnings("unchecked")
+        B1 out = (B1) withTable(target, sinkTable);
+        return out;
+      }
+    });
+    List<LogicalPlan> children = new ArrayList<>();
+    children.add(newTarget);
+    children.add(planned.query);
+    return merge.withNewChildren(JavaConverters.asScalaBuffer(children).toSeq());
   }
 
   private LogicalPlan ingest(

@@ -32,7 +32,7 @@ final class SinkTable extends SparkTable {
           + " need its SQL extension to become epochs; add " + ConsistentSqlExtensions.class.getName() + " to "
           + "spark.sql.extensions (consistent-catalog spark-conf renders it)"));
     }
-    throw rowLevel("this write (MERGE INTO, or another statement Spark rewrites after analysis)");
+    throw rowLevel("this write (a statement Spark rewrote after analysis)");
   }
 
 

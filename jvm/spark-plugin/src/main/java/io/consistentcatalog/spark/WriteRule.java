@@ -2,6 +2,8 @@ package io.consistentcatalog.spark;
 
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable;
+import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias;
 import org.apache.spark.sql.catalyst.plans.logical.V2WriteCommand;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
@@ -20,6 +22,10 @@ final class WriteRule extends Rule<LogicalPlan> {
 
   @Override
   public LogicalPlan apply(LogicalPlan plan) {
+    if (plan instanceof MergeIntoTable) {
+      DataSourceV2Relation target = mergeTarget(((MergeIntoTable) plan).targetTable());
+      return target == null ? plan : ((ConsistentSparkCatalog) target.catalog().get()).writes().planMerge((MergeIntoTable) plan, target, spark);
+    }
     if (!(plan instanceof V2WriteCommand)) {
       return plan;
     }
@@ -33,6 +39,21 @@ final class WriteRule extends Rule<LogicalPlan> {
       return plan;
     }
     return ((ConsistentSparkCatalog) target.catalog().get()).writes().plan(write, target, spark);
+  }
+
+  /** The relation a MERGE writes (under its alias) when it is a table of a consistent catalog, else null. */
+  private static DataSourceV2Relation mergeTarget(LogicalPlan target) {
+    LogicalPlan node = target;
+    while (node instanceof SubqueryAlias) {
+      node = ((SubqueryAlias) node).child();
+    }
+    if (!(node instanceof DataSourceV2Relation)) {
+      return null;
+    }
+    DataSourceV2Relation relation = (DataSourceV2Relation) node;
+    boolean ours = relation.catalog().isDefined() && relation.catalog().get() instanceof ConsistentSparkCatalog
+        && relation.identifier().isDefined() && relation.table() instanceof SinkTable;
+    return ours ? relation : null;
   }
 
   /**
