@@ -53,7 +53,7 @@ def ns(env: tuple[ConsistentCatalog, Any], request: pytest.FixtureRequest) -> st
     cc.catalog.create_namespace(name)
     cc.catalog.create_table(f"{name}.words", schema=WORDS)
     cc.catalog.create_table(f"{name}.word_counts", schema=COUNTS)
-    for key in ("job", "takeover", "lease", "ingestKey"):
+    for key in ("job", "takeover", "lease", "ingestKey", "eventTimeColumn"):
         spark.conf.unset(f"spark.sql.consistent.{key}")
     return name
 
@@ -366,6 +366,31 @@ def test_insert_into_a_root_is_an_ingest_and_a_key_lands_once(env: Any, ns: str)
     assert len(keyed) == 1
     message = error_of(spark, f"INSERT OVERWRITE lake_consistent.{ns}.words SELECT 'x'")
     assert message.startswith("[CONSISTENT_WRITE.REFUSED]") and "an ingest appends rows" in message
+
+
+def test_an_event_time_column_sets_the_ingests_barrier(env: Any, ns: str) -> None:
+    """With spark.sql.consistent.eventTimeColumn the barrier is the latest event time written (read from the data
+    files' upper bounds), raised above W; event times beyond the clock-skew allowance are refused, nothing written."""
+    from pyiceberg.types import TimestamptzType
+
+    cc, spark = env
+    cc.catalog.create_table(f"{ns}.events", schema=Schema(NestedField(1, "word", StringType(), required=False),
+                                                         NestedField(2, "ts", TimestamptzType(), required=False)))
+    sql(spark, "SET spark.sql.consistent.eventTimeColumn=ts")
+    sql(spark, f"INSERT INTO lake_consistent.{ns}.events VALUES ('a', TIMESTAMP '2026-01-01 00:00:05 UTC'), "
+               "('b', TIMESTAMP '2026-01-01 00:00:09.250 UTC'), ('c', TIMESTAMP '2026-01-01 00:00:01 UTC')")
+    chain = main_chain(cc, f"{ns}.events")
+    latest = 1767225609250  # 2026-01-01T00:00:09.250Z
+    assert int(summary(chain[-1])[P.BARRIER]) == latest
+    sql(spark, f"INSERT INTO lake_consistent.{ns}.events VALUES ('late', TIMESTAMP '2026-01-01 00:00:02 UTC')")
+    assert int(summary(main_chain(cc, f"{ns}.events")[-1])[P.BARRIER]) == latest + 1  # late: raised above W
+    log = cc.catalog.load_table(f"{ns}.events").metadata.metadata_log
+    with pytest.raises(Exception, match=r"lies in the future"):
+        sql(spark, f"INSERT INTO lake_consistent.{ns}.events VALUES ('x', TIMESTAMP '2999-01-01 00:00:00 UTC')")
+    assert cc.catalog.load_table(f"{ns}.events").metadata.metadata_log == log
+    message = error_of(spark, f"INSERT INTO lake_consistent.{ns}.words VALUES ('x')")  # words has no ts column
+    assert message.startswith("[CONSISTENT_CUT.INVALID_SETTING] spark.sql.consistent.eventTimeColumn=ts"), message
+    spark.conf.unset("spark.sql.consistent.eventTimeColumn")
 
 
 def test_a_dataframe_append_to_a_root_is_an_ingest(env: Any, ns: str) -> None:

@@ -436,4 +436,10 @@ public final class TableState {
   public Long untrackedAsDerived() {
     return Barriers.branchBarriers(identifier, Keys.MAIN_BRANCH, head(), snapshots, false, null, Collections.emptyMap()).untracked;
   }
+
+  /** How far ahead of now a barrier written to this table may lie ({@code consistent.clock-skew-ms}, else the default). */
+  public long clockSkewMs() {
+    Long value = intProperty("consistent.clock-skew-ms");
+    return value == null ? Keys.DEFAULT_CLOCK_SKEW_MS : value;
+  }
 }

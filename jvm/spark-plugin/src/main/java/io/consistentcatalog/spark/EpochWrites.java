@@ -225,7 +225,8 @@ final class EpochWrites {
           + "would change barriers already complete — to compute it from other tables, make it a job's sink (SET "
           + Settings.PREFIX + Settings.JOB + "=<job>) in a new table");
     }
-    SqlEpoch epoch = SqlEpoch.ingest(this, sink, sinkIdent, table, state, settings.ingestKey);
+    EventTime eventTime = settings.eventTimeColumn == null ? null : EventTime.of(table, sink, settings.eventTimeColumn);
+    SqlEpoch epoch = SqlEpoch.ingest(this, sink, sinkIdent, table, state, settings.ingestKey, eventTime);
     LogicalPlan query = epoch.runsQuery() ? write.query() : noRows(write.query());
     return (LogicalPlan) write.withNewTable(withTable(target, new EpochSinkTable(table, epoch))).withNewQuery(query);
   }

@@ -39,9 +39,10 @@ final class Settings {
   static final String TAKEOVER = "takeover";
   static final String LEASE = "lease";
   static final String INGEST_KEY = "ingestKey";
+  static final String EVENT_TIME_COLUMN = "eventTimeColumn";
   /** Every setting name; any other {@code spark.sql.consistent.*} key is a typo and is refused. */
   static final List<String> NAMES =
-      Arrays.asList(LEVEL, AS_OF, AS_OF_ALIASES[0], AS_OF_ALIASES[1], TAG, REFRESH, CUT, JOB, TAKEOVER, LEASE, INGEST_KEY);
+      Arrays.asList(LEVEL, AS_OF, AS_OF_ALIASES[0], AS_OF_ALIASES[1], TAG, REFRESH, CUT, JOB, TAKEOVER, LEASE, INGEST_KEY, EVENT_TIME_COLUMN);
 
   final String level;
   final Long asOf;
@@ -97,7 +98,7 @@ final class Settings {
         throw Errors.raise(Errors.setting(key + " is not a setting of the consistent catalog; the settings are "
             + PREFIX + LEVEL + ", " + PREFIX + AS_OF + ", " + PREFIX + TAG + ", " + PREFIX + REFRESH + ", "
             + PREFIX + CUT + " (reads) and " + PREFIX + JOB + ", " + PREFIX + TAKEOVER + ", " + PREFIX + LEASE + ", "
-            + PREFIX + INGEST_KEY + " (writes) — RESET " + key));
+            + PREFIX + INGEST_KEY + ", " + PREFIX + EVENT_TIME_COLUMN + " (writes) — RESET " + key));
       }
     }
   }
@@ -155,12 +156,14 @@ final class Settings {
     final boolean takeover;
     final long leaseMs;
     final String ingestKey;
+    final String eventTimeColumn;
 
-    private Writes(String job, boolean takeover, long leaseMs, String ingestKey) {
+    private Writes(String job, boolean takeover, long leaseMs, String ingestKey, String eventTimeColumn) {
       this.job = job;
       this.takeover = takeover;
       this.leaseMs = leaseMs;
       this.ingestKey = ingestKey;
+      this.eventTimeColumn = eventTimeColumn;
     }
 
     static Writes read(SparkSession session) {
@@ -188,7 +191,7 @@ final class Settings {
           throw Errors.raise(setting(PREFIX + LEASE + "=" + lease + " must be positive"));
         }
       }
-      return new Writes(job, take, leaseMs, value(session, none, INGEST_KEY));
+      return new Writes(job, take, leaseMs, value(session, none, INGEST_KEY), value(session, none, EVENT_TIME_COLUMN));
     }
 
     private static org.apache.spark.sql.AnalysisException setting(String message) {

@@ -60,6 +60,8 @@ final class SqlEpoch {
   // --- ingests
   private final String ingestKey;
   private final Long skippedBy;
+  /** The event-time column whose maximum is the ingest's barrier (null: the clock). */
+  private EventTime eventTime;
   /** What the next fenced commit of Spark's write requires (the staged write's, or the ingest's as last read). */
   private volatile List<UpdateRequirement> requirements = Collections.emptyList();
   /** Main's head the staged epoch is written on (set when Spark builds the write). */
@@ -86,9 +88,12 @@ final class SqlEpoch {
     return new SqlEpoch(writes, Kind.EPOCH, sink, ident, table, settings.job, settings.leaseMs, plan, null, null);
   }
 
-  static SqlEpoch ingest(EpochWrites writes, String sink, TableIdentifier ident, Table table, TableState state, String key) {
+  static SqlEpoch ingest(
+      EpochWrites writes, String sink, TableIdentifier ident, Table table, TableState state, String key, EventTime eventTime) {
     Long landed = key == null ? null : state.ingestedWithKey(key);
-    return new SqlEpoch(writes, Kind.INGEST, sink, ident, table, null, 0L, null, key, landed);
+    SqlEpoch epoch = new SqlEpoch(writes, Kind.INGEST, sink, ident, table, null, 0L, null, key, landed);
+    epoch.eventTime = eventTime;
+    return epoch;
   }
 
   /** Whether Spark has to run the statement's query (otherwise it gets no rows). */
@@ -273,6 +278,12 @@ final class SqlEpoch {
       report("ingest key '" + ingestKey + "' already landed in snapshot " + skippedBy + "; nothing written");
       return;
     }
+    Long latest = eventTime == null ? null : eventTime.latest(messages);
+    if (eventTime != null && latest == null) {
+      delegate.abort(messages);
+      report("no rows: nothing written (the barrier would be the maximum of " + eventTime.column + ")");
+      return;
+    }
     for (int attempt = 1; attempt <= INGEST_ATTEMPTS; attempt++) {
       TableState state = EpochWrites.state(sink, committer().load(ident));
       if (ingestKey != null) {
@@ -287,7 +298,15 @@ final class SqlEpoch {
       refs.put(Keys.FENCE_BRANCH, state.head(Keys.FENCE_BRANCH));
       refs.put(Keys.MAIN_BRANCH, state.head());
       requirements = FencedCommit.refsAt(refs);
-      long barrier = System.currentTimeMillis();
+      long barrier = latest == null ? System.currentTimeMillis() : latest;
+      if (latest != null && latest > System.currentTimeMillis() + state.clockSkewMs()) {
+        delegate.abort(messages);
+        throw new ConsistentException(ErrorKind.INVALID_BARRIER, sink, sink + ": the latest " + eventTime.column + " ("
+            + Barriers.format(latest) + ") lies in the future beyond the table's clock-skew allowance ("
+            + state.clockSkewMs() + " ms, table property consistent.clock-skew-ms); a barrier ahead of the clock holds "
+            + "every later ingest there — fix the event times, or RESET " + Settings.PREFIX + Settings.EVENT_TIME_COLUMN
+            + " to ingest at the current time; nothing was written");
+      }
       Long watermark = state.watermark();
       if (watermark != null && barrier <= watermark) {
         barrier = watermark + 1;

@@ -1,0 +1,97 @@
+package io.consistentcatalog.spark;
+
+import java.lang.reflect.Method;
+import java.nio.ByteBuffer;
+import org.apache.iceberg.DataFile;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.types.Conversions;
+import org.apache.iceberg.types.Type;
+import org.apache.iceberg.types.Types;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+
+/**
+ * An ingest's event-time barrier (protocol §5.6, §5.9: {@code spark.sql.consistent.eventTimeColumn}): the
+ * maximum of a timestamp, date or epoch-milliseconds column over the rows written, read from the upper bounds
+ * Iceberg records for each data file (no second pass over the data).
+ */
+final class EventTime {
+  final String column;
+  private final int fieldId;
+  private final Type type;
+
+  private EventTime(String column, int fieldId, Type type) {
+    this.column = column;
+    this.fieldId = fieldId;
+    this.type = type;
+  }
+
+  /** The column of {@code table} named by the setting; refused when missing or not a time. */
+  static EventTime of(Table table, String sink, String column) {
+    Types.NestedField field = table.schema().caseInsensitiveFindField(column);
+    String setting = Settings.PREFIX + Settings.EVENT_TIME_COLUMN + "=" + column;
+    if (field == null) {
+      throw Errors.raise(Errors.setting(setting + ": " + sink + " has no such column; its columns are "
+          + table.schema().columns().stream().map(Types.NestedField::name).collect(java.util.stream.Collectors.toList())));
+    }
+    Type.TypeID id = field.type().typeId();
+    if (id != Type.TypeID.TIMESTAMP && id != Type.TypeID.DATE && id != Type.TypeID.LONG && id != Type.TypeID.INTEGER
+        && id != Type.TypeID.TIMESTAMP_NANO) {
+      throw Errors.raise(Errors.setting(setting + ": " + column + " is " + field.type()
+          + "; the event time must be a timestamp, a date or epoch milliseconds"));
+    }
+    return new EventTime(field.name(), field.fieldId(), field.type());
+  }
+
+  /** The latest event time (ms) in the files {@code messages} hold; null when they hold no rows. */
+  Long latest(WriterCommitMessage[] messages) {
+    Long latest = null;
+    for (WriterCommitMessage message : messages) {
+      if (message == null) {
+        continue;
+      }
+      for (DataFile file : files(message)) {
+        if (file.recordCount() == 0) {
+          continue;
+        }
+        ByteBuffer bound = file.upperBounds() == null ? null : file.upperBounds().get(fieldId);
+        if (bound == null) {
+          throw new IllegalStateException("data file " + file.location() + " records no upper bound for " + column
+              + " (its metrics mode); set the table property write.metadata.metrics.column." + column
+              + "=full through the plain catalog, or RESET " + Settings.PREFIX + Settings.EVENT_TIME_COLUMN);
+        }
+        long ms = toMillis(Conversions.fromByteBuffer(type, bound));
+        latest = latest == null ? ms : Math.max(latest, ms);
+      }
+    }
+    return latest;
+  }
+
+  private long toMillis(Object value) {
+    long v = ((Number) value).longValue();
+    switch (type.typeId()) {
+      case TIMESTAMP:
+        return Math.floorDiv(v, 1_000L);
+      case TIMESTAMP_NANO:
+        return Math.floorDiv(v, 1_000_000L);
+      case DATE:
+        return v * 86_400_000L;
+      default:
+        return v;
+    }
+  }
+
+  /**
+   * The data files of one task's commit message: Iceberg's {@code SparkWrite.TaskCommit#files()}, which is not
+   * public, read reflectively.
+   */
+  private static DataFile[] files(WriterCommitMessage message) {
+    try {
+      Method files = message.getClass().getDeclaredMethod("files");
+      files.setAccessible(true);
+      return (DataFile[]) files.invoke(message);
+    } catch (ReflectiveOperationException | ClassCastException e) {
+      throw new IllegalStateException("cannot read the data files of " + message.getClass().getName()
+          + " (an Iceberg version this plugin does not know?); RESET " + Settings.PREFIX + Settings.EVENT_TIME_COLUMN, e);
+    }
+  }
+}
