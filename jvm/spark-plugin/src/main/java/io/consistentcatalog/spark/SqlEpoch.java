@@ -171,8 +171,19 @@ final class SqlEpoch {
 
   // --- Spark commits ------------------------------------------------------------------------------
 
-  /** What happens when Spark commits the statement's write ({@code delegate}: Iceberg's own batch write). */
+  /**
+   * What happens when Spark commits the statement's write ({@code delegate}: Iceberg's own batch write). A refusal
+   * is the one-line {@code [CONSISTENT_WRITE.*]} error naming the problem and the way out.
+   */
   void commit(BatchWrite delegate, WriterCommitMessage[] messages) {
+    try {
+      carryOut(delegate, messages);
+    } catch (ConsistentException e) {
+      throw Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));
+    }
+  }
+
+  private void carryOut(BatchWrite delegate, WriterCommitMessage[] messages) {
     if (kind == Kind.INGEST) {
       commitIngest(delegate, messages);
       return;
