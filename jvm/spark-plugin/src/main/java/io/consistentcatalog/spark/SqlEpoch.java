@@ -126,6 +126,14 @@ final class SqlEpoch {
     if (!runsQuery()) {
       return table; // Spark writes no rows; commit() never hands them to Iceberg
     }
+    try {
+      return fencedWriteTable();
+    } catch (ConsistentException e) {
+      throw Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));
+    }
+  }
+
+  private Table fencedWriteTable() {
     String what = kind == Kind.INGEST ? "the ingest into " + sink : "staging barrier " + Barriers.format(plan.barrier);
     Long base = kind == Kind.EPOCH ? prepareStagedBranch() : null;
     TableOperations ops = ((HasTableOperations) committer().load(ident)).operations();
