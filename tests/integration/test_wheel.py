@@ -167,6 +167,7 @@ def test_make_dist_builds_an_sdist_of_sources_and_a_wheel_with_the_versioned_plu
     with zipfile.ZipFile(dists.full_wheel) as wheel:
         manifest = _manifest(wheel.read(JAR_IN_WHEEL))
         assert "consistent_catalog/spark/spark-defaults.conf.template" in wheel.namelist()
+        assert "consistent_catalog/spark/flip_pipeline.sql" in wheel.namelist()  # README: the pipeline as SQL
     # The versions, checked against this venv's own Spark and Iceberg jars (what the README promises).
     import pyspark
 

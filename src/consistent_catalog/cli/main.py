@@ -337,19 +337,23 @@ def revise(ctx: Context, table: str, barrier: str, mode: str, output: str | None
               help="catalog at DIR/catalog.db, warehouse at DIR/warehouse")
 @click.option("--epochs", type=int, default=6, show_default=True, help="epochs of words to ingest")
 @click.option("--rows-per-epoch", type=int, default=1000, show_default=True, help="words per epoch")
-@click.option("--engine", type=click.Choice(["spark", "pyiceberg"]), default="spark", show_default=True,
-              help="who runs the jobs: local Spark (local[2]) or pyiceberg in-process")
+@click.option("--engine", type=click.Choice(["spark", "pyiceberg"]), default=None,
+              help="who runs the jobs: local Spark (local[2], the default) or pyiceberg in-process")
 @click.option("--interval", type=float, default=0.0, show_default=True, help="seconds between ingest epochs")
 @click.option("--takeover", is_flag=True,
               help="take the jobs over from a crashed earlier run whose leases have not lapsed yet")
 @click.option("--streaming", is_flag=True, help="Structured Streaming (Spark): a file-source root and streaming jobs; "
               "EPOCHS files of ROWS-PER-EPOCH words, one per INTERVAL s (default 1); with --engine pyiceberg the "
               "jobs' transforms run in pyarrow, still one streaming query per job")
+@click.option("--sql", is_flag=True, help="the jobs as plain Spark SQL (the packaged flip_pipeline.sql: INSERT "
+              "OVERWRITE through lake_consistent), one stock spark-sql process per epoch with DIR/spark-defaults.conf "
+              "rendered for it; words ingested with pyiceberg between them (run_demo(engine='sql'); not with "
+              "--engine or --streaming)")
 @output_option
 @click.pass_obj
 @command_errors
-def demo(ctx: Context, directory: str, epochs: int, rows_per_epoch: int, engine: str, interval: float,
-         takeover: bool, streaming: bool, output: str | None) -> None:
+def demo(ctx: Context, directory: str, epochs: int, rows_per_epoch: int, engine: str | None, interval: float,
+         takeover: bool, streaming: bool, sql: bool, output: str | None) -> None:
     """Run FLIP-276's three-table pipeline (words -> word_counts -> count_histogram) and check its invariants.
 
     Re-running on the same DIR resumes where it stopped; after a crash (kill -9) the jobs' leases
@@ -359,9 +363,14 @@ def demo(ctx: Context, directory: str, epochs: int, rows_per_epoch: int, engine:
     \b
     Example:
       consistent-catalog demo --dir .demo --epochs 6 --rows-per-epoch 1000
+      consistent-catalog demo --dir .demo-sql --epochs 3 --sql
     """
     from consistent_catalog.demo import run_demo
 
+    if sql and (engine is not None or streaming):
+        raise click.UsageError("--sql runs the jobs as Spark SQL files in spark-sql processes; "
+                               f"leave out {'--streaming' if streaming else '--engine'}")
+    engine = "sql" if sql else engine or "spark"
     json_out = (output or ctx.output) == "json"
     if streaming:
         from consistent_catalog.demo import check_invariants, count_words, histogram

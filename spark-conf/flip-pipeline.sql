@@ -1,0 +1,1 @@
+../src/consistent_catalog/spark/flip_pipeline.sql
