@@ -1,9 +1,11 @@
-"""A JDBC client reads consistent cuts through the Spark Thrift server (issue #12): ``beeline`` over ``lake_consistent``.
+"""A JDBC client reads consistent cuts and writes epochs through the Spark Thrift server (issues #12, 19): ``beeline``
+over ``lake_consistent``.
 
-One FLIP demo lake (``consistent-catalog demo --engine pyiceberg``), its ``spark-defaults.conf`` rendered by
-``consistent-catalog spark-conf``, and one Spark Thrift server (``HiveThriftServer2`` from pyspark's own jars,
-bound to 127.0.0.1 on a free port, Hive metastore in memory as the rendered file keeps it) for the whole module;
-every query is a ``beeline -u jdbc:hive2://...`` process, as a JDBC user would run it.
+One FLIP demo lake (``consistent-catalog demo --engine pyiceberg``, whose jobs unregistered when it exited: no
+lease is held), its ``spark-defaults.conf`` rendered by ``consistent-catalog spark-conf``, and one Spark Thrift
+server (``HiveThriftServer2`` from pyspark's own jars, bound to 127.0.0.1 on a free port, Hive metastore in memory
+as the rendered file keeps it) for the whole module; every statement is a ``beeline -u jdbc:hive2://...`` process,
+as a JDBC user would run it. The tests run in file order: (b) expects the demo's caught-up lake, (c) writes.
 
 (a) One statement returns the raw rows of words, word_counts and count_histogram from ``lake_consistent``;
     recounted here in Python they satisfy FLIP-276's invariants (sum(cnt) = count(words), every word's count,
@@ -11,8 +13,14 @@ every query is a ``beeline -u jdbc:hive2://...`` process, as a JDBC user would r
     ``ConsistentCatalog.resolve``, which ``CALL lake_consistent.system.current_cut`` also reports.
 (b) After more words are ingested with pyiceberg (``ConsistentCatalog.ingest``) and no job runs, the plain
     catalog ``lake`` disagrees (count(words) > sum(cnt)) while ``lake_consistent`` still serves the agreeing
-    cut, in the very same statement; a write through ``lake_consistent`` is refused (non-zero exit, the
-    one-line ``CONSISTENT_CUT.READ_ONLY`` error naming the plain catalog) and commits nothing.
+    cut, in the very same statement.
+(c) The epoch statement of protocol §5.9 through beeline (``SET spark.sql.consistent.job=word-count`` and
+    ``INSERT OVERWRITE lake_consistent.demo.word_counts SELECT ...``) is an epoch: word_counts' new main
+    snapshot carries ``consistent.barrier`` (the words' newest ingest), ``consistent.job`` and
+    ``consistent.attempt``, read with pyiceberg; its rows are a pyiceberg recount of words at that barrier, and
+    every barrier on main is one attempt's. A ``DELETE FROM lake_consistent.demo.words`` stays refused
+    (non-zero exit, the one-line ``CONSISTENT_WRITE.REFUSED`` error) and commits nothing. The Thrift session is
+    the job's instance until the server stops (its shutdown unregisters it).
 
 What the Thrift server needs besides the rendered file (both found here, both plain Spark/Hive behaviour):
 - the conf's ``spark.jars`` also on the driver class path (``--driver-class-path``): the server opens each JDBC
@@ -46,7 +54,9 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 from consistent_catalog import ConsistentCatalog
+from consistent_catalog import properties as P
 from consistent_catalog.demo import COUNTS, HISTOGRAM, SCHEMAS, TABLES, WORDS
+from tests.harness.main_epochs import exactly_once_problems, main_epochs, snapshot_at
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
@@ -62,7 +72,10 @@ UNION ALL SELECT '{tag}', 'C', word, cnt FROM {catalog}.demo.word_counts
 UNION ALL SELECT '{tag}', 'H', CAST(cnt AS STRING), words FROM {catalog}.demo.count_histogram
 """.strip()
 CUT = "CALL lake_consistent.system.current_cut('demo.words')"
-REFUSED_WRITE = "INSERT INTO lake_consistent.demo.words VALUES ('x')"
+EPOCH = ("SET spark.sql.consistent.job=word-count",
+         "INSERT OVERWRITE lake_consistent.demo.word_counts "
+         "SELECT word, count(*) AS cnt FROM lake_consistent.demo.words GROUP BY word")
+REFUSED_DELETE = "DELETE FROM lake_consistent.demo.words WHERE word = 'beeline-epoch'"
 
 
 # --- the independent recount ----------------------------------------------------------------------------------
@@ -308,7 +321,7 @@ def test_beeline_reads_the_consistent_cut_that_pyiceberg_reads(thrift: Thrift) -
 
 
 # --- (b) new words, no job run: the plain catalog disagrees, the consistent one does not ------------------------
-def test_after_an_ingest_only_the_plain_catalog_disagrees_and_writes_are_refused(thrift: Thrift) -> None:
+def test_after_an_ingest_only_the_plain_catalog_disagrees(thrift: Thrift) -> None:
     cc = thrift.cc
     before = cc.resolve(TABLES)
     new_words = ["thrift-new"] * 3 + ["w000", "w001", "w199"] + [f"jdbc-{i}" for i in range(31)]
@@ -326,7 +339,8 @@ SELECT 'b' AS q,
        (SELECT sum(cnt) FROM lake.demo.word_counts) AS plain_counted,
        (SELECT count(*) FROM lake_consistent.demo.words) AS words,
        (SELECT sum(cnt) FROM lake_consistent.demo.word_counts) AS counted""".strip()
-    result = thrift.beeline(both, UNION.format(tag="c", catalog="lake_consistent"), REFUSED_WRITE)
+    result = thrift.beeline(both, UNION.format(tag="c", catalog="lake_consistent"))
+    assert result.returncode == 0, result.describe()
 
     aggregates = [row for row in result.rows() if len(row) == 5 and row[0] == "b"]
     assert len(aggregates) == 1, result.describe()
@@ -339,11 +353,49 @@ SELECT 'b' AS q,
     assert served.count > 0, result.describe()
     assert not served.problems(), served.problems()
     assert served == expected
-
-    # the write: refused with a one-line error naming the plain catalog, a non-zero exit, nothing committed
-    assert result.returncode != 0, result.describe()
-    error = next((line for line in result.stderr.splitlines() if "CONSISTENT_CUT.READ_ONLY" in line), None)
-    assert error is not None, result.describe()
-    assert "lake_consistent is read-only" in error and "plain catalog lake" in error, error
-    assert len(cc.load_table(WORDS).metadata.snapshots) == snapshots
+    assert len(cc.load_table(WORDS).metadata.snapshots) == snapshots  # reads commit nothing
     assert cc.resolve(TABLES).snapshot_ids == cut.snapshot_ids
+
+
+# --- (c) the epoch statement through JDBC; DELETE stays refused ---------------------------------------------------
+def test_an_epoch_statement_through_beeline_publishes_one_epoch_and_a_delete_stays_refused(thrift: Thrift) -> None:
+    cc = thrift.cc
+    cc.ingest(WORDS, pa.table({"word": ["beeline-epoch", "beeline-epoch", "w000"]}, schema=SCHEMAS[WORDS]))
+    words = cc.load_table(WORDS).metadata
+    barrier = int(words.snapshot_by_name("main").summary.additional_properties[P.BARRIER])
+    before = cc.load_table(COUNTS).metadata
+    epochs_before = main_epochs(before)[0]
+
+    result = thrift.beeline(*EPOCH)
+    assert result.returncode == 0, result.describe()
+
+    # read back with pyiceberg: word_counts' new main snapshot is the epoch at the words' newest barrier
+    after = cc.load_table(COUNTS).metadata
+    head = after.snapshot_by_name("main")
+    assert head is not None and head.snapshot_id != before.snapshot_by_name("main").snapshot_id
+    summary = head.summary.additional_properties
+    assert summary[P.BARRIER] == str(barrier) and summary[P.JOB] == "word-count" and summary.get(P.ATTEMPT), summary
+    epochs = main_epochs(after)[0]
+    assert [e.barrier for e in epochs] == [e.barrier for e in epochs_before] + [barrier], epochs
+    assert epochs[-1].attempts == {summary[P.ATTEMPT]}
+    assert exactly_once_problems(COUNTS, after) == []
+    source = snapshot_at(words, barrier)
+    recount = Counter(cc.load_table(WORDS).scan(snapshot_id=source).to_arrow()["word"].to_pylist())
+    counted = cc.load_table(COUNTS).scan(snapshot_id=head.snapshot_id).to_arrow()
+    assert dict(zip(counted["word"].to_pylist(), counted["cnt"].to_pylist())) == dict(recount)
+    assert counted.num_rows == len(recount) and recount["beeline-epoch"] == 2
+    assert after.properties.get(P.LEASE_HOLDER), "the Thrift session holds the job until the server stops"
+    log = thrift.log.read_text(encoding="utf-8", errors="replace")
+    assert f"[lake_consistent] word-count: demo.word_counts barrier {barrier} " in log, thrift.server_log()
+
+    # DELETE through lake_consistent: refused in one line, a non-zero exit, nothing committed
+    words_head = cc.load_table(WORDS).metadata.snapshot_by_name("main").snapshot_id
+    snapshots = len(cc.load_table(WORDS).metadata.snapshots)
+    refused = thrift.beeline(REFUSED_DELETE)
+    assert refused.returncode != 0, refused.describe()
+    error = next((line for line in refused.stderr.splitlines() if "CONSISTENT_WRITE.REFUSED" in line), None)
+    assert error is not None, refused.describe()
+    assert "lake_consistent.demo.words" in error and "revise" in error, error
+    words_after = cc.load_table(WORDS).metadata
+    assert words_after.snapshot_by_name("main").snapshot_id == words_head and len(words_after.snapshots) == snapshots
+    assert cc.load_table(COUNTS).metadata.snapshot_by_name("main").snapshot_id == head.snapshot_id
