@@ -211,7 +211,7 @@ final class SqlEpoch {
       case PUBLISH_STAGED:
         delegate.abort(messages);
         publish(sinkPlan.mainHead, sinkPlan.stagedHead);
-        report(barrier + " republished (the staged epoch a crashed run left)");
+        report(barrier + " republished (an earlier run staged this epoch and did not publish it)");
         return;
       case WATERMARK:
         delegate.abort(messages);
