@@ -45,14 +45,17 @@ import scala.runtime.AbstractPartialFunction;
  *   <li>a root: an ingest (§5.6), skipped when its idempotency key already landed.
  * </ul>
  *
- * <p>The instance id is this catalog plugin's (one per Spark session); the sinks it registered are
- * unregistered when the JVM shuts down normally.
+ * <p>The instance id is the JVM's (one per Spark application, shared by all its sessions: a Thrift server's JDBC
+ * connections write the same jobs as one writer; statements racing in two sessions are kept apart by the fenced
+ * commits, the loser refused); the sinks registered are unregistered when the JVM shuts down normally.
  */
 final class EpochWrites {
   private final ConsistentSparkCatalog catalog;
   private final FencedCommit committer;
-  /** This plugin instance's id: the lease-holder it writes when registering. */
-  final String instance = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
+  /** This JVM's instance id: the lease-holder its registrations write (one per Spark application). */
+  static final String INSTANCE = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
+
+  final String instance = INSTANCE;
   /** Sink -> job, for the sinks this instance registered (unregistered at shutdown). */
   private final Map<String, String> registered = Collections.synchronizedMap(new TreeMap<>());
   private volatile Thread shutdownHook;
@@ -151,8 +154,8 @@ final class EpochWrites {
       }
       if (!job.equals(state.job()) || !instance.equals(state.leaseHolder())) {
         throw new ConsistentException(ErrorKind.FENCED, sink, sink + " is now written by job '" + state.job()
-            + "' instance " + state.leaseHolder() + ", not by this session's instance (" + instance + ") of '" + job
-            + "': its lease was taken over; this session's writes to it are refused");
+            + "' instance " + state.leaseHolder() + ", not by this application's instance (" + instance + ") of '" + job
+            + "': its lease was taken over; this application's writes to it are refused");
       }
       Map<String, Table> loaded = new HashMap<>();
       Map<String, TableState> closure = Resolver.upstreamStates(new ArrayList<>(sources), name -> {
