@@ -17,21 +17,18 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pyiceberg.table.refs import SnapshotRefType
-from pyiceberg.table.update import AssertRefSnapshotId, SetPropertiesUpdate, SetSnapshotRefUpdate
-
-from consistent_catalog import openlineage_events
+from consistent_catalog import epoch_commits, openlineage_events
 from consistent_catalog import properties as P
-from consistent_catalog.commit import TableStore, refs_at
+from consistent_catalog.commit import TableStore
 from consistent_catalog.epoch_plan import EpochPlan, check_append_only, plan_epoch
 from consistent_catalog.exceptions import FencedError, InvalidInputError, NotRegisteredError, TableNotFoundError
 from consistent_catalog.ingest import advance_idle_roots
 from consistent_catalog.loading import Located, table_state
-from consistent_catalog.ownership import DEFAULT_LEASE_MS, Lease, genesis_updates, register_job, unregister_job
+from consistent_catalog.ownership import DEFAULT_LEASE_MS, Lease, genesis_snapshot, register_job, unregister_job
 from consistent_catalog.read import empty_read
 from consistent_catalog.retention.expire import run_maintenance
 from consistent_catalog.retention.policy import RetentionPolicy
-from consistent_catalog.state import TableState, encode_summary_sources
+from consistent_catalog.state import TableState
 from consistent_catalog.util.identifiers import normalize_identifier
 from consistent_catalog.util.time import fmt_barrier, fmt_ms, now_ms
 
@@ -424,17 +421,12 @@ class EpochJob:
 
     def summary_properties(self, plan: EpochPlan) -> dict[str, str]:
         """The summary keys every snapshot of one staging attempt carries (a fresh attempt id per call)."""
-        return {
-            P.BARRIER: str(plan.barrier),
-            P.JOB: self.job,
-            P.SOURCES: encode_summary_sources(plan.inputs),
-            P.ATTEMPT: uuid.uuid4().hex[:12],
-        }
+        return epoch_commits.summary(plan, self.job, uuid.uuid4().hex[:12])
 
-    def _fenced(self, sink: str, plan: EpochPlan, branches: Mapping[str, int | None]) -> list[AssertRefSnapshotId]:
-        """What every commit of this instance's epoch requires: the fence ref as planned, and ``branches``."""
+    def _commit(self, table: Table, commit: epoch_commits.Commit) -> Table:
+        """Send one of this instance's epoch commits (``epoch_commits``: the fence as planned among its requirements)."""
         self._require_lease()
-        return refs_at({P.FENCE_BRANCH: plan.sinks[sink].fence, **branches})
+        return self.store.commit(table, commit.requirements, commit.updates, what=commit.what)
 
     def prepare_staged_branch(self, sink: str, plan: EpochPlan) -> tuple[Table, int]:
         """Point ``consistent-staged`` at main's head (discarding any stale staged epoch); returns (table, base).
@@ -445,21 +437,17 @@ class EpochJob:
         first gets an empty, untagged "genesis" snapshot: Iceberg branches need a snapshot.
         """
         table, state = self.store.load(sink)
-        expected = plan.sinks[sink].main_head
+        sink_plan = plan.sinks[sink]
+        expected = sink_plan.main_head
         if expected is None:
-            table = self.store.commit(table, self._fenced(sink, plan, {P.MAIN_BRANCH: None}), genesis_updates(table, self.job),
-                                      what="creating the genesis snapshot")
+            self._require_lease()  # before the genesis' manifest list is written
+            table = self._commit(table, epoch_commits.genesis(sink_plan, genesis_snapshot(table, self.job)))
             state = self.store.state_of(table)
             expected = state.head()
             assert expected is not None
         staged = state.head(P.STAGED_BRANCH)
         if staged != expected:
-            table = self.store.commit(
-                table,
-                self._fenced(sink, plan, {P.MAIN_BRANCH: expected, P.STAGED_BRANCH: staged}),
-                [SetSnapshotRefUpdate(ref_name=P.STAGED_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=expected)],
-                what="resetting the staged branch",
-            )
+            table = self._commit(table, epoch_commits.reset(sink_plan, expected, staged))
         return table, expected
 
     def stage(self, sink: str, plan: EpochPlan, data: pa.Table | None) -> Staged:
@@ -527,9 +515,10 @@ class EpochJob:
                     data, snapshot_properties=dict(properties), branch=P.STAGED_BRANCH
                 )
 
+        self._require_lease()
         return self.store.write(
             table,
-            self._fenced(".".join(table.name()), plan, {P.STAGED_BRANCH: base_id, P.MAIN_BRANCH: base_id}),
+            epoch_commits.staged_write(plan.sinks[".".join(table.name())], base_id),
             write,
             what=f"staging barrier {fmt_barrier(plan.barrier)}",
         )
@@ -548,18 +537,7 @@ class EpochJob:
         else:
             state = self.store.state_of(table)
         renewed = now_ms() + self.lease_ms
-        updates: list[Any] = []
-        branches: dict[str, int | None] = {P.MAIN_BRANCH: main_head}
-        if staged_head is not None:
-            branches[P.STAGED_BRANCH] = staged_head
-            updates.append(SetSnapshotRefUpdate(ref_name=P.MAIN_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=staged_head))
-            updates.append(SetPropertiesUpdate(updates={P.LEASE_UNTIL: str(renewed)}))
-        else:
-            assert plan.barrier is not None
-            updates.append(
-                SetPropertiesUpdate(updates={P.LEASE_UNTIL: str(renewed), **state.watermark_properties(plan.barrier)})
-            )
-        self.store.commit(table, self._fenced(sink, plan, branches), updates, what=f"publishing barrier {fmt_barrier(plan.barrier)}")
+        self._commit(table, epoch_commits.publish(plan, sink, state, main_head, staged_head, lease_until=renewed))
         self.lease = Lease(lease.job, lease.instance, lease.sinks, lease.sources, renewed)
         return staged_head if staged_head is not None else main_head
 

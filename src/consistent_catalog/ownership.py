@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pyiceberg.table.refs import SnapshotRefType
-from pyiceberg.table.update import AddSnapshotUpdate, RemovePropertiesUpdate, SetPropertiesUpdate, SetSnapshotRefUpdate
+from pyiceberg.table.update import RemovePropertiesUpdate, SetPropertiesUpdate
 
+from consistent_catalog import epoch_commits
 from consistent_catalog import properties as P
 from consistent_catalog._pyiceberg import empty_snapshot
 from consistent_catalog.commit import TableStore, TakeFence, fence_head, refs_at
@@ -28,6 +28,7 @@ from consistent_catalog.util.time import fmt_barrier, now_ms
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
 
 DEFAULT_LEASE_MS = 5 * 60 * 1000
 _OWNERSHIP_KEYS = (P.JOB, P.LEASE_HOLDER, P.LEASE_UNTIL, P.SOURCES)
@@ -44,13 +45,15 @@ class Lease:
     until_ms: int
 
 
+def genesis_snapshot(table: Table, job: str) -> Snapshot:
+    """An empty sink's first snapshot: no data, no parent, untagged but for ``consistent.job`` (Iceberg branches
+    need a snapshot; protocol §5.2). Its manifest list is written here."""
+    return empty_snapshot(table, {P.JOB: job})
+
+
 def genesis_updates(table: Table, job: str) -> list[Any]:
-    """The updates that give an empty sink its first snapshot on ``main``: no data, untagged but for
-    ``consistent.job`` (Iceberg branches need a snapshot; protocol §5.2). Commit them with ``main``
-    asserted absent."""
-    genesis = empty_snapshot(table, {P.JOB: job})
-    return [AddSnapshotUpdate(snapshot=genesis),
-            SetSnapshotRefUpdate(ref_name=P.MAIN_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=genesis.snapshot_id)]
+    """The updates that give an empty sink its genesis snapshot on ``main``. Commit them with ``main`` asserted absent."""
+    return list(epoch_commits.genesis_updates(genesis_snapshot(table, job)))
 
 
 def register_job(

@@ -612,7 +612,7 @@ def test_the_corpus_resolves_to_its_answers_through_a_catalog(case: str, kind: s
         wrong = []
         for repeat in ("cold", "warm"):
             for index, query in enumerate(body["queries"]):
-                if query.get("kind") == "component":
+                if query.get("kind") is not None:  # a component cut or a write plan: not a resolve
                     continue
                 try:
                     answer = cut_json(cc.resolve(query["tables"], query.get("level", DEFAULT_LEVEL), query.get("as_of")))

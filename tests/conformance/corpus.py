@@ -9,7 +9,8 @@ A query is ``ConsistentCatalog.resolve(tables, level, as_of)`` over a catalog ho
 case's tables, or (``"kind": "component"``) the cut the Spark plugin serves for a table's lineage
 component. An answer is the cut ``{"level", "barrier", "tables": {name: {"snapshot_id", "barrier",
 "branch", "revision"}}}``, ``{"cut": <cut or null>, "blocked": {name: <error class>}}`` for a
-component, or ``{"error": <Python exception class name>}``.
+component, or ``{"error": <Python exception class name>}``. A write-plan query (``"kind": "write-plan"`` or
+``"new-edges"``) asks the writers instead: the epoch a job plans and the commits it sends (``write_plans``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from consistent_catalog.loading import table_state
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut
 from consistent_catalog.resolver import component_cut as resolver_component_cut
 from consistent_catalog.state import TableState
+from tests.conformance import write_plans
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).resolve().parent / "cases"
@@ -82,7 +84,9 @@ def component_cut(
 
 
 def python_answer(tables: Mapping[str, Any], query: Mapping[str, Any]) -> dict[str, Any]:
-    """What the Python resolver answers to one query of a case."""
+    """What the Python resolver (or, for a write plan, the Python writer) answers to one query of a case."""
+    if query.get("kind") in write_plans.KINDS:
+        return write_plans.answer(tables, query, states_of(tables))
     level = query.get("level", DEFAULT_LEVEL)
     as_of = query.get("as_of")
     try:
@@ -98,8 +102,9 @@ def python_answer(tables: Mapping[str, Any], query: Mapping[str, Any]) -> dict[s
 
 
 def comparable(answer: Mapping[str, Any]) -> dict[str, Any]:
-    """An answer without the free-text error message (only the error class must agree)."""
-    return {k: v for k, v in answer.items() if k != "message"}
+    """An answer without the free-text error message (only the error class must agree), the snapshots its
+    commits create named as in the corpus (``write_plans.normalised``)."""
+    return write_plans.normalised({k: v for k, v in answer.items() if k != "message"})
 
 
 # --- cases ---------------------------------------------------------------------------------------------

@@ -9,11 +9,17 @@ Two kinds of case:
   temporary SQLite catalog; the metadata is the JSON file pyiceberg wrote, with the temporary
   directory replaced by ``/corpus``.
 
+- ``w*``: write plans (``write_plans.py``) over real tables written through ``ConsistentCatalog`` (ingests,
+  registered jobs, epochs run, staged and never published, revisions): what a job plans and commits next.
+  ``h14`` holds write plans over hand-written histories. ``WRITE_OUTLINES`` states, from the protocol, the
+  action and commits every write-plan query must come to.
+
 Every query's expected answer comes from the Python resolver (``ConsistentCatalog.resolve``, or
-``corpus.component_cut`` for ``"kind": "component"``). Run it again after a deliberate change of the
-protocol and review the diff::
+``corpus.component_cut`` for ``"kind": "component"``) or, for a write plan, from ``plan_epoch`` and
+``epoch_commits``. Run it again after a deliberate change of the protocol and review the diff::
 
     .venv/bin/python -m tests.conformance.generate            # rewrites tests/conformance/cases
+    .venv/bin/python -m tests.conformance.generate --only w   # rewrites only the w* cases
     .venv/bin/python -m tests.conformance.generate --check    # exits 1 if the checked-in corpus differs
 """
 
@@ -34,7 +40,10 @@ from consistent_catalog import properties as P
 from consistent_catalog.barrier import SnapshotRecord
 from consistent_catalog.state import TableState, encode_summary_sources, encode_table_sources
 from tests.conformance.corpus import CASES, make_case, metadata_json, python_answer, write_case
+from tests.conformance.write_plans import new_edges_query as edges
+from tests.conformance.write_plans import write_plan_query as wp
 from tests.harness.builders import (
+    EMPTY_TOTALS,
     MAIN,
     STAGED,
     T0,
@@ -426,6 +435,83 @@ def h13_revisions_tags_branches() -> Case:
     return "revisions, tags and foreign branches", tables, queries
 
 
+def h14_write_plans() -> Case:
+    """Write plans (tests/conformance/write_plans.py) on hand-written histories: previous inputs inherited through a
+    compaction, a watermark floor set on an empty table (-1), consistent-staged behind main or diverged from it, an
+    input no longer on its source's branch, malformed recorded inputs, sinks without main (genesis, or watermark)."""
+    r = root_state("db.r", [T0 + 100, T0 + 200], watermark=T0 + 400)  # snapshots 1, 2
+    quiet = table_state("db.q", [], {}, {P.WATERMARK: str(T0 + 400)})  # empty, complete up to 400
+    fence = snapshot(19, None, T0, summary={**EMPTY_TOTALS, P.FENCE_REASON: "register"})
+    compacted = table_state(
+        "db.compacted",
+        [fence, genesis(10, job="job-c", ts=T0), epoch(11, 10, T0 + 200, job="job-c", sources={"db.r": 2}),
+         compaction(12, 11, T0 + 2000)],
+        {MAIN: 12, STAGED: 12, P.FENCE_BRANCH: 19},
+        derived_properties("job-c", "db.r"),
+    )
+    floored = table_state(  # watermark 150 set while the table was empty: its snapshots came later, raised above 150
+        "db.floored",
+        [genesis(20, job="job-f", ts=T0), epoch(21, 20, T0 + 100, job="job-f", sources={"db.r": 2})],
+        head=21,
+        properties={**derived_properties("job-f", "db.r"), P.WATERMARK: str(T0 + 150), P.WATERMARK_SNAPSHOT: "-1"},
+    )
+    behind = table_state(
+        "db.behind",
+        [genesis(30, job="job-b", ts=T0), epoch(31, 30, T0 + 100, job="job-b", sources={"db.r": 1})],
+        {MAIN: 31, STAGED: 30},
+        derived_properties("job-b", "db.r"),
+    )
+    diverged = table_state(  # an epoch at 400 staged on the genesis, while main moved on: not ahead of main
+        "db.diverged",
+        [genesis(40, job="job-d", ts=T0), epoch(41, 40, T0 + 100, job="job-d", sources={"db.r": 1}),
+         epoch(42, 40, T0 + 400, job="job-d", sources={"db.r": 2}, attempt="aaaaaaaaaaaa")],
+        {MAIN: 41, STAGED: 42},
+        derived_properties("job-d", "db.r"),
+    )
+    rolled = table_state(  # its last input (snapshot 7) is not on db.r's main any more
+        "db.rolled",
+        [genesis(50, job="job-r", ts=T0), epoch(51, 50, T0 + 100, job="job-r", sources={"db.r": 7})],
+        head=51,
+        properties=derived_properties("job-r", "db.r"),
+    )
+    malformed = table_state(
+        "db.malformed",
+        [genesis(60, job="job-m", ts=T0),
+         snapshot(61, 60, T0, barrier=T0 + 100, job="job-m", summary={"added-records": "1", "total-records": "1",
+                                                                      P.SOURCES: '{"db.r": "two"}'})],
+        head=61,
+        properties=derived_properties("job-m", "db.r"),
+    )
+    emptied = table_state("db.emptied", [], {}, {**derived_properties("job-e", "db.r"), P.REVISION: "1"})
+    void = table_state("db.void", [], {}, {**derived_properties("job-v", "db.q"), P.WATERMARK: str(T0 + 100),
+                                          P.WATERMARK_SNAPSHOT: "-1"})
+    blank = table_state("db.blank", [], {}, derived_properties("job-n", "db.q"))
+    # names beyond ASCII: consistent.sources sorts them by code point and escapes them as json.dumps does
+    wide = table_state("db.\uff57ide", [], {}, {P.WATERMARK: str(T0 + 400)})
+    astral = table_state("db.\U0001f600", [], {}, {P.WATERMARK: str(T0 + 400)})
+    multi = derived_state("db.multi", ["db.r", wide.identifier, astral.identifier], [], 70, job="job-u")
+    tables = meta(r, quiet, compacted, floored, behind, diverged, rolled, malformed, emptied, void, blank, wide, astral,
+                  multi)
+    queries = [
+        wp("job-c", ["db.r"], ["db.compacted"]),
+        wp("job-f", ["db.r"], ["db.floored"]),
+        wp("job-b", ["db.r"], ["db.behind"]),
+        wp("job-d", ["db.r"], ["db.diverged"]),
+        wp("job-r", ["db.r"], ["db.rolled"]),
+        wp("job-m", ["db.r"], ["db.malformed"]),
+        wp("job-e", ["db.r"], ["db.emptied"]),
+        wp("job-v", ["db.q"], ["db.void"]),
+        wp("job-n", ["db.q"], ["db.blank"]),
+        wp("job-x", ["db.r", "db.q"], ["db.behind", "db.emptied"]),
+        wp("job-x", [], ["db.blank"]),
+        wp("job-u", ["db.r", wide.identifier, astral.identifier], ["db.multi"]),
+        wp("job-u", [astral.identifier, "db.q", wide.identifier], ["db.multi"]),
+        edges("job-c", ["db.compacted"], ["db.r"]),
+        edges("job-c", ["db.q"], ["db.compacted", "db.r"]),
+    ]
+    return "write plans on hand-written histories (compaction, floors, staged branches, sinks without main)", tables, queries
+
+
 HAND: dict[str, dict[int, Callable[[dict[str, Any]], bool]]] = {
     # worked out by hand from the protocol §3 rules (not from the resolver)
     "h01_late_snapshots": {
@@ -458,7 +544,70 @@ HAND: dict[str, dict[int, Callable[[dict[str, Any]], bool]]] = {
         8: lambda a: (a["barrier"], a["tables"]["db.r"]["snapshot_id"]) == (T0 + 150, 1),
     },
     "h12_no_complete_barrier": {0: lambda a: a == {"error": "ResolutionError"}},
+    # protocol §3.6, §5.1-§5.3
+    "h14_write_plans": {
+        # the compaction's recorded inputs are its parent's: unchanged, so the watermark moves on the compaction
+        0: lambda a: _published_properties(a, "db.compacted") == {
+            P.LEASE_UNTIL: "1701000000000", P.WATERMARK: str(T0 + 400), P.WATERMARK_SNAPSHOT: "12"},
+        # the floor set on the empty table raised snapshot 21 (raw 100) to 151: kept as an override
+        1: lambda a: _published_properties(a, "db.floored")[P.BARRIER_OVERRIDES] == f'{{"21":{T0 + 151}}}',
+        # no main, inputs empty: watermark on no snapshot, main asserted absent
+        7: lambda a: _published_properties(a, "db.void")[P.WATERMARK_SNAPSHOT] == "-1"
+        and a["commits"]["db.void"][0]["requirements"][1] == {"type": "assert-ref-snapshot-id", "ref": "main",
+                                                             "snapshot-id": None},
+        # the genesis of a table with no snapshot at all: sequence number 1, tagged with the job only
+        6: lambda a: a["commits"]["db.emptied"][0]["updates"][0]["snapshot"]["sequence-number"] == 1
+        and a["commits"]["db.emptied"][0]["updates"][0]["snapshot"]["summary"][P.JOB] == "job-e",
+        # keys sorted by code point, escaped as json.dumps does
+        11: lambda a: a["commits"]["db.multi"][1]["summary"][P.SOURCES]
+        == '{"db.r":2,"db.\\uff57ide":null,"db.\\ud83d\\ude00":null}',
+    },
 }
+
+#: what each write-plan query must come to, worked out from protocol §5.1-§5.4 (not from the planner): per sink
+#: "action: the commits sent", or the error class, or "ok" (a registration's cycle check that passes)
+STAGE = "stage: staged-write publish"
+RESET = "stage: reset staged-write publish"
+GENESIS = "stage: genesis reset staged-write publish"
+WATERMARK = "watermark: publish"
+WRITE_OUTLINES: dict[str, list[Any]] = {
+    "h14_write_plans": [{"db.compacted": WATERMARK}, {"db.floored": WATERMARK}, {"db.behind": RESET},
+                        {"db.diverged": RESET}, {"db.rolled": RESET}, "MalformedMetadataError", {"db.emptied": GENESIS},
+                        {"db.void": WATERMARK}, {"db.blank": WATERMARK}, {"db.behind": RESET, "db.emptied": GENESIS},
+                        "InvalidInputError", {"db.multi": RESET}, {"db.multi": WATERMARK}, "CycleError", "ok"],
+    "w01_stage": [{"db.first": RESET}, {"db.later": STAGE}, {"db.two_a": RESET, "db.two_b": RESET}],
+    "w02_watermark": [{"db.plain": WATERMARK}, {"db.floored": WATERMARK}, {"db.idle": WATERMARK}],
+    "w03_done": [{"db.current": "done:"}, {"db.waiting": "done:"}],
+    "w04_replay": [{"db.crashed": "publish-staged: publish"}, {"db.twice": RESET}, {"db.crashed": RESET},
+                   {"db.stale": RESET}],
+    "w05_multi_source": [{"db.c": RESET}, {"db.c": RESET}, {"db.c2": "done:"}, {"db.a": "done:"}],
+    "w06_revised": [{"db.full": GENESIS}, {"db.part": STAGE}],
+    "w07_refused": ["CycleError", "CycleError", "CycleError", "ok", "ok", "ok", "UntrackedWriteError",
+                    "TableNotFoundError", {"db.b": "done:"}],
+}
+
+
+def _published_properties(answer: dict[str, Any], sink: str) -> dict[str, str]:
+    publish = answer["commits"][sink][-1]
+    return next(u["updates"] for u in publish["updates"] if u["action"] == "set-properties")
+
+
+def write_outline(answer: Mapping[str, Any]) -> Any:
+    """A write-plan answer in WRITE_OUTLINES' terms."""
+    if "error" in answer:
+        return answer["error"]
+    if "ok" in answer:
+        return "ok"
+    return {sink: " ".join([f"{p['action']}:", *(c["commit"] for c in answer["commits"][sink])])
+            for sink, p in answer["plan"]["sinks"].items()}
+
+
+def check_write_outlines(name: str, case: Mapping[str, Any]) -> None:
+    expected = WRITE_OUTLINES.get(name)
+    found = [write_outline(q["expected"]) for q in case["queries"] if q.get("kind") in ("write-plan", "new-edges")]
+    if expected is not None and found != expected:
+        raise AssertionError(f"{name}: the write plans differ from the outline worked out by hand:\n  expected "
+                             f"{expected}\n  found    {found}")
 
 
 # --- real tables, written by pyiceberg -------------------------------------------------------------------
@@ -670,7 +819,208 @@ def p04_diamond(directory: Path) -> Case:
     return "siblings and a diamond written by pyiceberg, with watermark-only epochs", lake.metadata(*names), queries
 
 
-GENERATED: tuple[Callable[[Path], Case], ...] = (p01_flip_pipeline, p02_foreign_late_overwrite, p03_expired, p04_diamond)
+# --- write plans: real tables, then what a job plans and commits (tests/conformance/write_plans.py) -----------
+class JobLake(Lake):
+    """A Lake written through ``ConsistentCatalog``: ingests, registered jobs, epochs (all or part of one)."""
+
+    def __init__(self, directory: Path) -> None:
+        from consistent_catalog.catalog import ConsistentCatalog
+
+        super().__init__(directory)
+        self.cc = ConsistentCatalog(self.catalog)
+
+    def ingest(self, name: str, words: list[str], barrier: int) -> int:
+        self.cc.ingest(name, pa.table({"word": words}, schema=WORD), barrier=barrier)
+        return self.table(name).metadata.snapshot_by_name(MAIN).snapshot_id
+
+    def job(self, job: str, sources: Iterable[str], sinks: Iterable[str], mode: str = "overwrite") -> Any:
+        """A registered job copying its sources' rows into each sink."""
+        sources = list(sources)
+
+        def copy(ctx: Any) -> pa.Table:
+            return pa.concat_tables([ctx.read(s) for s in sources])
+
+        found = self.cc.job(job, sources=sources, sinks=sinks, transform=copy, mode=mode)
+        found.register()
+        return found
+
+    def stage_only(self, job: Any) -> None:
+        """Stage the job's next epoch on every sink and never publish it (a job killed in between)."""
+        plan = job.plan()
+        outputs = job.run_transform(plan)
+        for sink, sink_plan in plan.sinks.items():
+            assert sink_plan.action == "stage", sink_plan
+            job.stage(sink, plan, outputs.get(sink))
+
+
+def w01_stage(directory: Path) -> Case:
+    """Epochs to stage: a job's first epoch after registration (its genesis on main, no consistent-staged yet:
+    reset), a later epoch (consistent-staged at main's head: no reset), a job with two sinks."""
+    lake = JobLake(directory)
+    for name in ("db.r", "db.first", "db.later", "db.two_a", "db.two_b"):
+        lake.create(name)
+    lake.ingest("db.r", ["a", "b"], T0 + 100)
+    lake.job("job-first", ["db.r"], ["db.first"])
+    later = lake.job("job-later", ["db.r"], ["db.later"], mode="append")
+    later.run_epoch()
+    lake.job("job-two", ["db.r"], ["db.two_a", "db.two_b"])
+    lake.ingest("db.r", ["c"], T0 + 200)
+    queries = [wp("job-first", ["db.r"], ["db.first"]), wp("job-later", ["db.r"], ["db.later"]),
+               wp("job-two", ["db.r"], ["db.two_a", "db.two_b"])]
+    return "write plans: stage (a first epoch after registration, a later one, two sinks)", lake.metadata(
+        "db.r", "db.first", "db.later", "db.two_a", "db.two_b"), queries
+
+
+def w02_watermark(directory: Path) -> Case:
+    """Watermark-only epochs: inputs unchanged since the last epoch; a sink whose watermark floor raised a late
+    snapshot's barrier and that has barrier overrides (kept, or dropped with their snapshot); inputs all empty."""
+    lake = JobLake(directory)
+    for name in ("db.r", "db.quiet", "db.plain", "db.floored", "db.idle"):
+        lake.create(name)
+    e1 = lake.ingest("db.r", ["a"], T0 + 100)
+    lake.job("job-plain", ["db.r"], ["db.plain"]).run_epoch()
+    lake.job("job-floored", ["db.r"], ["db.floored"]).run_epoch()
+    f1 = lake.table("db.floored").metadata.snapshot_by_name(MAIN).snapshot_id
+    # a watermark-only epoch at 250 on f1, then a late snapshot tagged 200 with the same input: raised to 251
+    lake.set_properties("db.floored", **{P.WATERMARK: str(T0 + 250), P.WATERMARK_SNAPSHOT: str(f1),
+                                         P.BARRIER_OVERRIDES: json.dumps({str(f1): T0 + 100, "99": T0 + 5})})
+    lake.append("db.floored", ["a"], epoch_props("job-floored", T0 + 200, {"db.r": e1}))
+    lake.cc.advance_watermark("db.r", T0 + 300)
+    lake.cc.advance_watermark("db.quiet", T0 + 300)
+    lake.job("job-idle", ["db.quiet"], ["db.idle"])
+    queries = [wp("job-plain", ["db.r"], ["db.plain"]), wp("job-floored", ["db.r"], ["db.floored"]),
+               wp("job-idle", ["db.quiet"], ["db.idle"])]
+    return "write plans: watermark-only epochs (plain, with a floor and overrides, empty inputs)", lake.metadata(
+        "db.r", "db.quiet", "db.plain", "db.floored", "db.idle"), queries
+
+
+def w03_done(directory: Path) -> Case:
+    """Nothing to do: the sink already holds T (done); a source without any watermark (no barrier at all)."""
+    lake = JobLake(directory)
+    for name in ("db.r", "db.none", "db.current", "db.waiting"):
+        lake.create(name)
+    lake.ingest("db.r", ["a"], T0 + 100)
+    current = lake.job("job-current", ["db.r"], ["db.current"])
+    current.run_epoch()
+    lake.job("job-waiting", ["db.none", "db.r"], ["db.waiting"])
+    queries = [wp("job-current", ["db.r"], ["db.current"]), wp("job-waiting", ["db.none", "db.r"], ["db.waiting"])]
+    return "write plans: done (the sink holds T) and no barrier (a source has no watermark)", lake.metadata(
+        "db.r", "db.none", "db.current", "db.waiting"), queries
+
+
+def w04_replay(directory: Path) -> Case:
+    """After a crash (protocol §5.4): a staged epoch for T with the planned inputs is published as it is; one two
+    attempts staged on top of each other, another job's, or a stale one (its source moved on) is reset."""
+    lake = JobLake(directory)
+    for name in ("db.r", "db.moved", "db.crashed", "db.twice", "db.stale"):
+        lake.create(name)
+    lake.ingest("db.r", ["a"], T0 + 100)
+    lake.ingest("db.moved", ["a"], T0 + 100)
+    crashed = lake.job("job-crashed", ["db.r"], ["db.crashed"])
+    twice = lake.job("job-twice", ["db.r"], ["db.twice"])
+    stale = lake.job("job-stale", ["db.moved"], ["db.stale"])
+    for job in (crashed, twice, stale):
+        job.run_epoch()
+    e2 = lake.ingest("db.r", ["b"], T0 + 200)
+    lake.ingest("db.moved", ["b"], T0 + 200)
+    for job in (crashed, twice, stale):
+        lake.stage_only(job)
+    # a second writer staged the same epoch on top (a zombie): two attempt ids
+    lake.append("db.twice", ["a", "b"], {**epoch_props("job-twice", T0 + 200, {"db.r": e2}), P.ATTEMPT: "ffffffffffff"},
+                branch=STAGED)
+    lake.ingest("db.moved", ["c"], T0 + 300)  # db.stale's staged epoch (at 200) is now stale
+    queries = [wp("job-crashed", ["db.r"], ["db.crashed"]), wp("job-twice", ["db.r"], ["db.twice"]),
+               wp("job-other", ["db.r"], ["db.crashed"]), wp("job-stale", ["db.moved"], ["db.stale"])]
+    return "write plans: replay after a crash (publish-staged; two attempts, another job's, stale: reset)", lake.metadata(
+        "db.r", "db.moved", "db.crashed", "db.twice", "db.stale"), queries
+
+
+def w05_multi_source(directory: Path) -> Case:
+    """A job over two sibling tables at different speeds: db.a skipped 150 (processed 100, then 200), db.b
+    processed 100 and 150. The diamond job's T is the newest barrier below 150 where both are complete, never
+    db.a at 200 with db.b at 150; db.c2, which published that T already, is done."""
+    lake = JobLake(directory)
+    for name in ("db.r", "db.a", "db.b", "db.c", "db.c2"):
+        lake.create(name)
+    a = lake.job("job-a", ["db.r"], ["db.a"])
+    b = lake.job("job-b", ["db.r"], ["db.b"])
+    lake.ingest("db.r", ["x"], T0 + 100)
+    a.run_epoch()
+    b.run_epoch()
+    lake.ingest("db.r", ["y"], T0 + 150)
+    b.run_epoch()
+    lake.ingest("db.r", ["z"], T0 + 200)
+    a.run_epoch()
+    lake.job("job-c", ["db.a", "db.b"], ["db.c"])
+    lake.job("job-c2", ["db.a", "db.b"], ["db.c2"]).run_epoch()
+    queries = [wp("job-c", ["db.a", "db.b"], ["db.c"]), wp("job-c", ["db.b", "db.a"], ["db.c"]),
+               wp("job-c2", ["db.a", "db.b"], ["db.c2"]), wp("job-a", ["db.r"], ["db.a"])]
+    return "write plans: a multi-source job whose sources skipped different barriers", lake.metadata(
+        "db.r", "db.a", "db.b", "db.c", "db.c2"), queries
+
+
+def w06_revised(directory: Path) -> Case:
+    """After revisions (protocol §8): a full revision emptied the sink (no main: the epoch starts with a genesis);
+    an incremental one rolled it back to T with watermark T (its job replays from there)."""
+    lake = JobLake(directory)
+    for name in ("db.r", "db.full", "db.r2", "db.part"):
+        lake.create(name)
+    full = lake.job("job-full", ["db.r"], ["db.full"])
+    part = lake.job("job-part", ["db.r2"], ["db.part"])
+    for barrier in (T0 + 100, T0 + 200):
+        lake.ingest("db.r", [f"w{barrier}"], barrier)
+        lake.ingest("db.r2", [f"w{barrier}"], barrier)
+        full.run_epoch()
+        part.run_epoch()
+    lake.cc.revise("db.r", T0 + 150, mode="full")
+    lake.cc.revise("db.r2", T0 + 150)
+    lake.ingest("db.r", ["again"], T0 + 250)
+    lake.ingest("db.r2", ["again"], T0 + 250)
+    queries = [wp("job-full", ["db.r"], ["db.full"]), wp("job-part", ["db.r2"], ["db.part"])]
+    return "write plans: after a full revision (genesis) and an incremental one", lake.metadata(
+        "db.r", "db.full", "db.r2", "db.part"), queries
+
+
+def w07_refused(directory: Path) -> Case:
+    """Refusals: registrations that would close a cycle (CycleError) or are fine (re-registering with new sources
+    replaces the sink's edges); a plan over a sink with a foreign write (UntrackedWriteError) or a missing source."""
+    lake = JobLake(directory)
+    for name in ("db.r", "db.a", "db.b", "db.foreign"):
+        lake.create(name)
+    lake.ingest("db.r", ["x"], T0 + 100)
+    lake.job("job-a", ["db.r"], ["db.a"]).run_epoch()
+    lake.job("job-b", ["db.a"], ["db.b"]).run_epoch()
+    lake.job("job-f", ["db.r"], ["db.foreign"]).run_epoch()
+    lake.append("db.foreign", ["zz"])  # a writer outside the job: untracked from here on
+    lake.ingest("db.r", ["y"], T0 + 200)
+    queries = [
+        edges("job-a", ["db.b"], ["db.a"]),  # db.b is downstream of db.a: a cycle
+        edges("job-a", ["db.a"], ["db.a"]),  # its own source
+        edges("job-x", ["db.b"], ["db.r"]),  # the root would read its own descendant
+        edges("job-a", ["db.r", "db.foreign"], ["db.a"]),
+        edges("job-b", ["db.r"], ["db.b"]),  # db.b's current edge (from db.a) is replaced, not checked
+        edges("job-n", ["db.b", "db.foreign"], ["db.new"]),
+        wp("job-f", ["db.r"], ["db.foreign"]),
+        wp("job-a", ["db.r", "db.missing"], ["db.a"]),
+        wp("job-b", ["db.a"], ["db.b"]),
+    ]
+    return "write plans: refused registrations (cycles) and plans (a foreign write, a missing source)", lake.metadata(
+        "db.r", "db.a", "db.b", "db.foreign"), queries
+
+
+GENERATED: tuple[Callable[[Path], Case], ...] = (
+    p01_flip_pipeline,
+    p02_foreign_late_overwrite,
+    p03_expired,
+    p04_diamond,
+    w01_stage,
+    w02_watermark,
+    w03_done,
+    w04_replay,
+    w05_multi_source,
+    w06_revised,
+    w07_refused,
+)
 HANDWRITTEN: tuple[Callable[[], Case], ...] = (
     h01_late_snapshots,
     h02_replace_and_overwrite,
@@ -685,23 +1035,32 @@ HANDWRITTEN: tuple[Callable[[], Case], ...] = (
     h11_invalid_input,
     h12_no_complete_barrier,
     h13_revisions_tags_branches,
+    h14_write_plans,
 )
 
 
-def build_cases() -> dict[str, dict[str, Any]]:
+def build_cases(only: Iterable[str] = ("",)) -> dict[str, dict[str, Any]]:
+    """Every case whose name starts with one of ``only`` (default: all)."""
+    only = tuple(only)
     cases: dict[str, dict[str, Any]] = {}
     for make in HANDWRITTEN:
+        if not make.__name__.startswith(only):
+            continue
         description, tables, queries = make()
         case = make_case(description, tables, queries)
         for index, check in HAND.get(make.__name__, {}).items():
             answer = case["queries"][index]["expected"]
             if not check(answer):
                 raise AssertionError(f"{make.__name__} query {index}: hand-checked value differs: {answer}")
+        check_write_outlines(make.__name__, case)
         cases[make.__name__] = case
     for make in GENERATED:
+        if not make.__name__.startswith(only):
+            continue
         with tempfile.TemporaryDirectory(prefix="corpus-") as tmp:
             description, tables, queries = make(Path(tmp))
             cases[make.__name__] = make_case(description, tables, queries)
+        check_write_outlines(make.__name__, cases[make.__name__])
     return cases
 
 
@@ -709,8 +1068,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=CASES, help="directory of the case files (default: %(default)s)")
     parser.add_argument("--check", action="store_true", help="only check that the hand-written cases are unchanged")
+    parser.add_argument("--only", nargs="+", metavar="PREFIX",
+                        help="write only the cases whose names start with one of these (e.g. w: the write plans); the "
+                             "generated ones get new snapshot ids on every run, so rewrite only what changed")
     args = parser.parse_args(argv)
-    cases = build_cases()
+    cases = build_cases(args.only or ("",))
     if args.check:
         stale = []
         for name, case in cases.items():

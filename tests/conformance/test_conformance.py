@@ -6,9 +6,14 @@
   expired history, foreign writes, staged epochs and revisions mixed in) are written as Iceberg
   metadata and resolved by both on every run (one JVM for all examples).
 
+The writer's side too (``write_plans.py``): for a history and a job, the epoch it plans (protocol §5.1) and
+the exact requirements and updates of every commit it sends (§5.2-§5.3), from ``epoch_plan``/``epoch_commits``
+and from the plugin's ``EpochPlanner``/``EpochCommits``, in the ``w*`` and ``h14`` cases and for each derived
+table of the random histories.
+
 A disagreement fails: the JVM code (``jvm/spark-plugin/src/main/java/io/consistentcatalog/core``) is
-a port of ``barrier.py``, ``state.py``, ``completeness.py`` and ``resolver.py``; change both together
-and regenerate the corpus (``python -m tests.conformance.generate``).
+a port of ``barrier.py``, ``state.py``, ``completeness.py``, ``resolver.py``, ``epoch_plan.py`` and
+``epoch_commits.py``; change both together and regenerate the corpus (``python -m tests.conformance.generate``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from tests.conformance import write_plans
 from tests.conformance.corpus import (
     CASES,
     build_jvm,
@@ -73,6 +79,26 @@ def test_jvm_resolver_answers_the_corpus(jvm_module: Path) -> None:
                 wrong.append(f"{name} query {index} {_query_text(query)}:\n  expected {query['expected']}\n  jvm      {answer}")
     total = sum(len(c["queries"]) for c in CORPUS.values())
     assert not wrong, f"the JVM resolver disagrees on {len(wrong)} of {total} queries:\n" + "\n".join(wrong[:10])
+
+
+def test_write_plans_cover_every_action_and_commit() -> None:
+    """The corpus holds a write plan for every action of §5.1, every commit of §5.2-§5.3 and the refusals."""
+    seen: set[str] = set()
+    for case in CORPUS.values():
+        for query in case["queries"]:
+            answer = query["expected"]
+            if query.get("kind") not in write_plans.KINDS:
+                continue
+            if "plan" in answer:
+                seen.update(p["action"] for p in answer["plan"]["sinks"].values())
+                seen.update(c["commit"] for commits in answer["commits"].values() for c in commits)
+                if answer["plan"]["barrier"] is None:
+                    seen.add("no barrier")
+            else:
+                seen.add(answer.get("error", "ok"))
+    wanted = {"done", "publish-staged", "watermark", "stage", "genesis", "reset", "staged-write", "publish", "no barrier",
+              "ok", "CycleError", "UntrackedWriteError", "TableNotFoundError"}
+    assert wanted <= seen, f"the write plans of the corpus lack {sorted(wanted - seen)}; run python -m tests.conformance.generate"
 
 
 # --- random histories -----------------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 ``random_case`` draws a run of the pipeline simulation (``tests.harness.simulation``, without its checks),
 mixes in what real tables also see (expired history, foreign writes, staged epochs that were never
 published, revisions), writes every table as Iceberg metadata JSON and asks the queries a corpus case asks
-(single tables, subsets of the simulation at every level and ``as_of``, lineage components). The expected
-answers come from ``tests.conformance.corpus.make_case``: pyiceberg's parse and the Python resolver.
+(single tables, subsets of the simulation at every level and ``as_of``, lineage components), and the writer's
+queries (each derived table's next epoch and its commits, a registration's cycle check). The expected answers
+come from ``tests.conformance.corpus.make_case``: pyiceberg's parse and the Python resolver and writer.
 
 Used by ``tests/conformance/test_conformance.py`` (the JVM resolver gives the same answers) and
 ``tests/unit/test_metadata.py`` (the lean decoder reads these files as pyiceberg does).
@@ -22,6 +23,7 @@ from consistent_catalog import properties as P
 from consistent_catalog.barrier import SnapshotRecord
 from consistent_catalog.state import TableState, encode_summary_sources
 from tests.conformance.corpus import make_case, metadata_json
+from tests.conformance.write_plans import new_edges_query, write_plan_query
 from tests.harness.simulation import Scenario, Simulation, dags, steps
 
 LEVELS = ("repeatable-read", "read-committed", "read-uncommitted")
@@ -132,4 +134,11 @@ def random_case(data: st.DataObject, number: int) -> dict[str, Any]:
         queries.append({"kind": "component", "table": name, "level": rng.choice(LEVELS)})
         if barriers:
             queries.append({"kind": "component", "table": name, "as_of": rng.choice(barriers)})
+    # the writer's side: each derived table's next epoch, and a registration's cycle check with random edges
+    for name in sorted(states):
+        state = states[name]
+        if not state.is_root:
+            queries.append(write_plan_query(state.job or "job", state.sources, [name]))
+    names = sorted(states)
+    queries.append(new_edges_query("job-new", rng.sample(names, min(2, len(names))), rng.sample(names, 1)))
     return make_case(f"random history {number}", tables, queries)

@@ -181,6 +181,7 @@ def test_random_histories_decode_and_resolve_as_with_pyiceberg() -> None:
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import strategies as st
 
+    from tests.conformance import write_plans
     from tests.harness.random_histories import random_case
 
     @settings(max_examples=20, deadline=None, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
@@ -191,7 +192,9 @@ def test_random_histories_decode_and_resolve_as_with_pyiceberg() -> None:
         for name, doc in case["tables"].items():
             assert_same(lean[name], reference(name, doc))
         for query in case["queries"]:
-            if query.get("kind") != "component":
+            if query.get("kind") in write_plans.KINDS:  # the writer plans over the lean states as over pyiceberg's
+                assert write_plans.answer(case["tables"], query, lean) == query["expected"], query
+            elif query.get("kind") != "component":
                 assert _resolve_like_cc(lean, query) == query["expected"], query
 
     check()

@@ -1,0 +1,190 @@
+"""Write plans in the conformance corpus: the epoch a job plans over a case's tables, and the commits it sends.
+
+Two query kinds (``"kind"`` of a query in ``cases/w*.json``), answered here by the Python writer and by the
+JVM's (``conformance.Main``: ``EpochPlanner`` and ``EpochCommits``):
+
+- ``"write-plan"``: ``{"job", "sources", "sinks", "attempt", "lease_until", "written"}``. The answer is
+  ``{"plan": {"barrier", "inputs", "sinks": {sink: {"action", "main_head", "staged_head", "previous_inputs",
+  "fence"}}}, "commits": {sink: [commit, ...]}}``: the plan of protocol §5.1 (``plan_epoch`` over the
+  sources' upstream closure), and per sink the commits of §5.2-§5.3 its action sends, in order. ``stage``:
+  the genesis when the sink has no ``main``, the reset when ``consistent-staged`` differs from main's
+  head, the staged write (its requirements, and the summary keys of attempt ``attempt``), the publish of
+  the staged head the write made (``written``, a given id); ``publish-staged``: the publish of the staged
+  head; ``watermark``: the watermark-only publish; ``done``: nothing. Every publish renews the lease to
+  ``lease_until``. A commit is ``{"commit", "what", "requirements", "updates"}`` with requirements and
+  updates in Iceberg's REST JSON (pyiceberg's models as its REST client sends them; Java's
+  ``UpdateRequirementParser``/``MetadataUpdateParser``), the table uuid left out (the sender adds it).
+- ``"new-edges"``: ``{"job", "sources", "sinks"}``: registration's cycle check (protocol §6.1) over the
+  case's tables without the sinks' own edges: ``{"ok": true}``.
+
+Either kind answers ``{"error": <Python exception class name>}`` when refused. The snapshots a commit
+creates get a fresh id and timestamp on every run (the genesis): ``normalised`` names them ``created-1``...
+wherever they appear and blanks their timestamp and manifest list, on both sides' answers.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pyiceberg.io.pyarrow import PyArrowFileIO
+from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadataUtil
+
+from consistent_catalog import epoch_commits
+from consistent_catalog import properties as P
+from consistent_catalog.epoch_plan import EpochPlan, plan_epoch
+from consistent_catalog.exceptions import ConsistentCatalogError, TableNotFoundError
+from consistent_catalog.lineage import LineageGraph
+from consistent_catalog.ownership import genesis_snapshot
+from consistent_catalog.state import TableState
+
+KINDS = ("write-plan", "new-edges")
+#: the fixed parts of a write plan's commits: the staging attempt's id, the lease a publish renews to, the
+#: snapshot id the staged data write made (the writer's, not one of the epoch's own commits)
+FIXED = {"attempt": "0123456789ab", "lease_until": 1_701_000_000_000, "written": 7_000_000_000_000_000_001}
+
+
+def write_plan_query(job: str, sources: Iterable[str], sinks: Iterable[str]) -> dict[str, Any]:
+    return {"kind": "write-plan", "job": job, "sources": list(sources), "sinks": list(sinks), **FIXED}
+
+
+def new_edges_query(job: str, sources: Iterable[str], sinks: Iterable[str]) -> dict[str, Any]:
+    return {"kind": "new-edges", "job": job, "sources": list(sources), "sinks": list(sinks)}
+
+
+def upstream_closure(tables: list[str], states: Mapping[str, TableState]) -> dict[str, TableState]:
+    """``tables`` and every table they derive from among ``states`` (what ``EpochJob.plan`` loads); a missing
+    table of ``tables`` is TableNotFoundError, a missing source further up is left out."""
+    found: dict[str, TableState] = {}
+    pending = list(tables)
+    while pending:
+        name = pending.pop()
+        if name in found:
+            continue
+        state = states.get(name)
+        if state is None:
+            if name in tables:
+                raise TableNotFoundError(f"table {name} does not exist in the catalog; check the name")
+            continue
+        found[name] = state
+        pending.extend(s for s in state.sources if s not in found)
+    return found
+
+
+def answer(tables: Mapping[str, Any], query: Mapping[str, Any], states: Mapping[str, TableState]) -> dict[str, Any]:
+    """What the Python writer answers to a ``write-plan`` or ``new-edges`` query (normalised)."""
+    job, sources, sinks = query["job"], list(query["sources"]), list(query["sinks"])
+    try:
+        if query["kind"] == "new-edges":
+            graph = LineageGraph.from_states(s for name, s in states.items() if name not in sinks)
+            graph.check_new_edges(job, sources, sinks)
+            return {"ok": True}
+        for sink in sinks:
+            if sink not in states:
+                raise TableNotFoundError(f"table {sink} does not exist in the catalog; check the name")
+        closure = upstream_closure(sources, states)
+        plan = plan_epoch(job, {s: closure[s] for s in sources}, {s: states[s] for s in sinks}, upstream=closure)
+        commits = {sink: epoch_commit_list(plan, sink, states[sink], tables[sink], query) for sink in sinks}
+    except ConsistentCatalogError as exc:
+        return {"error": type(exc).__name__}
+    return normalised({"plan": plan_json(plan), "commits": commits})
+
+
+def plan_json(plan: EpochPlan) -> dict[str, Any]:
+    return {
+        "barrier": plan.barrier,
+        "inputs": dict(plan.inputs),
+        "sinks": {
+            name: {"action": p.action, "main_head": p.main_head, "staged_head": p.staged_head,
+                   "previous_inputs": dict(p.previous_inputs), "fence": p.fence}
+            for name, p in plan.sinks.items()
+        },
+    }
+
+
+def epoch_commit_list(
+    plan: EpochPlan, sink: str, state: TableState, metadata: Mapping[str, Any], query: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The commits ``EpochJob`` sends for ``sink``'s action, in order, as it builds them (``epoch_commits``)."""
+    sink_plan = plan.sinks[sink]
+    lease_until = query["lease_until"]
+    if plan.barrier is None or sink_plan.action == "done":
+        return []
+    if sink_plan.action == "publish-staged":
+        return [commit_json("publish", epoch_commits.publish(
+            plan, sink, state, sink_plan.main_head, sink_plan.staged_head, lease_until=lease_until))]
+    if sink_plan.action == "watermark":
+        return [commit_json("publish", epoch_commits.publish(plan, sink, state, sink_plan.main_head, None,
+                                                             lease_until=lease_until))]
+    out = []
+    base = sink_plan.main_head
+    if base is None:
+        with tempfile.TemporaryDirectory(prefix="corpus-genesis-") as directory:
+            genesis = genesis_snapshot(scratch_table(sink, metadata, directory), plan.job)
+        out.append(commit_json("genesis", epoch_commits.genesis(sink_plan, genesis)))
+        base = genesis.snapshot_id
+    staged = state.head(P.STAGED_BRANCH)  # the genesis commit leaves consistent-staged as it was
+    if staged != base:
+        out.append(commit_json("reset", epoch_commits.reset(sink_plan, base, staged)))
+    out.append({
+        "commit": "staged-write",
+        "requirements": [_rest_json(r) for r in epoch_commits.staged_write(sink_plan, base)],
+        "summary": epoch_commits.summary(plan, plan.job, query["attempt"]),
+    })
+    out.append(commit_json("publish", epoch_commits.publish(plan, sink, state, base, query["written"],
+                                                            lease_until=lease_until)))
+    return out
+
+
+def commit_json(name: str, commit: epoch_commits.Commit) -> dict[str, Any]:
+    return {
+        "commit": name,
+        "what": commit.what,
+        "requirements": [_rest_json(r) for r in commit.requirements],
+        "updates": [_rest_json(u) for u in commit.updates],
+    }
+
+
+def _rest_json(model: Any) -> Any:
+    """A requirement or update as pyiceberg's REST client sends it (``CommitTableRequest.model_dump_json``)."""
+    return json.loads(model.model_dump_json())
+
+
+def scratch_table(name: str, metadata: Mapping[str, Any], directory: str) -> Table:
+    """The sink as a pyiceberg ``Table`` located in ``directory``, where the genesis writes its empty manifest
+    list (the case's own location, ``/corpus/...``, is not writable)."""
+    parsed = TableMetadataUtil.parse_raw(json.dumps({**metadata, "location": f"file://{directory}"}))
+    return Table(tuple(name.split(".")), parsed, f"file://{directory}/metadata/v1.metadata.json", PyArrowFileIO(),
+                 None)  # type: ignore[arg-type]  # no catalog: nothing is committed
+
+
+def normalised(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """``answer`` with the snapshots its commits create (``add-snapshot``) named ``created-1``, ``created-2``...
+    per sink wherever their ids appear, and their timestamp and manifest list blanked."""
+    if "commits" not in answer:
+        return dict(answer)
+    commits = {}
+    for sink, found in answer["commits"].items():
+        created: dict[int, str] = {}
+        for commit in found:
+            for update in commit.get("updates", []):
+                if update.get("action") == "add-snapshot":
+                    created.setdefault(update["snapshot"]["snapshot-id"], f"created-{len(created) + 1}")
+
+        def rename(value: Any, created: dict[int, str] = created) -> Any:
+            if isinstance(value, dict):
+                out = {k: rename(v) for k, v in value.items()}
+                if "manifest-list" in out and "timestamp-ms" in out:  # a snapshot the commit created
+                    out.update({"timestamp-ms": "<now>", "manifest-list": "<written>"})
+                return out
+            if isinstance(value, list):
+                return [rename(v) for v in value]
+            if isinstance(value, int) and not isinstance(value, bool) and value in created:
+                return created[value]
+            return value
+
+        commits[sink] = rename(found)
+    return {**answer, "commits": commits}
