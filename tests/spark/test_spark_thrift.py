@@ -388,6 +388,16 @@ def test_an_epoch_statement_through_beeline_publishes_one_epoch_and_a_delete_sta
     log = thrift.log.read_text(encoding="utf-8", errors="replace")
     assert f"[lake_consistent] word-count: demo.word_counts barrier {barrier} " in log, thrift.server_log()
 
+    # a second JDBC connection (a new beeline process) runs the job's next epoch: the server's sessions share
+    # one writer instance, so no takeover is needed and nothing is refused
+    cc.ingest(WORDS, pa.table({"word": ["second-connection"]}, schema=SCHEMAS[WORDS]))
+    second = int(cc.load_table(WORDS).metadata.snapshot_by_name("main").summary.additional_properties[P.BARRIER])
+    again = thrift.beeline(*EPOCH)
+    assert again.returncode == 0, again.describe()
+    head = cc.load_table(COUNTS).metadata.snapshot_by_name("main")
+    assert head.summary.additional_properties[P.BARRIER] == str(second)
+    assert exactly_once_problems(COUNTS, cc.load_table(COUNTS).metadata) == []
+
     # DELETE through lake_consistent: refused in one line, a non-zero exit, nothing committed
     words_head = cc.load_table(WORDS).metadata.snapshot_by_name("main").snapshot_id
     snapshots = len(cc.load_table(WORDS).metadata.snapshots)
