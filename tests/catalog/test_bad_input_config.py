@@ -29,7 +29,7 @@ from tests.harness.lake import WORDS_SCHEMA, sqlite_catalog
 EXE = str(Path(sys.executable).parent / "consistent-catalog")
 SRC = Path(consistent_catalog.__file__).resolve().parent
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
-FOREIGN_OPTIONS = {"--properties-file"}
+FOREIGN_OPTIONS = {"--properties-file", "--conf"}
 """Options of other tools that messages may name (spark-sql's)."""
 READ_COMMANDS = [
     ["status"],
