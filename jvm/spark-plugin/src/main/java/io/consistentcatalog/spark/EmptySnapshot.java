@@ -1,5 +1,6 @@
 package io.consistentcatalog.spark;
 
+import io.consistentcatalog.core.Keys;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.Collections;
@@ -47,6 +48,14 @@ final class EmptySnapshot implements Snapshot {
     this.schemaId = schemaId;
     this.firstRowId = firstRowId;
     this.addedRows = addedRows;
+  }
+
+  /**
+   * The genesis of a sink without {@code main} (protocol §5.2 step 1): empty, untagged but for {@code consistent.job},
+   * the next sequence number of {@code base} (registration, and an epoch after a revision emptied the sink).
+   */
+  static EmptySnapshot genesis(TableOperations ops, TableMetadata base, String job) {
+    return create(ops, base, base.lastSequenceNumber() + 1, java.util.Collections.singletonMap(Keys.JOB, job));
   }
 
   /** A new empty snapshot of the table {@code ops} operates on ({@code base} as read), with {@code extra} in its summary. */

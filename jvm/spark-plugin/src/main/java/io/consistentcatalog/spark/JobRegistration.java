@@ -82,8 +82,8 @@ final class JobRegistration {
     List<UpdateRequirement> requirements = new ArrayList<>();
     long sequence = base.lastSequenceNumber() + 1;
     if (state.head() == null) { // genesis, with main asserted absent: of two racing registrations one wins
-      Map<String, String> tag = Collections.singletonMap(Keys.JOB, job);
-      Snapshot genesis = EmptySnapshot.create(ops, base, sequence++, tag);
+      Snapshot genesis = EmptySnapshot.genesis(ops, base, job);
+      sequence++;
       updates.add(new MetadataUpdate.AddSnapshot(genesis));
       updates.add(branchRef(Keys.MAIN_BRANCH, genesis.snapshotId()));
       requirements.add(new UpdateRequirement.AssertRefSnapshotID(Keys.MAIN_BRANCH, null));

@@ -160,8 +160,7 @@ final class SqlEpoch {
     TableState state = TableState.fromMetadata(sink, metadata);
     Long expectedMain = sinkPlan.mainHead;
     if (expectedMain == null) {
-      Snapshot genesis = EmptySnapshot.create(((HasTableOperations) current).operations(), metadata,
-          metadata.lastSequenceNumber() + 1, Collections.singletonMap(Keys.JOB, job));
+      Snapshot genesis = EmptySnapshot.genesis(((HasTableOperations) current).operations(), metadata, job);
       metadata = send(metadata, EpochCommits.genesis(sinkPlan, genesis));
       state = TableState.fromMetadata(sink, metadata);
       expectedMain = state.head();

@@ -1,7 +1,5 @@
 package io.consistentcatalog.spark;
 
-import io.consistentcatalog.core.Keys;
-import java.util.Collections;
 import org.apache.iceberg.LocationProviders;
 import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.TableMetadata;
@@ -20,8 +18,7 @@ public final class GenesisSnapshots {
 
   /** The genesis of the sink {@code base} for {@code job}: as {@code SqlEpoch} creates it (sequence number, summary). */
   public static Snapshot create(TableMetadata base, String job) {
-    return EmptySnapshot.create(new ScratchOperations(base), base, base.lastSequenceNumber() + 1,
-        Collections.singletonMap(Keys.JOB, job));
+    return EmptySnapshot.genesis(new ScratchOperations(base), base, job);
   }
 
   /** Operations over {@code base} that write into memory and commit nothing. */
