@@ -13,6 +13,7 @@ test_sql_writer_mixed.py; the FLIP pipeline as a SQL file: test_sql_pipeline.py.
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -162,6 +163,29 @@ def test_the_epoch_reads_its_inputs_not_the_readers_cut(env: Any, ns: str) -> No
     epochs = epoch_snapshots(cc, f"{ns}.word_counts")
     assert int(epochs[-1][P.BARRIER]) == also
     assert counts_at_head(cc, f"{ns}.word_counts") == {"a": 1, "b": 2, "c": 1}
+
+
+def test_an_idle_source_keeps_the_epochs_moving(env: Any, ns: str) -> None:
+    """A root declared idle (set_idle) is advanced to now minus its allowance before the statement plans, as the
+    Python jobs do (protocol §5.6): with no new words the sink's watermark still follows the clock."""
+    from consistent_catalog.util.time import now_ms
+
+    cc, spark = env
+    first = ingest(cc, ns, "a")
+    cc.set_idle(f"{ns}.words", 1_000)
+    sql(spark, "SET spark.sql.consistent.job=word-count")
+    statement = f"INSERT OVERWRITE lake_consistent.{ns}.word_counts {COUNT_WORDS.format(ns=ns)}"
+    sql(spark, statement)
+    while now_ms() < first + 1_500:  # the clock must pass the allowance for the root to move
+        time.sleep(0.1)
+    before = now_ms()
+    sql(spark, statement)
+    words = cc.catalog.load_table(f"{ns}.words").metadata
+    advanced = int(words.properties[P.WATERMARK])
+    assert advanced > first and advanced >= before - 1_000  # the root was advanced to now - 1 s
+    counts = cc.catalog.load_table(f"{ns}.word_counts").metadata
+    assert int(counts.properties[P.WATERMARK]) == advanced  # the sink followed with a watermark-only epoch
+    assert len(epoch_snapshots(cc, f"{ns}.word_counts")) == 1 and counts_at_head(cc, f"{ns}.word_counts") == {"a": 1}
 
 
 def test_insert_into_appends_each_epochs_output(env: Any, ns: str) -> None:

@@ -442,4 +442,9 @@ public final class TableState {
     Long value = intProperty("consistent.clock-skew-ms");
     return value == null ? Keys.DEFAULT_CLOCK_SKEW_MS : value;
   }
+
+  /** {@code consistent.idle-after-ms} of a root declared an idle source (§5.6), or null. */
+  public Long idleAfterMs() {
+    return intProperty("consistent.idle-after-ms");
+  }
 }

@@ -167,6 +167,14 @@ final class EpochWrites {
           return null;
         }
       }, true);
+      long now = System.currentTimeMillis();
+      for (String name : new ArrayList<>(closure.keySet())) { // idle sources keep the DAG moving (protocol §5.6)
+        Table advanced = JobRegistration.advanceIdleRoot(committer, Names.icebergIdentifier(name), name, loaded.get(name), now);
+        if (advanced != null) {
+          loaded.put(name, advanced);
+          closure.put(name, state(name, advanced));
+        }
+      }
       Map<String, TableState> sourceStates = new TreeMap<>();
       for (String source : sources) {
         sourceStates.put(source, closure.get(source));

@@ -178,4 +178,37 @@ final class JobRegistration {
       // taken over meanwhile
     }
   }
+
+  /**
+   * {@code advance_idle_roots} for one root: a root declared idle ({@code consistent.idle-after-ms}) whose watermark
+   * is behind {@code now} minus its allowance is advanced there, in one commit requiring main as read and taking
+   * the fence (keeping the holder). Returns the table as committed, or null when nothing was advanced (not idle,
+   * not behind, or an ingest or another advance got there first).
+   */
+  static Table advanceIdleRoot(FencedCommit committer, TableIdentifier ident, String name, Table table, long now) {
+    TableMetadata base = FencedCommit.metadata(table);
+    TableState state = TableState.fromMetadata(name, base);
+    Long after = state.idleAfterMs();
+    if (!state.isRoot() || after == null) {
+      return null;
+    }
+    long target = now - after;
+    Long current = state.watermark();
+    if (current != null && target <= current) {
+      return null;
+    }
+    List<UpdateRequirement> requirements = new ArrayList<>();
+    requirements.add(new UpdateRequirement.AssertRefSnapshotID(Keys.MAIN_BRANCH, state.head()));
+    List<MetadataUpdate> updates = new ArrayList<>();
+    updates.add(new MetadataUpdate.SetProperties(state.watermarkProperties(target)));
+    takeFence(((HasTableOperations) table).operations(), base, state.head(Keys.FENCE_BRANCH), "advance",
+        base.properties().get(Keys.LEASE_HOLDER), base.properties().get(Keys.JOB), base.lastSequenceNumber() + 1,
+        requirements, updates);
+    try {
+      committer.commit(ident, base, requirements, updates, "advancing the watermark of idle root " + name);
+    } catch (FencedCommit.Refused e) {
+      return null;
+    }
+    return committer.load(ident);
+  }
 }
