@@ -42,6 +42,8 @@ final class FencedCommit {
   private final Catalog catalog;
   private final String catalogName;
   private final long deadlineMs;
+  /** Whether the catalog was checked not to be a REST catalog behind another one (checked once). */
+  private volatile boolean wrappedRestChecked;
 
   FencedCommit(Catalog catalog, String catalogName, long deadlineMs) {
     this.catalog = catalog;
@@ -99,8 +101,8 @@ final class FencedCommit {
         }
       }
       try {
-        send(ident, sent, updates);
-        return metadata(load(ident));
+        TableMetadata committed = send(ident, sent, updates);
+        return committed != null ? committed : metadata(load(ident));
       } catch (CommitFailedException e) {
         if (last != null) { // refused after a lost answer: the lost attempt may have landed meanwhile (a slow server)
           TableMetadata now = metadata(load(ident));
@@ -135,10 +137,20 @@ final class FencedCommit {
     }
   }
 
-  private void send(TableIdentifier ident, List<UpdateRequirement> requirements, List<MetadataUpdate> updates) {
+  /** Sends one commit; returns the metadata it produced when the catalog's answer carries it (null: load it). */
+  private TableMetadata send(TableIdentifier ident, List<UpdateRequirement> requirements, List<MetadataUpdate> updates) {
     if (catalog instanceof RESTCatalog) {
       ((RESTCatalog) catalog).commitTransaction(
           ImmutableTableCommit.builder().identifier(ident).requirements(requirements).updates(updates).build());
+      return null; // the transactions route answers 204: no metadata
+    }
+    checkNotWrappedRest(ident);
+    return CatalogHandlers.updateTable(catalog, ident, UpdateTableRequest.create(ident, requirements, updates)).tableMetadata();
+  }
+
+  /** Refuse a REST catalog behind another catalog (a caching catalog): Iceberg's REST operations would replace our requirements. */
+  private void checkNotWrappedRest(TableIdentifier ident) {
+    if (wrappedRestChecked) {
       return;
     }
     Table table = catalog.loadTable(ident);
@@ -147,7 +159,7 @@ final class FencedCommit {
       throw new IllegalStateException("catalog " + catalogName + " wraps a REST catalog (a caching catalog?); set "
           + "spark.sql.catalog." + catalogName + ".cache-enabled=false so that fenced commits reach the server as they are");
     }
-    CatalogHandlers.updateTable(catalog, ident, UpdateTableRequest.create(ident, requirements, updates));
+    wrappedRestChecked = true;
   }
 
   /**

@@ -45,10 +45,20 @@ final class FencedOperations implements TableOperations {
     return delegate.refresh();
   }
 
+  /** The metadata the last commit through these operations produced (null before any). */
+  private volatile TableMetadata committed;
+
   @Override
   public void commit(TableMetadata base, TableMetadata metadata) {
-    committer.commit(ident, base, requirements.get(), metadata.changes(), what);
-    delegate.refresh();
+    committed = committer.commit(ident, base, requirements.get(), metadata.changes(), what);
+  }
+
+  /**
+   * What the last commit produced, so that its writer reads it without loading the table again (Iceberg's own
+   * snapshot producer refreshes before it builds a snapshot, so {@link #current} is not advanced here).
+   */
+  TableMetadata committed() {
+    return committed;
   }
 
   @Override

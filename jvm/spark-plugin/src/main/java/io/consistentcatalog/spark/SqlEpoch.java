@@ -66,6 +66,8 @@ final class SqlEpoch {
   private volatile List<UpdateRequirement> requirements = Collections.emptyList();
   /** Main's head the staged epoch is written on (set when Spark builds the write). */
   private long base;
+  /** The fenced operations Spark's write commits through (set when Spark builds the write). */
+  private FencedOperations fenced;
 
   private SqlEpoch(
       EpochWrites writes, Kind kind, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
@@ -135,13 +137,16 @@ final class SqlEpoch {
 
   private Table fencedWriteTable() {
     String what = kind == Kind.INGEST ? "the ingest into " + sink : "staging barrier " + Barriers.format(plan.barrier);
-    Long base = kind == Kind.EPOCH ? prepareStagedBranch() : null;
-    TableOperations ops = ((HasTableOperations) committer().load(ident)).operations();
+    Table current = committer().load(ident);
     if (kind == Kind.EPOCH) {
-      this.base = base;
+      base = prepareStagedBranch(current);
       requirements = EpochCommits.stagedWrite(sinkPlan, base);
+      org.apache.iceberg.SnapshotRef staged = current.refs().get(Keys.STAGED_BRANCH);
+      if (staged == null || staged.snapshotId() != base) {
+        ((HasTableOperations) current).operations().refresh(); // the reset just committed: Spark checks the branch
+      }
     }
-    FencedOperations fenced = new FencedOperations(ops, committer(), ident, () -> requirements, what);
+    fenced = new FencedOperations(((HasTableOperations) current).operations(), committer(), ident, () -> requirements, what);
     return new BaseTable(fenced, table.name());
   }
 
@@ -154,8 +159,7 @@ final class SqlEpoch {
    * {@code prepare_staged_branch}: a sink a revision emptied gets its genesis, then {@code consistent-staged} is
    * pointed at main's head (discarding a stale staged epoch); returns that head, the epoch's base.
    */
-  private long prepareStagedBranch() {
-    Table current = committer().load(ident);
+  private long prepareStagedBranch(Table current) {
     TableMetadata metadata = FencedCommit.metadata(current);
     TableState state = TableState.fromMetadata(sink, metadata);
     Long expectedMain = sinkPlan.mainHead;
@@ -209,12 +213,12 @@ final class SqlEpoch {
         return;
       case PUBLISH_STAGED:
         delegate.abort(messages);
-        publish(sinkPlan.mainHead, sinkPlan.stagedHead);
+        publish(sinkPlan.mainHead, sinkPlan.stagedHead, null);
         report(barrier + " republished (an earlier run staged this epoch and did not publish it)");
         return;
       case WATERMARK:
         delegate.abort(messages);
-        publish(sinkPlan.mainHead, null);
+        publish(sinkPlan.mainHead, null, null);
         report(barrier + " watermark (inputs unchanged, nothing to compute)");
         return;
       default:
@@ -227,25 +231,22 @@ final class SqlEpoch {
     Map<String, String> properties = EpochCommits.summary(plan, job, attempt);
     Failpoints.at("before-stage");
     withCommitProperties(properties, () -> delegate.commit(messages));
-    TableState state = EpochWrites.state(sink, committer().load(ident));
-    if (base == state.head(Keys.STAGED_BRANCH)) { // Spark committed nothing (an empty dynamic overwrite)
-      recordEmptyEpoch(properties);
-      state = EpochWrites.state(sink, committer().load(ident));
+    TableMetadata staged = fenced.committed(); // what Spark's fenced commit produced (null: it committed nothing)
+    if (staged == null || base == TableState.fromMetadata(sink, staged).head(Keys.STAGED_BRANCH)) {
+      recordEmptyEpoch(properties); // Spark committed nothing (an empty dynamic overwrite)
+      staged = fenced.committed();
     }
+    TableState state = TableState.fromMetadata(sink, staged);
     long rows = verifyStaged(state, base, attempt);
     Failpoints.at("after-stage");
-    publish(base, state.head(Keys.STAGED_BRANCH));
+    publish(base, state.head(Keys.STAGED_BRANCH), staged);
     Failpoints.at("after-publish");
     report(barrier + " published (" + rows + " rows, attempt " + attempt + ")");
   }
 
   /** §5.2 step 4: an empty snapshot tagged like any other records the epoch's barrier and inputs. */
   private void recordEmptyEpoch(Map<String, String> properties) {
-    Table fenced = new BaseTable(
-        new FencedOperations(((HasTableOperations) committer().load(ident)).operations(), committer(), ident,
-            () -> requirements, "recording an empty epoch"),
-        table.name());
-    AppendFiles append = fenced.newFastAppend().toBranch(Keys.STAGED_BRANCH);
+    AppendFiles append = new BaseTable(fenced, table.name()).newFastAppend().toBranch(Keys.STAGED_BRANCH);
     properties.forEach(append::set);
     append.commit();
   }
@@ -277,8 +278,9 @@ final class SqlEpoch {
    * §5.3: one fenced commit moves main to the staged head (or, with none, sets the watermark to T) and renews
    * the lease; requires the fence and main as planned and the staged branch at its head.
    */
-  private void publish(Long mainHead, Long stagedHead) {
-    TableMetadata metadata = FencedCommit.metadata(committer().load(ident));
+  private void publish(Long mainHead, Long stagedHead, TableMetadata read) {
+    // the requirements, not this copy, decide whether the publish lands: the staging commit's answer is enough
+    TableMetadata metadata = read != null ? read : FencedCommit.metadata(committer().load(ident));
     TableState state = TableState.fromMetadata(sink, metadata);
     send(metadata, EpochCommits.publish(plan, sink, state, mainHead, stagedHead, System.currentTimeMillis() + leaseMs));
   }
@@ -340,7 +342,8 @@ final class SqlEpoch {
       } catch (FencedCommit.Refused e) {
         continue; // main moved: another ingest landed; check the key and the barrier again
       }
-      TableState after = EpochWrites.state(sink, committer().load(ident));
+      TableMetadata committed = fenced.committed();
+      TableState after = TableState.fromMetadata(sink, committed != null ? committed : FencedCommit.metadata(committer().load(ident)));
       report("ingest at barrier " + Barriers.format(barrier) + " landed in snapshot " + after.head()
           + (ingestKey == null ? "" : " (key '" + ingestKey + "')"));
       return;
