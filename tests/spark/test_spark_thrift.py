@@ -44,7 +44,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,8 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
-from consistent_catalog.demo import COUNTS, HISTOGRAM, SCHEMAS, TABLES, WORDS
+from consistent_catalog.demo import COUNTS, SCHEMAS, TABLES, WORDS
+from tests.harness.flip import Contents
 from tests.harness.main_epochs import exactly_once_problems, main_epochs, snapshot_at
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
@@ -79,64 +80,6 @@ REFUSED_DELETE = "DELETE FROM lake_consistent.demo.words WHERE word = 'beeline-e
 
 
 # --- the independent recount ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Contents:
-    """The three tables' rows as multisets: words, word -> cnt, cnt -> number of words with that count."""
-
-    words: Counter[str]
-    counts: dict[str, int]
-    histogram: dict[int, int]
-
-    @classmethod
-    def from_rows(cls, rows: Iterable[tuple[str, str, str]]) -> Contents:
-        """From a UNION statement's (kind, value, n) rows."""
-        words: Counter[str] = Counter()
-        counts: dict[str, int] = {}
-        histogram: dict[int, int] = {}
-        for kind, value, n in rows:
-            if kind == "W":
-                words[value] += 1
-            elif kind == "C":
-                assert value not in counts, f"word_counts holds {value} twice"
-                counts[value] = int(n)
-            elif kind == "H":
-                assert int(value) not in histogram, f"count_histogram holds {value} twice"
-                histogram[int(value)] = int(n)
-            else:
-                raise AssertionError(f"unexpected row kind {kind!r}")
-        return cls(words, counts, histogram)
-
-    @classmethod
-    def from_pyiceberg(cls, cc: ConsistentCatalog, snapshot_ids: dict[str, int | None]) -> Contents:
-        """An independent reader: pyiceberg scans of each table at the given snapshot ids."""
-        data = {}
-        for table in TABLES:
-            snapshot_id = snapshot_ids[table]
-            loaded = cc.load_table(table)
-            data[table] = (loaded.schema().as_arrow().empty_table() if snapshot_id is None
-                           else loaded.scan(snapshot_id=snapshot_id).to_arrow())
-        counts = dict(zip(data[COUNTS]["word"].to_pylist(), data[COUNTS]["cnt"].to_pylist()))
-        histogram = dict(zip(data[HISTOGRAM]["cnt"].to_pylist(), data[HISTOGRAM]["words"].to_pylist()))
-        assert len(counts) == data[COUNTS].num_rows and len(histogram) == data[HISTOGRAM].num_rows
-        return cls(Counter(data[WORDS]["word"].to_pylist()), counts, histogram)
-
-    @property
-    def count(self) -> int:
-        return sum(self.words.values())
-
-    def problems(self) -> list[str]:
-        """FLIP-276's invariants (protocol §7), counted here."""
-        found = []
-        if sum(self.counts.values()) != self.count:
-            found.append(f"sum(word_counts.cnt)={sum(self.counts.values())} != count(words)={self.count}")
-        if self.counts != dict(self.words):
-            wrong = sorted(w for w in set(self.counts) | set(self.words) if self.counts.get(w) != self.words.get(w))
-            found.append(f"word_counts differs from a recount of words for {wrong[:5]}")
-        if dict(Counter(self.counts.values())) != self.histogram:
-            found.append("count_histogram is not the histogram of word_counts")
-        return found
-
-
 # --- the lake and the Thrift server -------------------------------------------------------------------------
 @dataclass
 class Beeline:

@@ -39,6 +39,7 @@ from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
 from consistent_catalog.demo import COUNTS, HISTOGRAM, SCHEMAS, TABLES, WORDS
 from consistent_catalog.spark.sql_pipeline import FLIP_PIPELINE_SQL, run_spark_sql
+from tests.harness.flip import Contents
 from tests.harness.main_epochs import exactly_once_problems, main_epochs, snapshot_at
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
@@ -59,56 +60,6 @@ UNION ALL SELECT 'H', CAST(cnt AS STRING), words FROM lake_consistent.demo.count
 
 
 # --- the independent recount ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Contents:
-    """The three tables' rows: words as a multiset, word -> cnt, cnt -> number of words with that count."""
-
-    words: Counter[str]
-    counts: dict[str, int]
-    histogram: dict[int, int]
-
-    @classmethod
-    def from_rows(cls, rows: list[tuple[str, str, Any]]) -> Contents:
-        words: Counter[str] = Counter()
-        counts: dict[str, int] = {}
-        histogram: dict[int, int] = {}
-        for kind, value, n in rows:
-            if kind == "W":
-                words[value] += 1
-            elif kind == "C":
-                assert value not in counts, f"word_counts holds {value} twice"
-                counts[value] = int(n)
-            else:
-                assert int(value) not in histogram, f"count_histogram holds {value} twice"
-                histogram[int(value)] = int(n)
-        return cls(words, counts, histogram)
-
-    @classmethod
-    def from_pyiceberg(cls, catalog: SqlCatalog, snapshot_ids: dict[str, int | None]) -> Contents:
-        rows: list[tuple[str, str, Any]] = []
-        data = {table: _scan(catalog, table, snapshot_ids[table]) for table in TABLES}
-        rows += [("W", w, None) for w in data[WORDS]["word"].to_pylist()]
-        rows += [("C", w, c) for w, c in zip(data[COUNTS]["word"].to_pylist(), data[COUNTS]["cnt"].to_pylist())]
-        rows += [("H", str(c), n) for c, n in zip(data[HISTOGRAM]["cnt"].to_pylist(), data[HISTOGRAM]["words"].to_pylist())]
-        return cls.from_rows(rows)
-
-    @property
-    def count(self) -> int:
-        return sum(self.words.values())
-
-    def problems(self) -> list[str]:
-        """FLIP-276's invariants (protocol §7), counted here."""
-        found = []
-        if sum(self.counts.values()) != self.count:
-            found.append(f"sum(word_counts.cnt)={sum(self.counts.values())} != count(words)={self.count}")
-        if self.counts != dict(self.words):
-            wrong = sorted(w for w in set(self.counts) | set(self.words) if self.counts.get(w) != self.words.get(w))
-            found.append(f"word_counts differs from a recount of words for {wrong[:5]}")
-        if dict(Counter(self.counts.values())) != self.histogram:
-            found.append("count_histogram is not the histogram of word_counts")
-        return found
-
-
 def _scan(catalog: SqlCatalog, table: str, snapshot_id: int | None) -> pa.Table:
     loaded = catalog.load_table(table)
     if snapshot_id is None:
