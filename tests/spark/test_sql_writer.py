@@ -16,6 +16,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -254,13 +255,17 @@ def test_a_change_of_sources_registers_again(env: Any, ns: str) -> None:
     cc.ingest(f"{ns}.other", pa.table({"word": ["z"]}))
     sql(spark, "SET spark.sql.consistent.job=word-count")
     sql(spark, f"INSERT OVERWRITE lake_consistent.{ns}.word_counts {COUNT_WORDS.format(ns=ns)}")
-    fence = cc.catalog.load_table(f"{ns}.word_counts").metadata.refs[P.FENCE_BRANCH].snapshot_id
+    registered = cc.catalog.load_table(f"{ns}.word_counts").metadata
+    fence = registered.refs[P.FENCE_BRANCH].snapshot_id
+    fence_file = Path(registered.snapshot_by_id(fence).manifest_list.removeprefix("file:"))
+    assert fence_file.exists()
     union = (f"INSERT OVERWRITE lake_consistent.{ns}.word_counts SELECT word, count(*) AS cnt FROM (SELECT word FROM "
              f"lake_consistent.{ns}.words UNION ALL SELECT word FROM lake_consistent.{ns}.other) GROUP BY word")
     sql(spark, union)
     table = cc.catalog.load_table(f"{ns}.word_counts")
     assert json.loads(table.metadata.properties[P.SOURCES]) == sorted([f"{ns}.other", f"{ns}.words"])
     assert table.metadata.refs[P.FENCE_BRANCH].snapshot_id != fence  # registration took the fence again
+    assert table.metadata.snapshot_by_id(fence) is None and not fence_file.exists()  # the retired fence went with it
     # min W of the sources is still words' barrier, which the sink holds: done; once words moves on, the epoch
     # is at other's barrier, where words still holds only "a"
     assert counts_at_head(cc, f"{ns}.word_counts") == {"a": 1}

@@ -95,7 +95,7 @@ final class JobRegistration {
     owned.put(Keys.LEASE_UNTIL, Long.toString(System.currentTimeMillis() + leaseMs));
     updates.add(new MetadataUpdate.SetProperties(owned));
     takeFence(ops, base, state.head(Keys.FENCE_BRANCH), "register", instance, job, sequence, requirements, updates);
-    return committer.commit(ident, base, requirements, updates, "registering job '" + job + "'");
+    return commitTakingFence(committer, ops, ident, base, requirements, updates, "registering job '" + job + "'");
   }
 
   /**
@@ -138,6 +138,46 @@ final class JobRegistration {
     Long retired = retiredFence(base, expected);
     if (retired != null) { // one fence snapshot at a time: the old one goes in the same commit
       updates.add(new MetadataUpdate.RemoveSnapshots(Collections.singleton(retired)));
+    }
+  }
+
+  /**
+   * A commit that takes the fence ({@link #takeFence}), its files kept in order as Python's {@code TableStore.commit}
+   * keeps them: landed, the manifest list of the fence snapshot it removed is deleted; refused, those of the empty
+   * snapshots it created (the fence, a genesis) are. A commit of unknown outcome keeps both.
+   */
+  static TableMetadata commitTakingFence(
+      FencedCommit committer, TableOperations ops, TableIdentifier ident, TableMetadata base,
+      List<UpdateRequirement> requirements, List<MetadataUpdate> updates, String what) {
+    TableMetadata committed;
+    try {
+      committed = committer.commit(ident, base, requirements, updates, what);
+    } catch (FencedCommit.Refused e) {
+      for (MetadataUpdate update : updates) {
+        if (update instanceof MetadataUpdate.AddSnapshot && ((MetadataUpdate.AddSnapshot) update).snapshot() instanceof EmptySnapshot) {
+          deleteQuietly(ops, ((MetadataUpdate.AddSnapshot) update).snapshot().manifestListLocation());
+        }
+      }
+      throw e;
+    }
+    for (MetadataUpdate update : updates) {
+      if (update instanceof MetadataUpdate.RemoveSnapshots) {
+        for (Long retired : ((MetadataUpdate.RemoveSnapshots) update).snapshotIds()) {
+          Snapshot snapshot = base.snapshot(retired);
+          if (snapshot != null) {
+            deleteQuietly(ops, snapshot.manifestListLocation());
+          }
+        }
+      }
+    }
+    return committed;
+  }
+
+  private static void deleteQuietly(TableOperations ops, String path) {
+    try {
+      ops.io().deleteFile(path);
+    } catch (RuntimeException e) {
+      // an orphan at worst, removed by orphan cleanup (protocol §9.7)
     }
   }
 
@@ -205,7 +245,8 @@ final class JobRegistration {
         base.properties().get(Keys.LEASE_HOLDER), base.properties().get(Keys.JOB), base.lastSequenceNumber() + 1,
         requirements, updates);
     try {
-      committer.commit(ident, base, requirements, updates, "advancing the watermark of idle root " + name);
+      commitTakingFence(committer, ((HasTableOperations) table).operations(), ident, base, requirements, updates,
+          "advancing the watermark of idle root " + name);
     } catch (FencedCommit.Refused e) {
       return null;
     }

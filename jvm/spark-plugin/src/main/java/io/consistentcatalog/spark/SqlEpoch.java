@@ -137,7 +137,7 @@ final class SqlEpoch {
 
   private Table fencedWriteTable() {
     String what = kind == Kind.INGEST ? "the ingest into " + sink : "staging barrier " + Barriers.format(plan.barrier);
-    Table current = committer().load(ident);
+    Table current = table; // as the statement's analysis loaded it: the reset's requirements check it is still so
     if (kind == Kind.EPOCH) {
       base = prepareStagedBranch(current);
       requirements = EpochCommits.stagedWrite(sinkPlan, base);
