@@ -185,6 +185,15 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
       return super.loadTable(ident);
     }
     String name = Names.tableName(ident);
+    if (fromStreamingToTable()) {
+      org.apache.iceberg.Table table;
+      try {
+        table = icebergCatalog().loadTable(Names.icebergIdentifier(name));
+      } catch (org.apache.iceberg.exceptions.NoSuchTableException e) {
+        throw notFound(ident, name, new NoSuchTableException(ident));
+      }
+      return new StreamingSinkTable(this, table, name);
+    }
     Table served;
     try {
       served = session.tableAtCut(name, settings());
@@ -199,6 +208,20 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
       }
     }
     return served;
+  }
+
+  /**
+   * Whether Spark loads the table as the sink of a streaming query ({@code DataStreamWriter.toTable}, which calls
+   * {@code loadTable(ident)} with no write privileges and nothing else to tell it from a read).
+   */
+  private static boolean fromStreamingToTable() {
+    for (StackTraceElement frame : Thread.currentThread().getStackTrace()) {
+      if (frame.getMethodName().equals("toTable")
+          && frame.getClassName().equals("org.apache.spark.sql.streaming.DataStreamWriter")) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /**

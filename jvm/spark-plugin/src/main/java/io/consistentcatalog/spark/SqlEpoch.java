@@ -9,7 +9,6 @@ import io.consistentcatalog.core.Keys;
 import io.consistentcatalog.core.TableState;
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
@@ -22,7 +21,6 @@ import org.apache.iceberg.TableMetadata;
 import org.apache.iceberg.TableOperations;
 import org.apache.iceberg.UpdateRequirement;
 import org.apache.iceberg.catalog.TableIdentifier;
-import org.apache.iceberg.spark.CommitMetadata;
 import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
 import org.slf4j.Logger;
@@ -40,7 +38,6 @@ import org.slf4j.LoggerFactory;
  */
 final class SqlEpoch {
   private static final Logger LOG = LoggerFactory.getLogger(SqlEpoch.class);
-  private static final int INGEST_ATTEMPTS = 10;
 
   private enum Kind {
     EPOCH,
@@ -62,12 +59,14 @@ final class SqlEpoch {
   private final Long skippedBy;
   /** The event-time column whose maximum is the ingest's barrier (null: the clock). */
   private EventTime eventTime;
-  /** What the next fenced commit of Spark's write requires (the staged write's, or the ingest's as last read). */
+  /** What the staged write's fenced commit requires. */
   private volatile List<UpdateRequirement> requirements = Collections.emptyList();
   /** Main's head the staged epoch is written on (set when Spark builds the write). */
   private long base;
-  /** The fenced operations Spark's write commits through (set when Spark builds the write). */
+  /** The fenced operations the staged write commits through (set when Spark builds the write). */
   private FencedOperations fenced;
+  /** The ingest Spark's write lands as (set when Spark builds the write). */
+  private RootIngest ingest;
 
   private SqlEpoch(
       EpochWrites writes, Kind kind, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
@@ -136,17 +135,19 @@ final class SqlEpoch {
   }
 
   private Table fencedWriteTable() {
-    String what = kind == Kind.INGEST ? "the ingest into " + sink : "staging barrier " + Barriers.format(plan.barrier);
-    Table current = table; // as the statement's analysis loaded it: the reset's requirements check it is still so
-    if (kind == Kind.EPOCH) {
-      base = prepareStagedBranch(current);
-      requirements = EpochCommits.stagedWrite(sinkPlan, base);
-      org.apache.iceberg.SnapshotRef staged = current.refs().get(Keys.STAGED_BRANCH);
-      if (staged == null || staged.snapshotId() != base) {
-        ((HasTableOperations) current).operations().refresh(); // the reset just committed: Spark checks the branch
-      }
+    if (kind == Kind.INGEST) {
+      ingest = new RootIngest(committer(), ident, sink, table, "the ingest into " + sink);
+      return ingest.writeTable(table.name());
     }
-    fenced = new FencedOperations(((HasTableOperations) current).operations(), committer(), ident, () -> requirements, what);
+    Table current = table; // as the statement's analysis loaded it: the reset's requirements check it is still so
+    base = prepareStagedBranch(current);
+    requirements = EpochCommits.stagedWrite(sinkPlan, base);
+    org.apache.iceberg.SnapshotRef staged = current.refs().get(Keys.STAGED_BRANCH);
+    if (staged == null || staged.snapshotId() != base) {
+      ((HasTableOperations) current).operations().refresh(); // the reset just committed: Spark checks the branch
+    }
+    fenced = new FencedOperations(((HasTableOperations) current).operations(), committer(), ident, () -> requirements,
+        "staging barrier " + Barriers.format(plan.barrier));
     return new BaseTable(fenced, table.name());
   }
 
@@ -230,7 +231,7 @@ final class SqlEpoch {
     String attempt = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
     Map<String, String> properties = EpochCommits.summary(plan, job, attempt);
     Failpoints.at("before-stage");
-    withCommitProperties(properties, () -> delegate.commit(messages));
+    RootIngest.withCommitProperties(properties, () -> delegate.commit(messages));
     TableMetadata staged = fenced.committed(); // what Spark's fenced commit produced (null: it committed nothing)
     if (staged == null || base == TableState.fromMetadata(sink, staged).head(Keys.STAGED_BRANCH)) {
       recordEmptyEpoch(properties); // Spark committed nothing (an empty dynamic overwrite)
@@ -287,11 +288,7 @@ final class SqlEpoch {
 
   // --- ingests -----------------------------------------------------------------------------------------
 
-  /**
-   * §5.6: the rows land on main with {@code consistent.barrier = max(now, W + 1)} (and the key), requiring the
-   * fence and main as read; a refusal (another ingest landed) is retried after checking the key and the
-   * barrier against the new head.
-   */
+  /** §5.6 ({@link RootIngest}): the rows land on main, unless the key already landed. */
   private void commitIngest(BatchWrite delegate, WriterCommitMessage[] messages) {
     if (skippedBy != null) {
       delegate.abort(messages);
@@ -304,60 +301,25 @@ final class SqlEpoch {
       report("no rows: nothing written (the barrier would be the maximum of " + eventTime.column + ")");
       return;
     }
-    for (int attempt = 1; attempt <= INGEST_ATTEMPTS; attempt++) {
-      TableState state = EpochWrites.state(sink, committer().load(ident));
-      if (ingestKey != null) {
-        Long landed = state.ingestedWithKey(ingestKey);
-        if (landed != null) {
-          delegate.abort(messages);
-          report("ingest key '" + ingestKey + "' landed meanwhile in snapshot " + landed + "; nothing written");
-          return;
-        }
+    String futureHint = "fix the event times, or RESET " + Settings.PREFIX + Settings.EVENT_TIME_COLUMN
+        + " to ingest at the current time";
+    RootIngest.Outcome outcome = ingest.land(ingestKey, latest, futureHint, new RootIngest.SparkCommit() {
+      @Override
+      public void commit() {
+        delegate.commit(messages);
       }
-      Map<String, Long> refs = new LinkedHashMap<>();
-      refs.put(Keys.FENCE_BRANCH, state.head(Keys.FENCE_BRANCH));
-      refs.put(Keys.MAIN_BRANCH, state.head());
-      requirements = FencedCommit.refsAt(refs);
-      long barrier = latest == null ? System.currentTimeMillis() : latest;
-      if (latest != null && latest > System.currentTimeMillis() + state.clockSkewMs()) {
+
+      @Override
+      public void abort() {
         delegate.abort(messages);
-        throw new ConsistentException(ErrorKind.INVALID_BARRIER, sink, sink + ": the latest " + eventTime.column + " ("
-            + Barriers.format(latest) + ") lies in the future beyond the table's clock-skew allowance ("
-            + state.clockSkewMs() + " ms, table property consistent.clock-skew-ms); a barrier ahead of the clock holds "
-            + "every later ingest there — fix the event times, or RESET " + Settings.PREFIX + Settings.EVENT_TIME_COLUMN
-            + " to ingest at the current time; nothing was written");
       }
-      Long watermark = state.watermark();
-      if (watermark != null && barrier <= watermark) {
-        barrier = watermark + 1;
-      }
-      Map<String, String> properties = new LinkedHashMap<>();
-      properties.put(Keys.BARRIER, Long.toString(barrier));
-      if (ingestKey != null) {
-        properties.put(Keys.INGEST_KEY, ingestKey);
-      }
-      Failpoints.at("before-ingest");
-      try {
-        withCommitProperties(properties, () -> delegate.commit(messages));
-      } catch (FencedCommit.Refused e) {
-        continue; // main moved: another ingest landed; check the key and the barrier again
-      }
-      TableMetadata committed = fenced.committed();
-      TableState after = TableState.fromMetadata(sink, committed != null ? committed : FencedCommit.metadata(committer().load(ident)));
-      report("ingest at barrier " + Barriers.format(barrier) + " landed in snapshot " + after.head()
-          + (ingestKey == null ? "" : " (key '" + ingestKey + "')"));
+    });
+    if (outcome.skippedBy != null) {
+      report("ingest key '" + ingestKey + "' landed meanwhile in snapshot " + outcome.skippedBy + "; nothing written");
       return;
     }
-    delegate.abort(messages);
-    throw new ConsistentException(ErrorKind.FENCED, sink, sink + ": the ingest kept losing the race to other ingests ("
-        + INGEST_ATTEMPTS + " attempts); run it again" + (ingestKey == null ? "" : " — the key makes it safe to repeat"));
-  }
-
-  private static void withCommitProperties(Map<String, String> properties, Runnable commit) {
-    CommitMetadata.withCommitProperties(properties, () -> {
-      commit.run();
-      return null;
-    }, RuntimeException.class);
+    report("ingest at barrier " + Barriers.format(outcome.barrier) + " landed in snapshot " + outcome.snapshot
+        + (ingestKey == null ? "" : " (key '" + ingestKey + "')"));
   }
 
   private void report(String what) {
