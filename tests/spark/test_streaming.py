@@ -239,11 +239,6 @@ def test_native_sink_lands_each_micro_batch_once_as_one_keyed_ingest(env, ns):
     assert before <= barriers[0] < barriers[1] <= now_ms()  # processing time, increasing
     assert Counter(r["word"] for r in rows(catalog, table)) == {"a": 1, "b": 1, "c": 1}
     assert ConsistentCatalog(catalog).resolve([table]).tables[table].snapshot_id == tagged[-1]["id"]
-    # streaming reads through the consistent catalog are refused for now (Iceberg's would ignore barriers)
-    from pyspark.errors import AnalysisException
-
-    with pytest.raises(AnalysisException, match=r"^\[CONSISTENT_CUT.STREAMING_READ\] .*words: a streaming read"):
-        spark.readStream.table(f"lake_consistent.{table}")
 
     # a restart of the same checkpoint goes on with the next batch id, nothing replayed twice
     write_json(base / "in", "c.json", [{"word": "d"}])
@@ -314,8 +309,6 @@ def test_native_sink_idle_query_advances_the_root_until_it_stops(env, ns):
 
 
 def test_native_sink_refuses_with_the_way_out(env, ns):
-    from pyspark.errors import AnalysisException
-
     root, catalog, spark = env
     name, base = ns
     words, counts = f"{name}.words", f"{name}.word_counts"
@@ -325,17 +318,13 @@ def test_native_sink_refuses_with_the_way_out(env, ns):
     cc.register_job(f"{name}-count", [words], [counts])
     write_json(base / "in", "1.json", [{"word": "a"}])
     stream = spark.readStream.schema("word string").json(str(base / "in"))
-    with pytest.raises(AnalysisException, match=r"CONSISTENT_WRITE.REFUSED.*derived table.*root table"):
-        stream.selectExpr("word", "1L AS cnt").writeStream.option("checkpointLocation", str(base / "c0")) \
-            .toTable(f"lake_consistent.{counts}")
-
     attempts = iter(range(100))
 
-    def failure(frame, mode="append", **options):
+    def failure(frame, mode="append", table=words, **options):
         writer = frame.writeStream.outputMode(mode).option("checkpointLocation", str(base / f"chk{next(attempts)}"))
         for key, value in options.items():
             writer = writer.option(key, value)
-        query = writer.toTable(f"lake_consistent.{words}")
+        query = writer.toTable(f"lake_consistent.{table}")
         try:
             with pytest.raises(Exception) as raised:
                 query.processAllAvailable()
@@ -343,6 +332,8 @@ def test_native_sink_refuses_with_the_way_out(env, ns):
             query.stop()
         return " ".join(str(raised.value).split())
 
+    message = failure(stream.selectExpr("word", "1L AS cnt"), table=counts)
+    assert "CONSISTENT_WRITE.REFUSED" in message and "consistent.job=<job>" in message and "root table" in message
     message = failure(stream.groupBy("word").count().selectExpr("word"), mode="complete")
     assert "CONSISTENT_WRITE.REFUSED" in message and "complete output mode" in message and "append mode" in message
     message = failure(stream, **{"consistent.eventTimeDelay": "2s"})
@@ -352,6 +343,136 @@ def test_native_sink_refuses_with_the_way_out(env, ns):
     message = failure(stream, **{"consistent.eventTimeColumn": "nope"})
     assert "has no such column" in message
     assert summaries(catalog, words) == []  # nothing landed
+
+
+# --- native streaming epoch jobs: readStream.table(...) ... toTable(derived), option consistent.job ----------
+
+
+def native_job(frame, base, table, job, mode="append", trigger="0.3 seconds", checkpoint="chk-job"):
+    return (frame.writeStream.outputMode(mode).option("checkpointLocation", str(base / checkpoint))
+            .option("consistent.job", job).trigger(processingTime=trigger).toTable(f"lake_consistent.{table}"))
+
+
+def published_epochs(catalog, table) -> list[dict]:
+    """main's snapshots that an epoch published (barrier and recorded inputs), oldest first, from pyiceberg."""
+    return [s for s in summaries(catalog, table) if P.SOURCES in s and P.BARRIER in s]
+
+
+def test_native_streaming_jobs_commit_each_micro_batch_as_the_epoch_of_its_sources_barrier(env, ns):
+    root, catalog, spark = env
+    name, base = ns
+    words, counts, copy = f"{name}.words", f"{name}.word_counts", f"{name}.words_copy"
+    catalog.create_table(words, schema=WORDS_SCHEMA)
+    catalog.create_table(counts, schema=COUNTS_SCHEMA)
+    catalog.create_table(copy, schema=WORDS_SCHEMA)
+    cc = ConsistentCatalog(catalog)
+    write_json(base / "in", "1.json", [{"word": w} for w in "a b a".split()])
+    roots = native(spark.readStream.schema("word string").json(str(base / "in")), base, words, trigger="0.3 seconds")
+    counting = native_job(spark.readStream.table(f"lake_consistent.{words}").groupBy("word").count()
+                          .withColumnRenamed("count", "cnt"), base, counts, f"{name}-count", mode="complete")
+    copying = native_job(spark.readStream.table(f"lake_consistent.{words}"), base, copy, f"{name}-copy",
+                         checkpoint="chk-copy")
+    try:
+        wait_for(lambda: cc.store.state(counts).watermark() and cc.store.state(copy).watermark(), what="first epochs")
+        properties = catalog.load_table(counts).metadata.properties
+        assert properties[P.JOB] == f"{name}-count" and properties[P.LEASE_HOLDER]  # registered while it runs
+        write_json(base / "in", "2.json", [{"word": w} for w in "b c".split()])
+        head = wait_for(lambda: len(summaries(catalog, words)) == 2 and summaries(catalog, words)[-1]["id"], what="batch 2")
+        wait_for(lambda: json.loads(published_epochs(catalog, counts)[-1][P.SOURCES])[words] == head
+                 and json.loads(published_epochs(catalog, copy)[-1][P.SOURCES])[words] == head, what="the epochs of batch 2")
+    finally:
+        for query in (counting, copying, roots):
+            query.stop()
+    for table in (counts, copy):
+        epochs = published_epochs(catalog, table)
+        assert len({e[P.BARRIER] for e in epochs}) == len(epochs) >= 2  # one epoch per barrier
+        for epoch in epochs:  # each epoch is exactly its recorded input (recounted with pyiceberg)
+            read = json.loads(epoch[P.SOURCES])[words]
+            source = Counter(r["word"] for r in rows(catalog, words, read))
+            # the input is snap(words, barrier): the newest snapshot of words at or below the epoch's barrier
+            assert cc.store.state(words).branch().snap_at(int(epoch[P.BARRIER]))[0] == read
+            if table == counts:
+                assert {r["word"]: r["cnt"] for r in rows(catalog, counts, epoch["id"])} == dict(source)
+            else:
+                assert Counter(r["word"] for r in rows(catalog, copy, epoch["id"])) == source  # appends, none twice
+    for table in (counts, copy):  # unregistered when the query stopped
+        assert P.LEASE_HOLDER not in catalog.load_table(table).metadata.properties
+    final = cc.read([words, counts, copy])
+    assert {r["word"]: r["cnt"] for r in final.to_arrow(counts).to_pylist()} == {"a": 2, "b": 2, "c": 1}
+    assert Counter(r["word"] for r in final.to_arrow(copy).to_pylist()) == Counter("a b a b c".split())
+
+
+def test_a_native_job_over_two_sources_never_mixes_their_barriers(env, ns):
+    from consistent_catalog.spark.job import ingest_dataframe
+
+    root, catalog, spark = env
+    name, base = ns
+    east, west, both = f"{name}.east", f"{name}.west", f"{name}.both"
+    for table in (east, west, both):
+        catalog.create_table(table, schema=WORDS_SCHEMA)
+    cc = ConsistentCatalog(catalog)
+
+    def frame(*words):
+        return spark.createDataFrame([(w,) for w in words], "word string")
+
+    t0 = now_ms() - 600_000
+    ingest_dataframe(cc, frame("e1"), east, barrier=t0 + 100)
+    ingest_dataframe(cc, frame("e2", "e3"), east, barrier=t0 + 300)  # east runs ahead of west
+    ingest_dataframe(cc, frame("w1"), west, barrier=t0 + 200)
+    union = spark.readStream.table(f"lake_consistent.{east}").unionByName(spark.readStream.table(f"lake_consistent.{west}"))
+    query = native_job(union, base, both, f"{name}-union")
+    try:
+        wait_for(lambda: cc.store.state(both).watermark() == t0 + 200, what="the epoch both sources are complete at")
+        ingest_dataframe(cc, frame("w2"), west, barrier=t0 + 400)
+        wait_for(lambda: cc.store.state(both).watermark() == t0 + 300, what="the epoch at east's barrier")
+        ingest_dataframe(cc, frame("e4"), east, barrier=t0 + 500)
+        wait_for(lambda: cc.store.state(both).watermark() == t0 + 400, what="the epoch at west's barrier")
+    finally:
+        query.stop()
+    epochs = published_epochs(catalog, both)
+    assert [int(e[P.BARRIER]) for e in epochs] == [t0 + 200, t0 + 300, t0 + 400]
+    for epoch in epochs:  # every epoch holds both sources exactly at its own barrier, never a mix
+        recorded = json.loads(epoch[P.SOURCES])
+        expected = Counter()
+        for source in (east, west):
+            snap = cc.store.state(source).branch().snap_at(int(epoch[P.BARRIER]))
+            assert recorded[source] == snap[0]
+            expected += Counter(r["word"] for r in rows(catalog, source, snap[0]))
+        assert Counter(r["word"] for r in rows(catalog, both, epoch["id"])) == expected
+
+
+def test_a_native_job_keeps_moving_with_an_idle_source_and_refuses_a_rewritten_source(env, ns):
+    import pyarrow as pa
+    from pyspark.errors import StreamingQueryException
+
+    root, catalog, spark = env
+    name, base = ns
+    words, counts, hist = f"{name}.words", f"{name}.word_counts", f"{name}.histogram"
+    catalog.create_table(words, schema=WORDS_SCHEMA)
+    catalog.create_table(counts, schema=COUNTS_SCHEMA)
+    cc = ConsistentCatalog(catalog)
+    cc.ingest(words, pa.table({"word": ["a", "b"]}), barrier=now_ms() - 60_000)
+    cc.set_idle(words, "1s")  # an idle source: every job reading it advances its watermark (protocol §5.6)
+    query = native_job(spark.readStream.table(f"lake_consistent.{words}").groupBy("word").count()
+                       .withColumnRenamed("count", "cnt"), base, counts, f"{name}-count", mode="complete")
+    try:
+        first = wait_for(lambda: cc.store.state(counts).watermark(), what="the first epoch")
+        wait_for(lambda: (cc.store.state(counts).watermark() or 0) > first + 1000, timeout=60,
+                 what="watermark epochs while the source is idle")
+        assert cc.store.state(words).head() == summaries(catalog, words)[0]["id"]  # no data, only watermarks
+    finally:
+        query.stop()
+    # word_counts is rewritten by every epoch: a stream of it would miss rows; refused with the way out
+    catalog.create_table(hist, schema=pa.schema([("cnt", pa.int64()), ("words", pa.int64())]))
+    reading = native_job(spark.readStream.table(f"lake_consistent.{counts}").groupBy("cnt").count()
+                         .withColumnRenamed("count", "words"), base, hist, f"{name}-hist", mode="complete",
+                         checkpoint="chk-hist")
+    try:
+        with pytest.raises(StreamingQueryException, match=r"CONSISTENT_READ.NOT_INCREMENTAL.*rewrites rows"):
+            reading.processAllAvailable()
+    finally:
+        reading.stop()
+    assert published_epochs(catalog, hist) == []
 
 
 # --- streaming epoch jobs -------------------------------------------------------------------------------

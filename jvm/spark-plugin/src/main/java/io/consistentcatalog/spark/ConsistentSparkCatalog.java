@@ -185,14 +185,15 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
       return super.loadTable(ident);
     }
     String name = Names.tableName(ident);
-    if (fromStreamingToTable()) {
+    boolean sink = calledFrom("org.apache.spark.sql.streaming.DataStreamWriter", "toTable");
+    if (sink || calledFrom("org.apache.spark.sql.streaming.DataStreamReader", "table")) {
       org.apache.iceberg.Table table;
       try {
         table = icebergCatalog().loadTable(Names.icebergIdentifier(name));
       } catch (org.apache.iceberg.exceptions.NoSuchTableException e) {
         throw notFound(ident, name, new NoSuchTableException(ident));
       }
-      return new StreamingSinkTable(this, table, name);
+      return sink ? new StreamingSinkTable(this, table, name) : new StreamSourceTable(this, table, name);
     }
     Table served;
     try {
@@ -211,13 +212,13 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
   }
 
   /**
-   * Whether Spark loads the table as the sink of a streaming query ({@code DataStreamWriter.toTable}, which calls
-   * {@code loadTable(ident)} with no write privileges and nothing else to tell it from a read).
+   * Whether Spark loads the table for a streaming query: as its sink ({@code DataStreamWriter.toTable}, which calls
+   * {@code loadTable(ident)} with no write privileges) or as its source ({@code DataStreamReader.table}, analysed
+   * at once); nothing else tells these loads from a batch read.
    */
-  private static boolean fromStreamingToTable() {
+  private static boolean calledFrom(String className, String method) {
     for (StackTraceElement frame : Thread.currentThread().getStackTrace()) {
-      if (frame.getMethodName().equals("toTable")
-          && frame.getClassName().equals("org.apache.spark.sql.streaming.DataStreamWriter")) {
+      if (frame.getMethodName().equals(method) && frame.getClassName().equals(className)) {
         return true;
       }
     }

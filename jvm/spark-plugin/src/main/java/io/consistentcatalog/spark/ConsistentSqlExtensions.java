@@ -53,13 +53,6 @@ public class ConsistentSqlExtensions extends AbstractFunction1<SparkSessionExten
             return new WriteRule(session);
           }
         });
-    extensions.injectCheckRule(
-        new AbstractFunction1<SparkSession, scala.Function1<LogicalPlan, BoxedUnit>>() {
-          @Override
-          public scala.Function1<LogicalPlan, BoxedUnit> apply(SparkSession session) {
-            return new StreamingReads();
-          }
-        });
     return BoxedUnit.UNIT;
   }
 

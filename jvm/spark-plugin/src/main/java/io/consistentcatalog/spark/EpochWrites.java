@@ -329,6 +329,17 @@ final class EpochWrites {
 
   // --- instances ------------------------------------------------------------------------------------
 
+  /** A sink this instance registered (a streaming epoch job's): unregistered when the JVM shuts down normally. */
+  void registered(String sink, String job) {
+    registered.put(sink, job);
+    unregisterAtShutdown();
+  }
+
+  /** A sink this instance released itself (its streaming query ended): nothing left to do at shutdown. */
+  void released(String sink) {
+    registered.remove(sink);
+  }
+
   /** Unregister every sink this instance registered (a normal JVM exit); a killed process keeps its lease. */
   private void unregisterAtShutdown() {
     if (shutdownHook != null) {

@@ -67,6 +67,10 @@ final class SqlEpoch {
   private FencedOperations fenced;
   /** The ingest Spark's write lands as (set when Spark builds the write). */
   private RootIngest ingest;
+  /** A streaming epoch's fenced operations, armed when the batch commits (null: a statement's). */
+  private StreamingEpoch.Fence streamingFence;
+  /** The last line reported. */
+  private String reported;
 
   private SqlEpoch(
       EpochWrites writes, Kind kind, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
@@ -189,19 +193,43 @@ final class SqlEpoch {
    */
   void commit(BatchWrite delegate, WriterCommitMessage[] messages) {
     try {
-      carryOut(delegate, messages);
+      if (kind == Kind.INGEST) {
+        commitIngest(delegate, messages);
+      } else {
+        carryOut(new RootIngest.SparkCommit() {
+          @Override
+          public void commit() {
+            delegate.commit(messages);
+          }
+
+          @Override
+          public void abort() {
+            delegate.abort(messages);
+          }
+        });
+      }
     } catch (ConsistentException e) {
       throw Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));
     }
   }
 
-  private void carryOut(BatchWrite delegate, WriterCommitMessage[] messages) {
-    if (kind == Kind.INGEST) {
-      commitIngest(delegate, messages);
-      return;
-    }
+  /**
+   * A streaming query's micro-batch as this epoch ({@link StreamingEpoch}): Spark's files are written; when the
+   * action stages, {@code consistent-staged} is reset now and Spark's commit of the files ({@code spark}, through
+   * the {@link FencedOperations} the write was built on) lands there, then is verified and published.
+   */
+  static String commitStreaming(
+      EpochWrites writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
+      EpochPlanner.Plan plan, StreamingEpoch.Fence fence, RootIngest.SparkCommit spark) {
+    SqlEpoch epoch = new SqlEpoch(writes, Kind.EPOCH, sink, ident, table, job, leaseMs, plan, null, null);
+    epoch.streamingFence = fence;
+    epoch.carryOut(spark);
+    return epoch.reported;
+  }
+
+  private void carryOut(RootIngest.SparkCommit spark) {
     if (plan.barrier == null) {
-      delegate.abort(messages);
+      spark.abort();
       report("nothing to do: no barrier at which every source (" + String.join(", ", plan.inputs.keySet().isEmpty()
           ? sinkPlan.previousInputs.keySet() : plan.inputs.keySet()) + ") is complete yet");
       return;
@@ -209,29 +237,34 @@ final class SqlEpoch {
     String barrier = "barrier " + Barriers.format(plan.barrier);
     switch (sinkPlan.action) {
       case DONE:
-        delegate.abort(messages);
+        spark.abort();
         report(barrier + " done: the sink already holds it, nothing written");
         return;
       case PUBLISH_STAGED:
-        delegate.abort(messages);
+        spark.abort();
         publish(sinkPlan.mainHead, sinkPlan.stagedHead, null);
         report(barrier + " republished (an earlier run staged this epoch and did not publish it)");
         return;
       case WATERMARK:
-        delegate.abort(messages);
+        spark.abort();
         publish(sinkPlan.mainHead, null, null);
         report(barrier + " watermark (inputs unchanged, nothing to compute)");
         return;
       default:
-        stage(delegate, messages, barrier);
+        if (streamingFence != null) {
+          base = prepareStagedBranch(table);
+          requirements = EpochCommits.stagedWrite(sinkPlan, base);
+          fenced = streamingFence.arm(() -> requirements);
+        }
+        stage(spark, barrier);
     }
   }
 
-  private void stage(BatchWrite delegate, WriterCommitMessage[] messages, String barrier) {
+  private void stage(RootIngest.SparkCommit spark, String barrier) {
     String attempt = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
     Map<String, String> properties = EpochCommits.summary(plan, job, attempt);
     Failpoints.at("before-stage");
-    RootIngest.withCommitProperties(properties, () -> delegate.commit(messages));
+    RootIngest.withCommitProperties(properties, spark::commit);
     TableMetadata staged = fenced.committed(); // what Spark's fenced commit produced (null: it committed nothing)
     if (staged == null || base == TableState.fromMetadata(sink, staged).head(Keys.STAGED_BRANCH)) {
       recordEmptyEpoch(properties); // Spark committed nothing (an empty dynamic overwrite)
@@ -322,9 +355,13 @@ final class SqlEpoch {
         + (ingestKey == null ? "" : " (key '" + ingestKey + "')"));
   }
 
+  /** One line per statement on standard error (a streaming query's batches only log it, and return it). */
   private void report(String what) {
     String line = "[" + writes.catalogName() + "] " + (job == null ? "ingest" : job) + ": " + sink + " " + what;
     LOG.info(line);
-    System.err.println(line);
+    reported = line;
+    if (streamingFence == null) {
+      System.err.println(line);
+    }
   }
 }

@@ -48,6 +48,8 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
   static final String EVENT_TIME_COLUMN = "consistent.eventTimeColumn";
   static final String EVENT_TIME_DELAY = "consistent.eventTimeDelay";
   static final String IDLE_AFTER = "consistent.idleAfter";
+  static final String JOB = "consistent.job";
+  static final String LEASE = "consistent.lease";
   private static final Pattern DURATION = Pattern.compile("\\s*(\\d+(?:\\.\\d+)?)\\s*(ms|s|m|h)\\s*", Pattern.CASE_INSENSITIVE);
 
   private final ConsistentSparkCatalog catalog;
@@ -68,11 +70,14 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
     this.ident = Names.icebergIdentifier(name);
     this.session = SparkSession.active();
     this.current = new SparkTable(table, false);
-    TableState state = EpochWrites.state(name, table);
-    if (!state.isRoot()) {
-      throw refused("it is a derived table (its job computes it from " + String.join(", ", state.sources()) + "); a "
-          + "streaming query lands rows only in a root — write its rows to a root table and let the job derive this one");
-    }
+    this.derived = !EpochWrites.state(name, table).isRoot();
+  }
+
+  /** Whether the table is a job's (its batches are epochs of the query's option {@value #JOB}). */
+  private final boolean derived;
+
+  EpochWrites writes() {
+    return catalog.writes();
   }
 
   String catalogName() {
@@ -83,7 +88,7 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
     return name;
   }
 
-  private RuntimeException refused(String problem) {
+  RuntimeException refused(String problem) {
     return Errors.raise(Errors.analysis("CONSISTENT_WRITE.REFUSED", catalog.catalogName() + "." + name + ": " + problem));
   }
 
@@ -118,11 +123,16 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
     final EventTime eventTime;
     final long delayMs;
     final Long idleAfterMs;
+    /** The job the query's batches are epochs of (null: an ingest into a root). */
+    final String job;
+    final long leaseMs;
 
-    Options(EventTime eventTime, long delayMs, Long idleAfterMs) {
+    Options(EventTime eventTime, long delayMs, Long idleAfterMs, String job, long leaseMs) {
       this.eventTime = eventTime;
       this.delayMs = delayMs;
       this.idleAfterMs = idleAfterMs;
+      this.job = job;
+      this.leaseMs = leaseMs;
     }
   }
 
@@ -130,6 +140,20 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
     String column = options.get(EVENT_TIME_COLUMN);
     String delay = options.get(EVENT_TIME_DELAY);
     String idle = options.get(IDLE_AFTER);
+    String job = options.get(JOB);
+    String lease = options.get(LEASE);
+    if (job != null && job.trim().isEmpty()) {
+      throw Errors.raise(Errors.setting("option " + JOB + " is empty; name the job the query's batches are epochs of"));
+    }
+    if (derived && job == null) {
+      throw refused("it is derived from " + String.join(", ", EpochWrites.state(name, table).sources()) + "; a "
+          + "streaming query writes it as the epochs of its job — set the query's option " + JOB + "=<job> (and read "
+          + "its sources with spark.readStream.table), or write the stream's rows to a root table");
+    }
+    if (job != null && (column != null || delay != null || idle != null)) {
+      throw Errors.raise(Errors.setting("options " + EVENT_TIME_COLUMN + ", " + EVENT_TIME_DELAY + " and " + IDLE_AFTER
+          + " are a root's (an ingest's barrier); a job's batches are epochs at their sources' barrier — remove them"));
+    }
     EventTime eventTime = null;
     if (column != null) {
       eventTime = EventTime.of(table, name, column, "option " + EVENT_TIME_COLUMN + "=" + column,
@@ -139,7 +163,8 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
           + " (the event-time column the delay applies to); set both, or neither for processing-time barriers"));
     }
     return new Options(eventTime, delay == null ? 0L : duration(EVENT_TIME_DELAY, delay),
-        idle == null ? null : duration(IDLE_AFTER, idle));
+        idle == null ? null : duration(IDLE_AFTER, idle), job == null ? null : job.trim(),
+        lease == null ? JobRegistration.DEFAULT_LEASE_MS : duration(LEASE, lease));
   }
 
   private static long duration(String option, String text) {
@@ -157,10 +182,17 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
   public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
     Options options = options(info.options());
     FencedCommit committer = catalog.writes().committer();
-    RootIngest ingest = new RootIngest(committer, ident, name, committer.load(ident), "a micro-batch into " + name);
+    org.apache.iceberg.Table loaded = committer.load(ident);
+    if (options.job != null) {
+      StreamingEpoch.Fence fence = new StreamingEpoch.Fence(loaded, committer, ident, "job '" + options.job
+          + "': a micro-batch staged on " + name);
+      WriteBuilder iceberg = new SparkTable(fence.table(table.name()), false).newWriteBuilder(info);
+      return new Builder(this, iceberg, null, fence, info.queryId(), options);
+    }
+    RootIngest ingest = new RootIngest(committer, ident, name, loaded, "a micro-batch into " + name);
     WriteBuilder iceberg = new SparkTable(ingest.writeTable(table.name()), false).newWriteBuilder(info);
     startWatcher(info.queryId(), options);
-    return new Builder(this, iceberg, ingest, info.queryId(), options);
+    return new Builder(this, iceberg, ingest, null, info.queryId(), options);
   }
 
   /** Called by each batch's commit. */
@@ -168,27 +200,37 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
     lastActivity = System.currentTimeMillis();
   }
 
-  /** Iceberg's streaming write builder; complete mode refused (update mode Spark refuses: no update-as-append). */
+  /**
+   * Iceberg's streaming write builder: into a root an ingest per batch (complete mode refused; update mode Spark
+   * refuses, there is no update-as-append), into a derived table an epoch per batch (complete mode overwrites).
+   */
   private static final class Builder implements SupportsTruncate {
     private final StreamingSinkTable sink;
     private final WriteBuilder delegate;
     private final RootIngest ingest;
+    private final StreamingEpoch.Fence fence;
     private final String queryId;
     private final Options options;
 
-    Builder(StreamingSinkTable sink, WriteBuilder delegate, RootIngest ingest, String queryId, Options options) {
+    Builder(StreamingSinkTable sink, WriteBuilder delegate, RootIngest ingest, StreamingEpoch.Fence fence, String queryId,
+        Options options) {
       this.sink = sink;
       this.delegate = delegate;
       this.ingest = ingest;
+      this.fence = fence;
       this.queryId = queryId;
       this.options = options;
     }
 
     @Override
     public WriteBuilder truncate() {
-      throw sink.refused("a streaming query in complete output mode rewrites the whole table every batch, and a root "
-          + "only takes appends (completed barriers never change); write its rows in append mode, or make the "
-          + "aggregate a job's derived table");
+      if (fence == null) {
+        throw sink.refused("a streaming query in complete output mode rewrites the whole table every batch, and a root "
+            + "only takes appends (completed barriers never change); write its rows in append mode, or make the "
+            + "aggregate a job's derived table (option " + JOB + ")");
+      }
+      ((SupportsTruncate) delegate).truncate();
+      return this;
     }
 
     @Override
@@ -197,12 +239,15 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
       return new Write() {
         @Override
         public String description() {
-          return "consistent streaming ingest into " + sink.name + " via " + write.description();
+          return (fence == null ? "consistent streaming ingest into " : "consistent streaming epochs of job '"
+              + options.job + "' into ") + sink.name + " via " + write.description();
         }
 
         @Override
         public StreamingWrite toStreaming() {
-          return new StreamingIngest(sink, write.toStreaming(), ingest, queryId, options);
+          return fence == null
+              ? new StreamingIngest(sink, write.toStreaming(), ingest, queryId, options)
+              : new StreamingEpoch(sink, write.toStreaming(), fence, queryId, options);
         }
 
         @Override
@@ -211,6 +256,69 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
         }
       };
     }
+  }
+
+  // --- a job's registration ------------------------------------------------------------------------------
+
+  /** The sources this application's instance registered the job with (null: not registered by this query yet). */
+  private volatile java.util.Set<String> registeredSources;
+
+  /**
+   * §6.1 for a streaming epoch job, when its first micro-batch commits (its sources are then known): as the Python
+   * streaming jobs do (§5.7), this instance is first recorded in {@code <checkpoint>/consistent-catalog/instances},
+   * and the registration takes over when the sink's lease-holder is one listed there (an earlier run of the same
+   * checkpoint that died). The job is unregistered when the query ends, or when the JVM shuts down.
+   */
+  synchronized void register(String job, java.util.Set<String> sources, String queryId, Options options) {
+    if (sources.equals(registeredSources)) {
+      return;
+    }
+    EpochWrites writes = catalog.writes();
+    FencedCommit committer = writes.committer();
+    org.apache.iceberg.Table loaded = committer.load(ident);
+    TableState state = EpochWrites.state(name, loaded);
+    if (job.equals(state.job()) && EpochWrites.INSTANCE.equals(state.leaseHolder())
+        && new java.util.TreeSet<>(state.sources()).equals(new java.util.TreeSet<>(sources))) {
+      registeredSources = sources;
+      return;
+    }
+    CheckpointInstances instances = CheckpointInstances.of(session, queryId);
+    java.util.List<String> earlier = instances.read();
+    boolean takeover = state.leaseHolder() != null && earlier.contains(state.leaseHolder());
+    earlier.add(EpochWrites.INSTANCE);
+    instances.write(earlier);
+    java.util.Map<String, TableState> all = catalog.cutSession().catalogStates(name);
+    JobRegistration.register(committer, ident, name, loaded, job, sources, EpochWrites.INSTANCE, takeover,
+        options.leaseMs, all == null ? java.util.Collections.emptyMap() : all);
+    writes.registered(name, job);
+    registeredSources = sources;
+    releaseWhenTerminated(queryId, job);
+  }
+
+  private void releaseWhenTerminated(String queryId, String job) {
+    session.streams().addListener(new org.apache.spark.sql.streaming.StreamingQueryListener() {
+      @Override
+      public void onQueryStarted(QueryStartedEvent event) {}
+
+      @Override
+      public void onQueryProgress(QueryProgressEvent event) {}
+
+      @Override
+      public void onQueryTerminated(QueryTerminatedEvent event) {
+        if (!event.id().toString().equals(queryId)) {
+          return;
+        }
+        session.streams().removeListener(this);
+        registeredSources = null;
+        try {
+          JobRegistration.unregister(catalog.writes().committer(), ident, EpochWrites.INSTANCE, job);
+          catalog.writes().released(name);
+        } catch (RuntimeException e) {
+          LOG.warn("[{}] {}: could not unregister job '{}' when its query ended: {}", catalog.catalogName(), name, job,
+              e.toString());
+        }
+      }
+    });
   }
 
   // --- idle source ----------------------------------------------------------------------------------
