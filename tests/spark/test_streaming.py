@@ -689,3 +689,21 @@ def test_native_root_sigkill_at_its_failpoints_and_at_random_is_exactly_once(tmp
     findings = finish(tmp_path, native_root=True)
     assert findings["rows"] == findings["rows_fed"] and findings["batches_landed"] >= 4
 
+
+
+def test_the_native_pipeline_survives_sigkill_at_every_failpoint_and_at_random(tmp_path):
+    """Root and both jobs as plain streaming queries through lake_consistent (``--native``): SIGKILL of driver and JVM
+    at each of the plugin's failpoints (a root batch before its commit and before Spark's commit log; a job's epoch
+    before staging, staged but not published, published but not in Spark's commit log) and at random moments;
+    each restart resumes from the checkpoints and takes over from the instance they recorded."""
+    sw.create_lake(tmp_path)
+    sw.feed(tmp_path, 0)
+    rng = random.Random(2024)
+    plan = [{"crash_at": point} for point in sw.NATIVE_POINTS]
+    plan += [{"kill_after": rng.uniform(1.0, 10.0)} for _ in range(7)]
+    kills: Counter = Counter()
+    runs = kill_and_resume(tmp_path, [{**options, "native": True} for options in plan], kills)
+    assert all(kills[point] == 1 for point in sw.NATIVE_POINTS), (kills, [r.describe() for r in runs if not r.killed])
+    assert sum(kills.values()) >= 11
+    findings = finish(tmp_path, native=True)
+    assert findings["rows"] == findings["rows_fed"] and findings["epochs"][sw.COUNTS] >= 2
