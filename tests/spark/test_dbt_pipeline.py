@@ -1,0 +1,277 @@
+"""FLIP-276's pipeline as a dbt project (``spark-conf/dbt-flip``, issue 22): each model of ``dbt run`` one epoch.
+
+One lake for the module: the three demo tables created with pyiceberg, and a work directory standing in for a
+checkout: ``.venv`` (this venv), ``spark-conf/spark-defaults.conf`` rendered for the lake by ``consistent-catalog
+spark-conf``, and a copy of ``spark-conf/dbt-flip`` (so dbt's ``target/`` and ``logs/`` stay out of the checkout).
+Every ``dbt run`` of the real project is the README's dbt block, run as it is written (``bash -euo pipefail``):
+that block is fenced ``text`` because tests/docs/test_snippets.py's work directory has no ``spark-conf/dbt-flip``.
+
+(a) ``ROUNDS`` rounds, words ingested with pyiceberg before each and, from a thread, while all but the last run
+    (so the last round catches up with every word). After every round, with pyiceberg alone
+    (``tests.harness.flip_epochs``, never the plugin's own output): each model published exactly one epoch more,
+    its job's alone, every epoch recording ``snap(source, barrier)`` as its input and holding a recount of the
+    source there; both models at one barrier, the cut that ``consistent-catalog resolve`` gives, on which
+    FLIP-276's invariants hold (``tests.harness.flip.Contents``) with at least every word ingested before the
+    round. Then a rerun with no new word: both models ``done``, nothing written.
+(b) A failing model publishes nothing: a copy of the project whose ``word_counts`` fails while its statement
+    runs, plus a model whose table does not exist; ``dbt run`` fails, the missing table is refused with the
+    materialization's advice, ``count_histogram`` is skipped, no sink's ``main`` or ``consistent-staged`` moved.
+    The real project's next run publishes those words exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+
+from consistent_catalog import ConsistentCatalog
+from consistent_catalog.demo import COUNTS, HISTOGRAM, SCHEMAS, TABLES, WORDS
+from tests.docs.test_snippets import parse_blocks
+from tests.harness.flip import Contents
+from tests.harness.flip_epochs import FLIP_JOBS, epoch_problems, lineage_problems, scan
+from tests.harness.main_epochs import main_epochs
+from tests.spark.test_sql_pipeline import VOCABULARY, Ingester
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = ROOT / "spark-conf" / "dbt-flip"
+BIN = Path(sys.executable).parent
+ROUNDS = 2
+WORDS_BETWEEN = 40  # words ingested before each round
+DBT_TIMEOUT = 300  # a dbt run: ~12 s on an idle 2-core machine (its Spark start included)
+MODELS = {COUNTS: "word_counts", HISTOGRAM: "count_histogram"}
+
+
+def readme_dbt_block() -> str:
+    """The README's dbt commands (its block that runs ``dbt run``), exactly as a reader copies them."""
+    found = [b.code for b in parse_blocks(ROOT / "README.md") if "dbt run --project-dir" in b.code]
+    assert len(found) == 1, f"README.md should show the dbt commands in one block, found {len(found)}"
+    return found[0]
+
+
+# --- the lake and the work directory ---------------------------------------------------------------------------
+@dataclass
+class Lake:
+    root: Path
+    workdir: Path
+    catalog: SqlCatalog
+    cc: ConsistentCatalog
+    env: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
+    if not (BIN / "dbt").is_file():
+        message = f"no dbt next to {sys.executable}: pip install -e '.[dev]' (make setup) installs the [dbt] extra"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    root = tmp_path_factory.mktemp("dbt-pipeline")
+    (root / "warehouse").mkdir()
+    catalog = SqlCatalog("lake", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/warehouse")
+    catalog.create_namespace("demo")
+    for table, schema in SCHEMAS.items():
+        catalog.create_table(table, schema=schema)
+
+    workdir = root / "checkout"
+    (workdir / "spark-conf").mkdir(parents=True)
+    (workdir / ".venv").symlink_to(sys.prefix, target_is_directory=True)
+    shutil.copytree(PROJECT, workdir / "spark-conf" / "dbt-flip", ignore=shutil.ignore_patterns("target", "logs"))
+    # the process environment, less what would point dbt or Spark elsewhere (the README block sets its own)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("DBT_", "PYICEBERG_")) and k not in ("SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS")}
+    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", PYSPARK_PYTHON=sys.executable,
+               PYICEBERG_CATALOG__LAKE__URI=f"sqlite:///{root}/catalog.db",
+               PYICEBERG_CATALOG__LAKE__WAREHOUSE=f"file://{root}/warehouse")
+    subprocess.run(
+        [str(BIN / "consistent-catalog"), "spark-conf", "--catalog-uri", f"sqlite:///{root}/catalog.db",
+         "--warehouse", str(root / "warehouse"), "--write", str(workdir / "spark-conf" / "spark-defaults.conf")],
+        check=True, capture_output=True, timeout=120, env=env, cwd=workdir,
+    )
+    yield Lake(root, workdir, catalog, ConsistentCatalog(catalog), env)
+
+
+def _words(rng: random.Random, n: int) -> pa.Table:
+    return pa.table({"word": rng.choices(VOCABULARY, k=n)}, schema=SCHEMAS[WORDS])
+
+
+# --- dbt runs --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DbtRun:
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    statuses: dict[str, str]  # model -> run_results.json status (success, error, skipped)
+
+    @property
+    def reports(self) -> list[str]:
+        """The catalog plugin's lines on Spark's (dbt's) stderr, one per write statement."""
+        return [line for line in self.stderr.splitlines() if line.startswith("[lake_consistent] ")]
+
+    def describe(self) -> str:
+        return (f"dbt exit {self.returncode} after {self.seconds:.0f} s, {self.statuses}\n--- stdout ---\n"
+                f"{self.stdout[-4000:]}\n--- stderr (plugin lines, errors) ---\n" + "\n".join(
+                    line for line in self.stderr.splitlines()[-400:] if " WARN " not in line)[-4000:])
+
+
+def _run(lake: Lake, args: list[str], project: Path, **env: str) -> DbtRun:
+    """``args`` in the work directory, in a process group of its own (killed whole on a timeout)."""
+    results = project / "target" / "run_results.json"
+    results.unlink(missing_ok=True)
+    started = time.monotonic()
+    process = subprocess.Popen(args, cwd=lake.workdir, env={**lake.env, **env}, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=DBT_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        pytest.fail(f"{args} did not finish within {DBT_TIMEOUT} s\n{stdout[-3000:]}\n{stderr[-3000:]}")
+    statuses = ({r["unique_id"].split(".")[-1]: r["status"] for r in json.loads(results.read_text())["results"]}
+                if results.is_file() else {})
+    return DbtRun(process.returncode, stdout, stderr, time.monotonic() - started, statuses)
+
+
+def run_readme_dbt(lake: Lake) -> DbtRun:
+    return _run(lake, ["bash", "-euo", "pipefail", "-c", readme_dbt_block()],
+                lake.workdir / "spark-conf" / "dbt-flip")
+
+
+def run_project(lake: Lake, project: Path) -> DbtRun:
+    """``dbt run`` of another project directory, with the work directory's properties file."""
+    return _run(lake, [str(BIN / "dbt"), "run", "--project-dir", str(project), "--profiles-dir", str(project)],
+                project, SPARK_CONF_DIR=str(lake.workdir / "spark-conf"))
+
+
+# --- what pyiceberg reads --------------------------------------------------------------------------------------
+def epochs(lake: Lake) -> dict[str, list[int]]:
+    """Each sink's epochs on main: their head snapshot ids, oldest first."""
+    return {sink: [e.head for e in main_epochs(lake.catalog.load_table(sink).metadata)[0]] for sink in MODELS}
+
+
+def heads(lake: Lake) -> dict[str, dict[str, int]]:
+    """Each sink's main and consistent-staged snapshot ids."""
+    found = {}
+    for sink in MODELS:
+        refs = lake.catalog.load_table(sink).metadata.refs
+        found[sink] = {ref: refs[ref].snapshot_id for ref in ("main", "consistent-staged") if ref in refs}
+    return found
+
+
+def resolve(lake: Lake) -> dict:
+    """``consistent-catalog resolve`` of the three tables, as its JSON says."""
+    answer = subprocess.run([str(BIN / "consistent-catalog"), "-c", "lake", "-o", "json", "resolve", *TABLES],
+                            env=lake.env, capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(answer.stdout)
+
+
+def check_round(lake: Lake, run: DbtRun, round_: int, before_round: int, ingested: int) -> None:
+    """After a published round: one epoch more per model, each as its job promises, at the resolved cut."""
+    described = f"round {round_}: {run.describe()}"
+    assert run.returncode == 0, described
+    assert run.statuses == {"word_counts": "success", "count_histogram": "success"}, described
+    assert [line.split(":")[0] for line in run.reports] == [
+        "[lake_consistent] word-count", "[lake_consistent] count-histogram"], described
+    assert all(" published (" in line for line in run.reports), described
+
+    for sink in MODELS:
+        assert not epoch_problems(lake.catalog, sink), (round_, epoch_problems(lake.catalog, sink))
+        assert not lineage_problems(lake.catalog, sink), (round_, lineage_problems(lake.catalog, sink))
+    found = epochs(lake)
+    assert {sink: len(ids) for sink, ids in found.items()} == dict.fromkeys(MODELS, round_), (round_, found)
+
+    cut = resolve(lake)
+    ids = {table: part["snapshot_id"] for table, part in cut["tables"].items()}
+    assert {sink: ids[sink] for sink in MODELS} == {sink: found[sink][-1] for sink in MODELS}, (cut, found)
+    assert {cut["tables"][sink]["barrier"] for sink in MODELS} == {cut["barrier"]}, cut
+    contents = Contents.from_pyiceberg(lake.catalog, ids)
+    assert not contents.problems(), (round_, contents.problems())
+    assert before_round <= contents.count <= ingested, (round_, before_round, contents.count, ingested)
+
+
+# --- (a) rounds of the README's dbt run while words arrive, then a rerun with nothing new ----------------------
+def test_dbt_run_rounds_publish_one_epoch_per_model_at_consistent_cuts_and_a_rerun_is_done(lake: Lake) -> None:
+    assert {sink: job for sink, (job, _) in FLIP_JOBS.items()} == {COUNTS: "word-count", HISTOGRAM: "count-histogram"}
+    rng = random.Random(22)
+    ingested = 0
+    for round_ in range(1, ROUNDS + 1):
+        lake.cc.ingest(WORDS, _words(rng, WORDS_BETWEEN), key=f"dbt-between-{round_}")
+        ingested += WORDS_BETWEEN
+        before_round = ingested
+        if round_ == ROUNDS:  # the last round: nothing arrives while it runs, so it publishes every word
+            run = run_readme_dbt(lake)
+        else:
+            during = Ingester(lake.root, seed=100 + round_)
+            during.start()
+            try:
+                run = run_readme_dbt(lake)
+            finally:
+                ingested += during.stop()
+        check_round(lake, run, round_, before_round, ingested)
+    # the last round's cut holds every word (check_round: before_round == ingested there)
+
+    # no new word: each model's statement plans the barrier its sink holds, runs no query, writes nothing
+    before, cut_before = heads(lake), resolve(lake)
+    rerun = run_readme_dbt(lake)
+    assert rerun.returncode == 0 and rerun.statuses == {"word_counts": "success", "count_histogram": "success"}, (
+        rerun.describe())
+    assert len(rerun.reports) == 2 and all(" done: the sink already holds it, nothing written" in line
+                                           for line in rerun.reports), rerun.describe()
+    assert heads(lake) == before and resolve(lake) == cut_before
+    assert {sink: len(ids) for sink, ids in epochs(lake).items()} == dict.fromkeys(MODELS, ROUNDS)
+
+
+# --- (b) a failing model publishes nothing; the next run publishes its words once -------------------------------
+FAILING_WORD_COUNTS = """\
+{{ config(consistent_job='word-count') }}
+SELECT word, IF(count(*) > 0, raise_error('dbt-flip test: word_counts fails while it runs'), count(*)) AS cnt
+FROM {{ source('demo', 'words') }} GROUP BY word
+"""
+
+
+def test_a_failing_model_publishes_nothing_and_the_next_run_publishes_its_epoch_once(lake: Lake) -> None:
+    broken = lake.root / "dbt-flip-broken"
+    shutil.copytree(PROJECT, broken, ignore=shutil.ignore_patterns("target", "logs"))
+    (broken / "models" / "word_counts.sql").write_text(FAILING_WORD_COUNTS, encoding="utf-8")
+    (broken / "models" / "missing_table.sql").write_text("SELECT word FROM {{ source('demo', 'words') }}\n",
+                                                         encoding="utf-8")
+    published = {sink: len(ids) for sink, ids in epochs(lake).items()}
+    words_main = lake.catalog.load_table(WORDS).metadata.snapshot_by_name("main")
+    words_before = 0 if words_main is None else scan(lake.catalog, WORDS, words_main.snapshot_id).num_rows
+    rng = random.Random(2022)
+    lake.cc.ingest(WORDS, _words(rng, WORDS_BETWEEN), key="dbt-before-failure")
+    before = heads(lake)
+
+    failed = run_project(lake, broken)
+    described = failed.describe()
+    assert failed.returncode == 1, described
+    assert failed.statuses == {"missing_table": "error", "word_counts": "error", "count_histogram": "skipped"}, described
+    assert ("demo.missing_table does not exist: materialized='epoch' writes into a table created beforehand"
+            in failed.stdout), described
+    assert "dbt-flip test: word_counts fails while it runs" in failed.stdout, described
+    assert not any(" published (" in line for line in failed.reports), described
+    assert heads(lake) == before, (before, heads(lake))  # neither main nor consistent-staged moved
+    assert not lake.catalog.table_exists("demo.missing_table")
+    for sink in MODELS:
+        assert not lineage_problems(lake.catalog, sink), lineage_problems(lake.catalog, sink)
+
+    # the real project: the words that arrived before the failure, published once
+    run = run_readme_dbt(lake)
+    total = words_before + WORDS_BETWEEN
+    check_round(lake, run, published[COUNTS] + 1, total, total)
+    assert published[COUNTS] == published[HISTOGRAM]
