@@ -4,12 +4,17 @@ Worker (a process; run from the repository root)::
 
     python -m tests.harness.streaming_worker --dir D [--trigger 0.5] [--crash-at POINT [--crash-after N]]
                                              [--crash-job copy|word-count] [--max-seconds S]
+                                             [--native-root | --native]
 
 It opens the SQLite catalog at ``D`` and runs, in one local[2] Spark application, three streaming
 queries with their checkpoints under ``D/checkpoints``:
 
 - ``events``: Spark's file source over ``D/incoming`` (JSON lines ``{"file", "line", "word"}``) into
-  the root ``s.events`` through ``start_root_stream`` (processing-time barriers);
+  the root ``s.events`` through ``start_root_stream`` (processing-time barriers), or with ``--native-root``
+  through the plugin's streaming sink (``toTable("lake_consistent.s.events")``, no Python in the path; its
+  crash points are the JVM's failpoints, ``NATIVE_POINTS``); with ``--native`` the two jobs below are plain
+  streaming queries through ``lake_consistent`` too (``readStream.table`` ... ``toTable`` with the option
+  ``consistent.job``: append mode for ``copy``, complete mode for ``word-count``);
 - ``copy``: a streaming epoch job appending the rows new in ``s.events`` to ``s.events_copy``
   (``incremental=True``: a doubled epoch doubles rows);
 - ``word-count``: a streaming epoch job overwriting ``s.word_counts`` with the counts of ``s.events``.
@@ -59,6 +64,10 @@ JOBS = {"copy": (COPY, "append", "SELECT file, line, word FROM events", True),
         "word-count": (COUNTS, "overwrite", "SELECT word, count(*) AS cnt FROM events GROUP BY word", False)}
 POINTS = ("root-before-commit", "root-during-publish", "root-after-commit",
           "job-before-stage", "job-during-publish", "job-after-publish")
+NATIVE_POINTS = {"root-before-commit": "before-ingest", "root-after-commit": "after-ingest",
+                 "job-before-stage": "before-stage", "job-after-stage": "after-stage", "job-after-publish": "after-publish"}
+"""The crash points the plugin has (``--native-root``: the root's; ``--native``: also the jobs', whichever job gets
+there first), by its failpoint names (jvm/.../Failpoints.java)."""
 EVENT_COLUMNS = "file string, line int, word string"
 VOCABULARY = [f"w{i:02d}" for i in range(40)]
 REPO = Path(__file__).resolve().parents[2]
@@ -186,13 +195,23 @@ def worker_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the streaming lake until caught up (see the module docstring).")
     parser.add_argument("--dir", required=True)
     parser.add_argument("--trigger", type=float, default=0.5, help="seconds between micro-batches")
-    parser.add_argument("--crash-at", choices=POINTS)
+    parser.add_argument("--crash-at", choices=sorted(set(POINTS) | set(NATIVE_POINTS)))
     parser.add_argument("--crash-after", type=int, default=0, help="let the point pass N times, kill at the next")
     parser.add_argument("--crash-job", choices=tuple(JOBS), default="copy")
     parser.add_argument("--max-seconds", type=float, default=300.0)
     parser.add_argument("--stay", action="store_true", help="never finish on its own: run until killed (or --max-seconds)")
+    parser.add_argument("--native-root", action="store_true",
+                        help="the events query writes through lake_consistent (the JVM sink), not start_root_stream")
+    parser.add_argument("--native", action="store_true",
+                        help="all three queries through lake_consistent: the root, and the jobs as plain streaming "
+                             "queries (readStream.table ... toTable with the option consistent.job)")
     args = parser.parse_args(argv)
     directory = Path(args.dir).resolve()
+    args.native_root = args.native_root or args.native
+    if args.native_root and args.crash_at in NATIVE_POINTS:
+        # the JVM sink's failpoints (jvm/.../Failpoints.java): SIGKILL of the whole group, as the Python points do
+        os.environ.update({"CONSISTENT_FAILPOINT": NATIVE_POINTS[args.crash_at], "CONSISTENT_FAILPOINT_ACTION": "kill-group",
+                           "CONSISTENT_FAILPOINT_AFTER": str(args.crash_after)})
 
     from consistent_catalog import ConsistentCatalog
     from consistent_catalog.spark.job import SparkEpochJob
@@ -210,9 +229,21 @@ def worker_main(argv: list[str] | None = None) -> int:
     queries: list[Any] = []
     try:
         source = spark.readStream.schema(EVENT_COLUMNS).json(str(directory / "incoming"))
-        queries.append(start_root_stream(source, cc, EVENTS, checkpoint_location=str(checkpoints / "events"),
-                                         trigger=trigger, idle_after=None))
+        if args.native_root:
+            queries.append(source.writeStream.queryName("events").option("checkpointLocation", str(checkpoints / "events"))
+                           .trigger(processingTime=f"{trigger} seconds").toTable(f"lake_consistent.{EVENTS}"))
+        else:
+            queries.append(start_root_stream(source, cc, EVENTS, checkpoint_location=str(checkpoints / "events"),
+                                             trigger=trigger, idle_after=None))
         for name, (sink, mode, sql, incremental) in JOBS.items():
+            if args.native:
+                events = spark.readStream.table(f"lake_consistent.{EVENTS}")
+                frame = (events.select("file", "line", "word") if name == "copy"
+                         else events.groupBy("word").count().withColumnRenamed("count", "cnt"))
+                queries.append(frame.writeStream.queryName(name).outputMode("append" if name == "copy" else "complete")
+                               .option("checkpointLocation", str(checkpoints / name)).option("consistent.job", name)
+                               .trigger(processingTime=f"{trigger} seconds").toTable(f"lake_consistent.{sink}"))
+                continue
             job = SparkEpochJob(cc, spark, name, sources=[EVENTS], sinks=[sink], transform=sql, mode=mode,
                                 incremental=incremental)
             queries.append(start_streaming_job(
@@ -286,6 +317,8 @@ def run_worker(
     feed_from: int | None = None,
     rows: int = 10,
     stay: bool = False,
+    native_root: bool = False,
+    native: bool = False,
     timeout: float = 300.0,
 ) -> WorkerRun:
     """Run one worker process in its own process group; ``kill_after``: SIGKILL the group that many
@@ -296,6 +329,10 @@ def run_worker(
             "--max-seconds", str(timeout - 30)]
     if stay:
         argv.append("--stay")
+    if native_root:
+        argv.append("--native-root")
+    if native:
+        argv.append("--native")
     if crash_at:
         argv += ["--crash-at", crash_at, "--crash-after", str(crash_after), "--crash-job", crash_job]
     pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)

@@ -97,6 +97,7 @@ def run_streaming_demo(
     on_cut: Callable[[ConsistentRead], Any] | None = None,
     echo: Callable[[str], Any] = print,
     transforms: Mapping[str, Callable[[EpochContext], Any]] | None = None,
+    native: bool = False,
 ) -> dict[str, Any]:
     """Feed ``files`` files of ``rows_per_file`` words, one per ``interval`` s, through the streaming pipeline.
 
@@ -110,6 +111,12 @@ def run_streaming_demo(
     pyarrow transform, ``"word-count"`` and ``"count-histogram"``): run the jobs as pyiceberg
     ``EpochJob``s, still each driven by its own streaming query (the CLI's ``--engine pyiceberg``);
     by default they are ``SparkEpochJob``s with the SQL above.
+
+    ``native``: the root and ``word-count`` are plain streaming queries through the plugin's consistent catalog
+    (``toTable("<catalog>_consistent.demo.words")``; ``readStream.table(...).groupBy("word").count()`` in complete
+    mode with the option ``consistent.job``), no Python in their path (protocol §5.7). ``count-histogram`` stays a
+    Python streaming job: it reads ``word_counts``, which every epoch rewrites, and a stream holds only appended
+    rows (Spark's streaming aggregates would count a rewritten table's rows again every batch).
     """
     root = Path(directory).resolve()
     if cc is None:
@@ -129,11 +136,25 @@ def run_streaming_demo(
     try:
         ensure_streaming_tables(cc, spark, spark_catalog)
         words_stream = spark.readStream.schema(COLUMNS[WORDS]).json(str(incoming))
-        queries.append(start_root_stream(words_stream, cc, WORDS, checkpoint_location=str(checkpoints / "words"),
-                                         trigger=trigger, spark_catalog=spark_catalog))
+        consistent = f"{spark_catalog}_consistent"
+        if native:
+            queries.append(words_stream.writeStream.queryName("words")
+                           .option("checkpointLocation", str(checkpoints / "native-words"))
+                           .trigger(processingTime=trigger).toTable(f"{consistent}.{WORDS}"))
+        else:
+            queries.append(start_root_stream(words_stream, cc, WORDS, checkpoint_location=str(checkpoints / "words"),
+                                             trigger=trigger, spark_catalog=spark_catalog))
         for job_id, source, sink, sql in (("word-count", WORDS, COUNTS, WORD_COUNT_SQL),
                                           ("count-histogram", COUNTS, HISTOGRAM, HISTOGRAM_SQL)):
             job: EpochJob
+            if native and job_id == "word-count":
+                counts = (spark.readStream.table(f"{consistent}.{WORDS}").groupBy("word").count()
+                          .withColumnRenamed("count", "cnt"))
+                queries.append(counts.writeStream.queryName(job_id).outputMode("complete")
+                               .option("consistent.job", job_id)
+                               .option("checkpointLocation", str(checkpoints / f"native-{job_id}"))
+                               .trigger(processingTime=trigger).toTable(f"{consistent}.{COUNTS}"))
+                continue
             if transforms is not None:
                 job = EpochJob(cc, job_id, sources=[source], sinks=[sink], transform=transforms[job_id],
                                mode="overwrite", takeover=takeover)

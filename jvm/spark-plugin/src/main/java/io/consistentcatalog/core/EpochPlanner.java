@@ -100,12 +100,6 @@ public final class EpochPlanner {
     if (sources.isEmpty()) {
       throw new ConsistentException(ErrorKind.INVALID_INPUT, "job '" + job + "' has no sources");
     }
-    for (TableState state : sinks.values()) {
-      BranchBarriers main = state.branch(Keys.MAIN_BRANCH);
-      if (main.untracked != null) { // never publish on top of a foreign write
-        throw main.untrackedError(state.untrackedWriter(Keys.MAIN_BRANCH), state.watermark());
-      }
-    }
     Long barrier = null;
     Long lowest = null;
     boolean allMarked = true;
@@ -121,6 +115,20 @@ public final class EpochPlanner {
       Map<String, TableState> known = new LinkedHashMap<>(upstream);
       known.putAll(sources);
       barrier = new Completeness(known, s -> Keys.MAIN_BRANCH).latest(new ArrayList<>(sources.keySet()), lowest);
+    }
+    return planAt(job, barrier, sources, sinks);
+  }
+
+  /**
+   * The epoch of {@code job} at a barrier chosen elsewhere (a streaming query's micro-batch, whose sources' offsets
+   * are that barrier: every source is complete at it), or at none ({@code null}: nothing to do).
+   */
+  public static Plan planAt(String job, Long barrier, Map<String, TableState> sources, Map<String, TableState> sinks) {
+    for (TableState state : sinks.values()) {
+      BranchBarriers main = state.branch(Keys.MAIN_BRANCH);
+      if (main.untracked != null) { // never publish on top of a foreign write
+        throw main.untrackedError(state.untrackedWriter(Keys.MAIN_BRANCH), state.watermark());
+      }
     }
     Map<String, SinkPlan> plans = new TreeMap<>();
     if (barrier == null) {

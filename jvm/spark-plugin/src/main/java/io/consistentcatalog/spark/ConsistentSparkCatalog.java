@@ -190,6 +190,16 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
       return super.loadTable(ident);
     }
     String name = Names.tableName(ident);
+    boolean sink = calledFrom("org.apache.spark.sql.streaming.DataStreamWriter", "toTable");
+    if (sink || calledFrom("org.apache.spark.sql.streaming.DataStreamReader", "table")) {
+      org.apache.iceberg.Table table;
+      try {
+        table = icebergCatalog().loadTable(Names.icebergIdentifier(name));
+      } catch (org.apache.iceberg.exceptions.NoSuchTableException e) {
+        throw notFound(ident, name, new NoSuchTableException(ident));
+      }
+      return sink ? new StreamingSinkTable(this, table, name) : new StreamSourceTable(this, table, name);
+    }
     Table served;
     try {
       served = session.tableAtCut(name, settings());
@@ -204,6 +214,20 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
       }
     }
     return served;
+  }
+
+  /**
+   * Whether Spark loads the table for a streaming query: as its sink ({@code DataStreamWriter.toTable}, which calls
+   * {@code loadTable(ident)} with no write privileges) or as its source ({@code DataStreamReader.table}, analysed
+   * at once); nothing else tells these loads from a batch read.
+   */
+  private static boolean calledFrom(String className, String method) {
+    for (StackTraceElement frame : Thread.currentThread().getStackTrace()) {
+      if (frame.getMethodName().equals(method) && frame.getClassName().equals(className)) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /**

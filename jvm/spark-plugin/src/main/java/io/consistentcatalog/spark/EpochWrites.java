@@ -358,7 +358,24 @@ final class EpochWrites {
     });
   }
 
+  /** A new OpenLineage run of an epoch of {@code job} (null: OpenLineage is not configured), as a statement's. */
+  EpochRun lineage(String job, java.util.Collection<String> sources, String sink) {
+    EpochEmitter emitter = EpochEmitter.forJob(job, catalog.plainCatalogName(), catalog.icebergOptions());
+    return emitter == null ? null : emitter.newRun(sources, Collections.singleton(sink));
+  }
+
   // --- instances ------------------------------------------------------------------------------------
+
+  /** A sink this instance registered (a streaming epoch job's): unregistered when the JVM shuts down normally. */
+  void registered(String sink, String job) {
+    registered.put(sink, job);
+    unregisterAtShutdown();
+  }
+
+  /** A sink this instance released itself (its streaming query ended): nothing left to do at shutdown. */
+  void released(String sink) {
+    registered.remove(sink);
+  }
 
   /** Unregister every sink this instance registered (a normal JVM exit); a killed process keeps its lease. */
   private void unregisterAtShutdown() {

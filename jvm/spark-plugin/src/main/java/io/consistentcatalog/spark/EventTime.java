@@ -18,17 +18,28 @@ final class EventTime {
   final String column;
   private final int fieldId;
   private final Type type;
+  /** How to stop using an event time (named in errors): the SQL setting's RESET, or the streaming option's removal. */
+  final String unset;
 
-  private EventTime(String column, int fieldId, Type type) {
+  private EventTime(String column, int fieldId, Type type, String unset) {
     this.column = column;
     this.fieldId = fieldId;
     this.type = type;
+    this.unset = unset;
   }
 
-  /** The column of {@code table} named by the setting; refused when missing or not a time. */
+  /** The column of {@code table} named by the SQL setting; refused when missing or not a time. */
   static EventTime of(Table table, String sink, String column) {
+    String setting = Settings.PREFIX + Settings.EVENT_TIME_COLUMN;
+    return of(table, sink, column, setting + "=" + column, "RESET " + setting);
+  }
+
+  /**
+   * The column of {@code table} named by {@code setting} (e.g. {@code spark.sql.consistent.eventTimeColumn=ts});
+   * refused when missing or not a time; {@code unset} says how to do without it.
+   */
+  static EventTime of(Table table, String sink, String column, String setting, String unset) {
     Types.NestedField field = table.schema().caseInsensitiveFindField(column);
-    String setting = Settings.PREFIX + Settings.EVENT_TIME_COLUMN + "=" + column;
     if (field == null) {
       throw Errors.raise(Errors.setting(setting + ": " + sink + " has no such column; its columns are "
           + table.schema().columns().stream().map(Types.NestedField::name).collect(java.util.stream.Collectors.toList())));
@@ -39,7 +50,7 @@ final class EventTime {
       throw Errors.raise(Errors.setting(setting + ": " + column + " is " + field.type()
           + "; the event time must be a timestamp, a date or epoch milliseconds"));
     }
-    return new EventTime(field.name(), field.fieldId(), field.type());
+    return new EventTime(field.name(), field.fieldId(), field.type(), unset);
   }
 
   /** The latest event time (ms) in the files {@code messages} hold; null when they hold no rows. */
@@ -57,7 +68,7 @@ final class EventTime {
         if (bound == null) {
           throw new IllegalStateException("data file " + file.location() + " records no upper bound for " + column
               + " (its metrics mode); set the table property write.metadata.metrics.column." + column
-              + "=full through the plain catalog, or RESET " + Settings.PREFIX + Settings.EVENT_TIME_COLUMN);
+              + "=full through the plain catalog, or " + unset);
         }
         long ms = toMillis(Conversions.fromByteBuffer(type, bound));
         latest = latest == null ? ms : Math.max(latest, ms);
@@ -84,6 +95,19 @@ final class EventTime {
    * The data files of one task's commit message: Iceberg's {@code SparkWrite.TaskCommit#files()}, which is not
    * public, read reflectively.
    */
+  /** The rows in the files {@code messages} hold. */
+  static long rows(WriterCommitMessage[] messages) {
+    long rows = 0;
+    for (WriterCommitMessage message : messages) {
+      if (message != null) {
+        for (DataFile file : files(message)) {
+          rows += file.recordCount();
+        }
+      }
+    }
+    return rows;
+  }
+
   private static DataFile[] files(WriterCommitMessage message) {
     try {
       Method files = message.getClass().getDeclaredMethod("files");
@@ -91,7 +115,7 @@ final class EventTime {
       return (DataFile[]) files.invoke(message);
     } catch (ReflectiveOperationException | ClassCastException e) {
       throw new IllegalStateException("cannot read the data files of " + message.getClass().getName()
-          + " (an Iceberg version this plugin does not know?); RESET " + Settings.PREFIX + Settings.EVENT_TIME_COLUMN, e);
+          + " (an Iceberg version this plugin does not know?)", e);
     }
   }
 }

@@ -24,15 +24,28 @@ final class FencedOperations implements TableOperations {
   private final TableIdentifier ident;
   private final Supplier<List<UpdateRequirement>> requirements;
   private final String what;
+  /** The branch a ref update of main is sent to instead (null: as Iceberg built it). */
+  private final String mainTo;
 
   FencedOperations(
       TableOperations delegate, FencedCommit committer, TableIdentifier ident, Supplier<List<UpdateRequirement>> requirements,
       String what) {
+    this(delegate, committer, ident, requirements, what, null);
+  }
+
+  /**
+   * Operations whose commits move {@code mainTo} where Iceberg's commit would move main: a write Iceberg built on
+   * main's head (a streaming write, which knows no branch) lands on a branch that was just reset to that head.
+   */
+  FencedOperations(
+      TableOperations delegate, FencedCommit committer, TableIdentifier ident, Supplier<List<UpdateRequirement>> requirements,
+      String what, String mainTo) {
     this.delegate = delegate;
     this.committer = committer;
     this.ident = ident;
     this.requirements = requirements;
     this.what = what;
+    this.mainTo = mainTo;
   }
 
   @Override
@@ -50,7 +63,24 @@ final class FencedOperations implements TableOperations {
 
   @Override
   public void commit(TableMetadata base, TableMetadata metadata) {
-    committed = committer.commit(ident, base, requirements.get(), metadata.changes(), what);
+    List<org.apache.iceberg.MetadataUpdate> changes = metadata.changes();
+    if (mainTo != null) {
+      changes = new java.util.ArrayList<>(changes);
+      changes.replaceAll(change -> redirected(change, mainTo));
+    }
+    committed = committer.commit(ident, base, requirements.get(), changes, what);
+  }
+
+  private static org.apache.iceberg.MetadataUpdate redirected(org.apache.iceberg.MetadataUpdate change, String branch) {
+    if (change instanceof org.apache.iceberg.MetadataUpdate.SetSnapshotRef) {
+      org.apache.iceberg.MetadataUpdate.SetSnapshotRef ref = (org.apache.iceberg.MetadataUpdate.SetSnapshotRef) change;
+      if (ref.name().equals(io.consistentcatalog.core.Keys.MAIN_BRANCH)) {
+        return new org.apache.iceberg.MetadataUpdate.SetSnapshotRef(branch, ref.snapshotId(),
+            org.apache.iceberg.SnapshotRefType.valueOf(ref.type().toUpperCase(java.util.Locale.ROOT)),
+            ref.minSnapshotsToKeep(), ref.maxSnapshotAgeMs(), ref.maxRefAgeMs());
+      }
+    }
+    return change;
   }
 
   /**

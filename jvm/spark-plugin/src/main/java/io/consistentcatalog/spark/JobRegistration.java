@@ -226,15 +226,24 @@ final class JobRegistration {
    * not behind, or an ingest or another advance got there first).
    */
   static Table advanceIdleRoot(FencedCommit committer, TableIdentifier ident, String name, Table table, long now) {
-    TableMetadata base = FencedCommit.metadata(table);
-    TableState state = TableState.fromMetadata(name, base);
+    TableState state = TableState.fromMetadata(name, FencedCommit.metadata(table));
     Long after = state.idleAfterMs();
     if (!state.isRoot() || after == null) {
       return null;
     }
-    long target = now - after;
+    return advanceRoot(committer, ident, name, table, now - after, "advancing the watermark of idle root " + name);
+  }
+
+  /**
+   * {@code advance_watermark} of a root to {@code target} when it is behind it (§5.6): one commit requiring main as
+   * read and taking the fence (keeping the holder). Returns the table as committed, or null when nothing was
+   * advanced (a derived table, not behind, or an ingest or another advance got there first).
+   */
+  static Table advanceRoot(FencedCommit committer, TableIdentifier ident, String name, Table table, long target, String what) {
+    TableMetadata base = FencedCommit.metadata(table);
+    TableState state = TableState.fromMetadata(name, base);
     Long current = state.watermark();
-    if (current != null && target <= current) {
+    if (!state.isRoot() || (current != null && target <= current)) {
       return null;
     }
     List<UpdateRequirement> requirements = new ArrayList<>();
@@ -245,8 +254,7 @@ final class JobRegistration {
         base.properties().get(Keys.LEASE_HOLDER), base.properties().get(Keys.JOB), base.lastSequenceNumber() + 1,
         requirements, updates);
     try {
-      commitTakingFence(committer, ((HasTableOperations) table).operations(), ident, base, requirements, updates,
-          "advancing the watermark of idle root " + name);
+      commitTakingFence(committer, ((HasTableOperations) table).operations(), ident, base, requirements, updates, what);
     } catch (FencedCommit.Refused e) {
       return null;
     }

@@ -11,7 +11,6 @@ import io.consistentcatalog.openlineage.EpochRun;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
@@ -24,7 +23,6 @@ import org.apache.iceberg.TableMetadata;
 import org.apache.iceberg.TableOperations;
 import org.apache.iceberg.UpdateRequirement;
 import org.apache.iceberg.catalog.TableIdentifier;
-import org.apache.iceberg.spark.CommitMetadata;
 import org.apache.spark.sql.AnalysisException;
 import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
@@ -48,7 +46,6 @@ import org.slf4j.LoggerFactory;
  */
 final class SqlEpoch {
   private static final Logger LOG = LoggerFactory.getLogger(SqlEpoch.class);
-  private static final int INGEST_ATTEMPTS = 10;
 
   private enum Kind {
     EPOCH,
@@ -74,12 +71,18 @@ final class SqlEpoch {
   private final Long skippedBy;
   /** The event-time column whose maximum is the ingest's barrier (null: the clock). */
   private EventTime eventTime;
-  /** What the next fenced commit of Spark's write requires (the staged write's, or the ingest's as last read). */
+  /** What the staged write's fenced commit requires. */
   private volatile List<UpdateRequirement> requirements = Collections.emptyList();
   /** Main's head the staged epoch is written on (set when Spark builds the write). */
   private long base;
-  /** The fenced operations Spark's write commits through (set when Spark builds the write). */
+  /** The fenced operations the staged write commits through (set when Spark builds the write). */
   private FencedOperations fenced;
+  /** The ingest Spark's write lands as (set when Spark builds the write). */
+  private RootIngest ingest;
+  /** A streaming epoch's fenced operations, armed when the batch commits (null: a statement's). */
+  private StreamingEpoch.Fence streamingFence;
+  /** The last line reported. */
+  private String reported;
 
   private SqlEpoch(
       EpochWrites writes, Kind kind, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
@@ -152,17 +155,19 @@ final class SqlEpoch {
   }
 
   private Table fencedWriteTable() {
-    String what = kind == Kind.INGEST ? "the ingest into " + sink : "staging barrier " + Barriers.format(plan.barrier);
-    Table current = table; // as the statement's analysis loaded it: the reset's requirements check it is still so
-    if (kind == Kind.EPOCH) {
-      base = prepareStagedBranch(current);
-      requirements = EpochCommits.stagedWrite(sinkPlan, base);
-      org.apache.iceberg.SnapshotRef staged = current.refs().get(Keys.STAGED_BRANCH);
-      if (staged == null || staged.snapshotId() != base) {
-        ((HasTableOperations) current).operations().refresh(); // the reset just committed: Spark checks the branch
-      }
+    if (kind == Kind.INGEST) {
+      ingest = new RootIngest(committer(), ident, sink, table, "the ingest into " + sink);
+      return ingest.writeTable(table.name());
     }
-    fenced = new FencedOperations(((HasTableOperations) current).operations(), committer(), ident, () -> requirements, what);
+    Table current = table; // as the statement's analysis loaded it: the reset's requirements check it is still so
+    base = prepareStagedBranch(current);
+    requirements = EpochCommits.stagedWrite(sinkPlan, base);
+    org.apache.iceberg.SnapshotRef staged = current.refs().get(Keys.STAGED_BRANCH);
+    if (staged == null || staged.snapshotId() != base) {
+      ((HasTableOperations) current).operations().refresh(); // the reset just committed: Spark checks the branch
+    }
+    fenced = new FencedOperations(((HasTableOperations) current).operations(), committer(), ident, () -> requirements,
+        "staging barrier " + Barriers.format(plan.barrier));
     return new BaseTable(fenced, table.name());
   }
 
@@ -205,12 +210,32 @@ final class SqlEpoch {
   void commit(BatchWrite delegate, WriterCommitMessage[] messages) {
     Published published;
     try {
-      published = carryOut(delegate, messages);
+      if (kind == Kind.INGEST) {
+        commitIngest(delegate, messages);
+        published = null;
+      } else {
+        published = carryOut(new RootIngest.SparkCommit() {
+          @Override
+          public void commit() {
+            delegate.commit(messages);
+          }
+
+          @Override
+          public void abort() {
+            delegate.abort(messages);
+          }
+        });
+      }
     } catch (ConsistentException e) {
       throw failed(refusal(e));
     } catch (Throwable e) {
       throw failed(e);
     }
+    completed(published);
+  }
+
+  /** The run's COMPLETE, once the epoch published. */
+  private void completed(Published published) {
     if (lineage != null && published != null) {
       Map<String, Long> snapshots = new HashMap<>();
       snapshots.put(sink, published.snapshot);
@@ -258,14 +283,39 @@ final class SqlEpoch {
     }
   }
 
-  /** The epoch's (or ingest's) commit; what it published, or null when it published nothing (done, an ingest). */
-  private Published carryOut(BatchWrite delegate, WriterCommitMessage[] messages) {
-    if (kind == Kind.INGEST) {
-      commitIngest(delegate, messages);
-      return null;
+  /**
+   * A streaming query's micro-batch as this epoch ({@link StreamingEpoch}): Spark's files are written; when the
+   * action stages, {@code consistent-staged} is reset now and Spark's commit of the files ({@code spark}, through
+   * the {@link FencedOperations} the write was built on) lands there, then is verified and published.
+   */
+  static String commitStreaming(
+      EpochWrites writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
+      EpochPlanner.Plan plan, StreamingEpoch.Fence fence, RootIngest.SparkCommit spark) {
+    EpochPlanner.Action action = plan.sinks.get(sink).action;
+    EpochRun lineage = plan.barrier == null || action == EpochPlanner.Action.DONE ? null
+        : writes.lineage(job, plan.inputs.keySet(), sink); // as a statement's epoch: nothing to do sends nothing
+    if (lineage != null) {
+      lineage.planned(plan.barrier, plan.inputs, Collections.singletonMap(sink, action.protocolName), writes.instance);
+      lineage.start();
     }
+    SqlEpoch epoch = new SqlEpoch(writes, Kind.EPOCH, sink, ident, table, job, leaseMs, plan, lineage, null, null);
+    epoch.streamingFence = fence;
+    Published published;
+    try {
+      published = epoch.carryOut(spark);
+    } catch (ConsistentException e) {
+      throw epoch.failed(refusal(e));
+    } catch (Throwable e) {
+      throw epoch.failed(e);
+    }
+    epoch.completed(published);
+    return epoch.reported;
+  }
+
+  /** The epoch's commit; what it published, or null when it published nothing (done). */
+  private Published carryOut(RootIngest.SparkCommit spark) {
     if (plan.barrier == null) {
-      delegate.abort(messages);
+      spark.abort();
       report("nothing to do: no barrier at which every source (" + String.join(", ", plan.inputs.keySet().isEmpty()
           ? sinkPlan.previousInputs.keySet() : plan.inputs.keySet()) + ") is complete yet");
       return null;
@@ -273,21 +323,26 @@ final class SqlEpoch {
     String barrier = "barrier " + Barriers.format(plan.barrier);
     switch (sinkPlan.action) {
       case DONE:
-        delegate.abort(messages);
+        spark.abort();
         report(barrier + " done: the sink already holds it, nothing written");
         return null;
       case PUBLISH_STAGED:
-        delegate.abort(messages);
+        spark.abort();
         publish(sinkPlan.mainHead, sinkPlan.stagedHead, null);
         report(barrier + " republished (an earlier run staged this epoch and did not publish it)");
         return new Published("republished", sinkPlan.stagedHead, lineage == null ? null : stagedAttempt(sinkPlan.stagedHead));
       case WATERMARK:
-        delegate.abort(messages);
+        spark.abort();
         publish(sinkPlan.mainHead, null, null);
         report(barrier + " watermark (inputs unchanged, nothing to compute)");
         return new Published("watermark", sinkPlan.mainHead, null);
       default:
-        return stage(delegate, messages, barrier);
+        if (streamingFence != null) {
+          base = prepareStagedBranch(table);
+          requirements = EpochCommits.stagedWrite(sinkPlan, base);
+          fenced = streamingFence.arm(() -> requirements);
+        }
+        return stage(spark, barrier);
     }
   }
 
@@ -301,11 +356,11 @@ final class SqlEpoch {
     }
   }
 
-  private Published stage(BatchWrite delegate, WriterCommitMessage[] messages, String barrier) {
+  private Published stage(RootIngest.SparkCommit spark, String barrier) {
     String attempt = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
     Map<String, String> properties = EpochCommits.summary(plan, job, attempt);
     Failpoints.at("before-stage");
-    withCommitProperties(properties, () -> delegate.commit(messages));
+    RootIngest.withCommitProperties(properties, spark::commit);
     TableMetadata staged = fenced.committed(); // what Spark's fenced commit produced (null: it committed nothing)
     if (staged == null || base == TableState.fromMetadata(sink, staged).head(Keys.STAGED_BRANCH)) {
       recordEmptyEpoch(properties); // Spark committed nothing (an empty dynamic overwrite)
@@ -364,11 +419,7 @@ final class SqlEpoch {
 
   // --- ingests -----------------------------------------------------------------------------------------
 
-  /**
-   * §5.6: the rows land on main with {@code consistent.barrier = max(now, W + 1)} (and the key), requiring the
-   * fence and main as read; a refusal (another ingest landed) is retried after checking the key and the
-   * barrier against the new head.
-   */
+  /** §5.6 ({@link RootIngest}): the rows land on main, unless the key already landed. */
   private void commitIngest(BatchWrite delegate, WriterCommitMessage[] messages) {
     if (skippedBy != null) {
       delegate.abort(messages);
@@ -381,65 +432,34 @@ final class SqlEpoch {
       report("no rows: nothing written (the barrier would be the maximum of " + eventTime.column + ")");
       return;
     }
-    for (int attempt = 1; attempt <= INGEST_ATTEMPTS; attempt++) {
-      TableState state = EpochWrites.state(sink, committer().load(ident));
-      if (ingestKey != null) {
-        Long landed = state.ingestedWithKey(ingestKey);
-        if (landed != null) {
-          delegate.abort(messages);
-          report("ingest key '" + ingestKey + "' landed meanwhile in snapshot " + landed + "; nothing written");
-          return;
-        }
+    String futureHint = "fix the event times, or RESET " + Settings.PREFIX + Settings.EVENT_TIME_COLUMN
+        + " to ingest at the current time";
+    RootIngest.Outcome outcome = ingest.land(ingestKey, latest, futureHint, new RootIngest.SparkCommit() {
+      @Override
+      public void commit() {
+        delegate.commit(messages);
       }
-      Map<String, Long> refs = new LinkedHashMap<>();
-      refs.put(Keys.FENCE_BRANCH, state.head(Keys.FENCE_BRANCH));
-      refs.put(Keys.MAIN_BRANCH, state.head());
-      requirements = FencedCommit.refsAt(refs);
-      long barrier = latest == null ? System.currentTimeMillis() : latest;
-      if (latest != null && latest > System.currentTimeMillis() + state.clockSkewMs()) {
+
+      @Override
+      public void abort() {
         delegate.abort(messages);
-        throw new ConsistentException(ErrorKind.INVALID_BARRIER, sink, sink + ": the latest " + eventTime.column + " ("
-            + Barriers.format(latest) + ") lies in the future beyond the table's clock-skew allowance ("
-            + state.clockSkewMs() + " ms, table property consistent.clock-skew-ms); a barrier ahead of the clock holds "
-            + "every later ingest there — fix the event times, or RESET " + Settings.PREFIX + Settings.EVENT_TIME_COLUMN
-            + " to ingest at the current time; nothing was written");
       }
-      Long watermark = state.watermark();
-      if (watermark != null && barrier <= watermark) {
-        barrier = watermark + 1;
-      }
-      Map<String, String> properties = new LinkedHashMap<>();
-      properties.put(Keys.BARRIER, Long.toString(barrier));
-      if (ingestKey != null) {
-        properties.put(Keys.INGEST_KEY, ingestKey);
-      }
-      Failpoints.at("before-ingest");
-      try {
-        withCommitProperties(properties, () -> delegate.commit(messages));
-      } catch (FencedCommit.Refused e) {
-        continue; // main moved: another ingest landed; check the key and the barrier again
-      }
-      TableMetadata committed = fenced.committed();
-      TableState after = TableState.fromMetadata(sink, committed != null ? committed : FencedCommit.metadata(committer().load(ident)));
-      report("ingest at barrier " + Barriers.format(barrier) + " landed in snapshot " + after.head()
-          + (ingestKey == null ? "" : " (key '" + ingestKey + "')"));
+    });
+    if (outcome.skippedBy != null) {
+      report("ingest key '" + ingestKey + "' landed meanwhile in snapshot " + outcome.skippedBy + "; nothing written");
       return;
     }
-    delegate.abort(messages);
-    throw new ConsistentException(ErrorKind.FENCED, sink, sink + ": the ingest kept losing the race to other ingests ("
-        + INGEST_ATTEMPTS + " attempts); run it again" + (ingestKey == null ? "" : " — the key makes it safe to repeat"));
+    report("ingest at barrier " + Barriers.format(outcome.barrier) + " landed in snapshot " + outcome.snapshot
+        + (ingestKey == null ? "" : " (key '" + ingestKey + "')"));
   }
 
-  private static void withCommitProperties(Map<String, String> properties, Runnable commit) {
-    CommitMetadata.withCommitProperties(properties, () -> {
-      commit.run();
-      return null;
-    }, RuntimeException.class);
-  }
-
+  /** One line per statement on standard error (a streaming query's batches only log it, and return it). */
   private void report(String what) {
     String line = "[" + writes.catalogName() + "] " + (job == null ? "ingest" : job) + ": " + sink + " " + what;
     LOG.info(line);
-    System.err.println(line);
+    reported = line;
+    if (streamingFence == null) {
+      System.err.println(line);
+    }
   }
 }

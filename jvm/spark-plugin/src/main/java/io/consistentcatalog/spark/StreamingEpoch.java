@@ -1,0 +1,170 @@
+package io.consistentcatalog.spark;
+
+import io.consistentcatalog.core.Barriers;
+import io.consistentcatalog.core.ConsistentException;
+import io.consistentcatalog.core.EpochPlanner;
+import io.consistentcatalog.core.ErrorKind;
+import io.consistentcatalog.core.Keys;
+import io.consistentcatalog.core.Resolver;
+import io.consistentcatalog.core.TableState;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.function.Supplier;
+import org.apache.iceberg.BaseTable;
+import org.apache.iceberg.HasTableOperations;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.UpdateRequirement;
+import org.apache.iceberg.catalog.TableIdentifier;
+import org.apache.iceberg.exceptions.NoSuchTableException;
+import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
+import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A streaming query's micro-batch into a derived table as one epoch of its job (protocol §5.7): the query reads its
+ * sources through the consistent catalog ({@link BarrierStream}), so the batch's end offsets are one barrier
+ * {@code T} and {@code snap(source, T)} of each source; the batch commits as the epoch of {@code T} (§5.1's actions
+ * at that barrier: a batch Spark replays after a crash is {@code done}, or republished when it was staged), its
+ * write staged on {@code consistent-staged} through the fence, verified and published ({@link SqlEpoch}). Complete
+ * output mode is Iceberg's streaming overwrite (the sink becomes the query's whole result at {@code T}), append mode
+ * its streaming append (the rows the batch added).
+ */
+final class StreamingEpoch implements StreamingWrite {
+  private static final Logger LOG = LoggerFactory.getLogger(StreamingEpoch.class);
+
+  /**
+   * The fenced operations a micro-batch's write is built on (when Spark plans the batch), armed with the epoch's
+   * requirements when it commits. Iceberg's streaming write knows no branch: it builds on main's head and its ref
+   * update is sent to {@code consistent-staged}, reset to that head just before.
+   */
+  static final class Fence {
+    private volatile Supplier<List<UpdateRequirement>> requirements;
+    private final FencedOperations operations;
+
+    Fence(Table table, FencedCommit committer, TableIdentifier ident, String what) {
+      this.requirements = () -> {
+        throw new IllegalStateException("a streaming epoch's write committed before its epoch was planned");
+      };
+      this.operations = new FencedOperations(((HasTableOperations) table).operations(), committer, ident,
+          () -> requirements.get(), what, Keys.STAGED_BRANCH);
+    }
+
+    FencedOperations arm(Supplier<List<UpdateRequirement>> epochRequirements) {
+      this.requirements = epochRequirements;
+      return operations;
+    }
+
+    Table table(String name) {
+      return new BaseTable(operations, name);
+    }
+  }
+
+  private final StreamingSinkTable sink;
+  private final StreamingWrite delegate;
+  private final Fence fence;
+  private final String queryId;
+  private final StreamingSinkTable.Options options;
+
+  StreamingEpoch(StreamingSinkTable sink, StreamingWrite delegate, Fence fence, String queryId, StreamingSinkTable.Options options) {
+    this.sink = sink;
+    this.delegate = delegate;
+    this.fence = fence;
+    this.queryId = queryId;
+    this.options = options;
+  }
+
+  @Override
+  public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
+    return delegate.createStreamingWriterFactory(info);
+  }
+
+  @Override
+  public boolean useCommitCoordinator() {
+    return delegate.useCommitCoordinator();
+  }
+
+  @Override
+  public void commit(long epochId, WriterCommitMessage[] messages) {
+    RootIngest.SparkCommit spark = new RootIngest.SparkCommit() {
+      @Override
+      public void commit() {
+        delegate.commit(epochId, messages);
+      }
+
+      @Override
+      public void abort() {
+        delegate.abort(epochId, messages);
+      }
+    };
+    Map<String, BarrierStream.BarrierOffset> inputs = BarrierStream.batchInputs();
+    if (inputs.isEmpty()) {
+      spark.abort();
+      throw sink.refused("job '" + options.job + "': the query reads no table of " + sink.catalogName() + " as a stream; "
+          + "an epoch job's micro-batch is the epoch of its sources' barrier — read them with spark.readStream.table(\""
+          + sink.catalogName() + ".ns.t\")");
+    }
+    Long barrier = null;
+    for (BarrierStream.BarrierOffset offset : inputs.values()) {
+      if (barrier != null && !barrier.equals(offset.barrier)) {
+        throw new IllegalStateException("the sources of one micro-batch end at different barriers: " + inputs);
+      }
+      barrier = offset.barrier;
+    }
+    String name = sink.tableName();
+    TableIdentifier ident = Names.icebergIdentifier(name);
+    EpochWrites writes = sink.writes();
+    FencedCommit committer = writes.committer();
+    try {
+      sink.register(options.job, inputs.keySet(), queryId, options);
+      Table table = committer.load(ident);
+      TableState state = EpochWrites.state(name, table);
+      if (!options.job.equals(state.job()) || !EpochWrites.INSTANCE.equals(state.leaseHolder())) {
+        throw new ConsistentException(ErrorKind.FENCED, name, name + " is now written by job '" + state.job()
+            + "' instance " + state.leaseHolder() + ", not by this application's instance (" + EpochWrites.INSTANCE
+            + ") of '" + options.job + "': its lease was taken over; stop this query (restarting it from its checkpoint "
+            + "takes over again)");
+      }
+      Map<String, TableState> closure = Resolver.upstreamStates(new ArrayList<>(inputs.keySet()), source -> {
+        try {
+          return EpochWrites.state(source, committer.load(Names.icebergIdentifier(source)));
+        } catch (NoSuchTableException e) {
+          return null;
+        }
+      }, true);
+      Map<String, TableState> sources = new TreeMap<>();
+      for (String source : inputs.keySet()) {
+        sources.put(source, closure.get(source));
+      }
+      EpochPlanner.Plan plan = EpochPlanner.planAt(options.job, barrier, sources, Collections.singletonMap(name, state));
+      for (Map.Entry<String, Long> input : plan.inputs.entrySet()) {
+        Long read = inputs.get(input.getKey()).snapshot;
+        if (!java.util.Objects.equals(read, input.getValue())) {
+          spark.abort();
+          throw new ConsistentException(ErrorKind.FENCED, name, name + ": the batch read " + input.getKey() + " at snapshot "
+              + read + ", but snap(" + input.getKey() + ", " + Barriers.format(barrier) + ") is now " + input.getValue()
+              + " (its history was revised or expired under the stream); restart the query with a new checkpoint");
+        }
+      }
+      String line = SqlEpoch.commitStreaming(writes, name, ident, table, options.job, options.leaseMs, plan, fence, spark);
+      LOG.info("batch {}: {}", epochId, line);
+    } catch (ConsistentException e) {
+      throw Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));
+    }
+  }
+
+  @Override
+  public void abort(long epochId, WriterCommitMessage[] messages) {
+    delegate.abort(epochId, messages);
+  }
+
+  @Override
+  public String toString() {
+    return "ConsistentStreamingEpoch(" + options.job + " -> " + sink.tableName() + ")";
+  }
+}
