@@ -94,6 +94,22 @@ def s3_server() -> Iterator[MotoS3Server]:
     server.stop()
 
 
+# --- OpenLineage ---------------------------------------------------------------------------------------
+@pytest.fixture
+def ol_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """No OpenLineage configuration but what the test gives: a clean cwd and home, no OPENLINEAGE_* variables.
+    The client writes OPENLINEAGE__* aliases into os.environ itself; they are removed afterwards."""
+    for key in [k for k in os.environ if k.startswith("OPENLINEAGE")]:
+        monkeypatch.delenv(key)
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "home").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    yield tmp_path / "cwd"
+    for key in [k for k in os.environ if k.startswith("OPENLINEAGE")]:
+        del os.environ[key]
+
+
 # --- a catalog per test ----------------------------------------------------------------------------
 @pytest.fixture(params=[
     "sqlite",

@@ -29,21 +29,6 @@ WORDS, COUNTS, HIST = "demo.words", "demo.word_counts", "demo.count_histogram"
 
 
 @pytest.fixture
-def ol_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """No OpenLineage configuration but what the test gives: a clean cwd and home, no OPENLINEAGE_* variables.
-    The client writes OPENLINEAGE__* aliases into os.environ itself; they are removed afterwards."""
-    for key in [k for k in os.environ if k.startswith("OPENLINEAGE")]:
-        monkeypatch.delenv(key)
-    (tmp_path / "cwd").mkdir()
-    (tmp_path / "home").mkdir()
-    monkeypatch.chdir(tmp_path / "cwd")
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    yield tmp_path / "cwd"
-    for key in [k for k in os.environ if k.startswith("OPENLINEAGE")]:
-        del os.environ[key]
-
-
-@pytest.fixture
 def lake(tmp_path: Path):
     catalog = sqlite_catalog(tmp_path / "lake")
     catalog.create_namespace("demo")

@@ -206,11 +206,12 @@ def build_jvm() -> Path:
     return ROOT / "build" / "jvm" / MODULE
 
 
-def java_command(module: Path) -> list[str]:
+def java_command(module: Path, main_class: str = MAIN_CLASS) -> list[str]:
+    """``java ... main_class``: a test main of the module (MAIN_CLASS by default) over its classes and classpath."""
     java_file = module / "java"
     java = java_file.read_text().strip() if java_file.is_file() else "java"
     classpath = f"{module / 'classes'}:{module / 'test-classes'}:{(module / 'classpath').read_text().strip()}"
-    return [java, "-Xss4m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath, MAIN_CLASS]
+    return [java, "-Xss4m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath, main_class]
 
 
 def java_answers(paths: Iterable[Path], module: Path | None = None) -> dict[tuple[str, int], dict[str, Any]]:

@@ -1,5 +1,5 @@
-"""OpenLineage in tests: a collector on 127.0.0.1 that the standard client's HTTP transport posts to, and the
-schemas its events must satisfy.
+"""OpenLineage in tests: a collector on 127.0.0.1 that the standard client's HTTP transport (and the Spark
+plugin's emitter) posts to, and the schemas its events must satisfy.
 
 The openlineage-python wheel (1.54.0) ships no JSON schema files (its classes are generated from the spec and
 only carry ``_schemaURL``s), and the suite cannot download one. ``OPENLINEAGE_SPEC`` below is the spec's
@@ -11,6 +11,7 @@ docs/openlineage/ConsistentCatalogEpochRunFacet.json.
 
 from __future__ import annotations
 
+import gzip
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -79,18 +80,34 @@ def validate(event: dict[str, Any], kind: str = "RunEvent") -> None:
 
 
 class Collector:
-    """An HTTP endpoint on 127.0.0.1 (a free port) that keeps every JSON body posted to it."""
+    """An HTTP endpoint on 127.0.0.1 (a free port) that keeps every JSON body posted to it, with its path and headers.
 
-    def __init__(self) -> None:
+    ``hold=True``: every request is recorded at once but answered only after ``release()`` (an endpoint that
+    accepts and does not answer, until the test lets it). ``wait_for(n)`` waits until ``n`` events arrived: a JVM
+    writer's events arrive after its statement returned (they go out from a background thread).
+    """
+
+    def __init__(self, *, hold: bool = False) -> None:
         self.events: list[dict[str, Any]] = []
         self.paths: list[str] = []
+        self.headers: list[dict[str, str]] = []
+        self.released = threading.Event()
+        if not hold:
+            self.released.set()
+        self._arrived = threading.Condition()
         collector = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                collector.paths.append(self.path)
-                collector.events.append(json.loads(body))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                with collector._arrived:
+                    collector.paths.append(self.path)
+                    collector.headers.append(dict(self.headers.items()))
+                    collector.events.append(json.loads(body))
+                    collector._arrived.notify_all()
+                collector.released.wait(120)
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -102,10 +119,23 @@ class Collector:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
+    def wait_for(self, count: int, timeout: float = 30.0) -> list[dict[str, Any]]:
+        """The events once at least ``count`` arrived; AssertionError naming what did arrive after ``timeout`` s."""
+        with self._arrived:
+            if not self._arrived.wait_for(lambda: len(self.events) >= count, timeout):
+                raise AssertionError(f"{count} OpenLineage events expected within {timeout:.0f} s, got "
+                                     f"{[(e.get('eventType'), e.get('job', {}).get('name')) for e in self.events]}")
+            return list(self.events)
+
+    def release(self) -> None:
+        """Answer the requests held so far and every later one at once."""
+        self.released.set()
+
     def __enter__(self) -> Collector:
         self.thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.release()
         self.server.shutdown()
         self.server.server_close()

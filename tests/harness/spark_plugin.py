@@ -9,8 +9,12 @@ consistent catalog ``<name>_consistent`` over the same catalog database — exac
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from consistent_catalog.spark.session import SMALL_MACHINE_CONF, spark_conf
 
@@ -42,3 +46,52 @@ def write_properties(path: Path, conf: Mapping[str, str]) -> Path:
     lines = {**SMALL_MACHINE_CONF, **SPARK_SQL_CONF, **conf}
     path.write_text("".join(f"{k} {v.replace(chr(92), chr(92) * 2)}\n" for k, v in lines.items()), encoding="utf-8")
     return path
+
+
+@contextmanager
+def session_in_own_jvm(
+    catalog_uri: str, warehouse: str | Path, *, env: Mapping[str, str | None], cwd: Path, app_name: str,
+) -> Iterator[Any]:
+    """A Spark session (``build_session``) on a driver JVM started for it with ``env`` set (None: unset) and ``cwd``
+    as its working directory.
+
+    PySpark starts one driver JVM per Python process and keeps it after ``spark.stop()``, with the environment and
+    working directory the process had then: so the JVM an earlier module left is ended first, and this one is ended
+    when the block ends (a later module starts its own again, with the test process's environment).
+    """
+    from consistent_catalog.spark.session import build_session
+
+    end_driver_jvm()
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            if value is None:
+                patch.delenv(key, raising=False)
+            else:
+                patch.setenv(key, value)
+        patch.chdir(cwd)
+        spark = build_session(catalog_uri, str(warehouse), app_name=app_name)
+    try:
+        yield spark
+    finally:
+        spark.stop()
+        end_driver_jvm()
+
+
+def end_driver_jvm() -> None:
+    """Stop the running SparkContext, if any, and end the driver JVM PySpark keeps (EOF on its standard input is how
+    PySpark's gateway server exits; its shutdown hooks run) and wait for it."""
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    if proc is not None:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(timeout=120)
+    SparkContext._gateway = None
+    SparkContext._jvm = None

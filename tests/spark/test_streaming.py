@@ -395,8 +395,9 @@ def test_native_streaming_jobs_commit_each_micro_batch_as_the_epoch_of_its_sourc
                 assert {r["word"]: r["cnt"] for r in rows(catalog, counts, epoch["id"])} == dict(source)
             else:
                 assert Counter(r["word"] for r in rows(catalog, copy, epoch["id"])) == source  # appends, none twice
-    for table in (counts, copy):  # unregistered when the query stopped
-        assert P.LEASE_HOLDER not in catalog.load_table(table).metadata.properties
+    for table in (counts, copy):  # unregistered when the query stopped (Spark's listener bus tells it afterwards)
+        wait_for(lambda t=table: P.LEASE_HOLDER not in catalog.load_table(t).metadata.properties, timeout=30,
+                 what=f"{table} to be unregistered")
     final = cc.read([words, counts, copy])
     assert {r["word"]: r["cnt"] for r in final.to_arrow(counts).to_pylist()} == {"a": 2, "b": 2, "c": 1}
     assert Counter(r["word"] for r in final.to_arrow(copy).to_pylist()) == Counter("a b a b c".split())

@@ -98,6 +98,11 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
     return options.plainName;
   }
 
+  /** The Iceberg catalog's options as configured ({@code type}, {@code uri}, {@code warehouse}, ...). */
+  java.util.Map<String, String> icebergOptions() {
+    return java.util.Collections.unmodifiableMap(options.icebergOptions);
+  }
+
   /** The session's cuts (the procedures read and refresh them). */
   CutSession cutSession() {
     return session;

@@ -166,7 +166,8 @@ final class EpochSinkTable implements org.apache.spark.sql.connector.catalog.Tab
     }
 
     @Override
-    public BatchWrite toBatch() {
+    public BatchWrite toBatch() { // Spark executes the write (never for EXPLAIN): the epoch starts
+      epoch.executing();
       BatchWrite batch = delegate.toBatch();
       return new BatchWrite() {
         @Override
@@ -192,6 +193,7 @@ final class EpochSinkTable implements org.apache.spark.sql.connector.catalog.Tab
         @Override
         public void abort(WriterCommitMessage[] messages) {
           batch.abort(messages);
+          epoch.aborted();
         }
       };
     }

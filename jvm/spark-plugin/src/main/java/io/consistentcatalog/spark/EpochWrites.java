@@ -5,9 +5,12 @@ import io.consistentcatalog.core.EpochPlanner;
 import io.consistentcatalog.core.ErrorKind;
 import io.consistentcatalog.core.Resolver;
 import io.consistentcatalog.core.TableState;
+import io.consistentcatalog.openlineage.EpochEmitter;
+import io.consistentcatalog.openlineage.EpochRun;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -18,6 +21,7 @@ import org.apache.iceberg.Table;
 import org.apache.iceberg.TableMetadata;
 import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.iceberg.exceptions.NoSuchTableException;
+import org.apache.spark.sql.AnalysisException;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.plans.logical.AppendData;
@@ -44,6 +48,11 @@ import scala.runtime.AbstractPartialFunction;
  *       the source reads replaced by the plan's inputs, or the query by no rows when the action runs none;
  *   <li>a root: an ingest (§5.6), skipped when its idempotency key already landed.
  * </ul>
+ *
+ * <p>With OpenLineage configured, an epoch with work gets its run ({@link EpochEmitter}, protocol §5.8), which
+ * {@link SqlEpoch} reports; a plan that fails after the registration sends its {@code FAIL} from here (as
+ * {@code EpochJob.run_epoch} does when {@code plan} raises). A registration that fails sends nothing, as Python's
+ * {@code register} does not.
  *
  * <p>The instance id is the JVM's (one per Spark application, shared by all its sessions: a Thrift server's JDBC
  * connections write the same jobs as one writer; statements racing in two sessions are kept apart by the fenced
@@ -152,6 +161,12 @@ final class EpochWrites {
         table = committer.load(sinkIdent);
         state = TableState.fromMetadata(sink, committed);
       }
+    } catch (ConsistentException e) {
+      throw failed(e);
+    }
+    EpochEmitter emitter = EpochEmitter.forJob(job, catalog.plainCatalogName(), catalog.icebergOptions());
+    EpochRun lineage = emitter == null ? null : emitter.newRun(sources, Collections.singleton(sink));
+    try {
       if (!job.equals(state.job()) || !instance.equals(state.leaseHolder())) {
         throw new ConsistentException(ErrorKind.FENCED, sink, sink + " is now written by job '" + state.job()
             + "' instance " + state.leaseHolder() + ", not by this application's instance (" + instance + ") of '" + job
@@ -180,10 +195,26 @@ final class EpochWrites {
         sourceStates.put(source, closure.get(source));
       }
       EpochPlanner.Plan plan = EpochPlanner.plan(job, sourceStates, Collections.singletonMap(sink, state), closure);
-      SqlEpoch epoch = SqlEpoch.derived(this, sink, sinkIdent, table, settings, plan);
+      EpochPlanner.Action action = plan.sinks.get(sink).action;
+      boolean work = plan.barrier != null && action != EpochPlanner.Action.DONE; // nothing to do: no run, no event
+      if (lineage != null && work) {
+        Map<String, String> planned = new LinkedHashMap<>();
+        planned.put(sink, action.protocolName);
+        lineage.planned(plan.barrier, plan.inputs, planned, instance);
+      }
+      SqlEpoch epoch = SqlEpoch.derived(this, sink, sinkIdent, table, settings, plan, work ? lineage : null);
       return new Planned(epoch, table, epoch.runsQuery() ? pinned(reads, plan, loaded) : noRows(reads));
     } catch (ConsistentException e) {
-      throw failed(e);
+      AnalysisException refused = Errors.analysis(Errors.errorClass(e.kind()), e.getMessage());
+      if (lineage != null) {
+        lineage.fail(refused);
+      }
+      throw Errors.raise(refused);
+    } catch (RuntimeException e) {
+      if (lineage != null) {
+        lineage.fail(e);
+      }
+      throw e;
     }
   }
 
@@ -325,6 +356,12 @@ final class EpochWrites {
         return out;
       }
     });
+  }
+
+  /** A new OpenLineage run of an epoch of {@code job} (null: OpenLineage is not configured), as a statement's. */
+  EpochRun lineage(String job, java.util.Collection<String> sources, String sink) {
+    EpochEmitter emitter = EpochEmitter.forJob(job, catalog.plainCatalogName(), catalog.icebergOptions());
+    return emitter == null ? null : emitter.newRun(sources, Collections.singleton(sink));
   }
 
   // --- instances ------------------------------------------------------------------------------------

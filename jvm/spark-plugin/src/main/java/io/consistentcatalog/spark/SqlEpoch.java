@@ -7,8 +7,10 @@ import io.consistentcatalog.core.EpochPlanner;
 import io.consistentcatalog.core.ErrorKind;
 import io.consistentcatalog.core.Keys;
 import io.consistentcatalog.core.TableState;
+import io.consistentcatalog.openlineage.EpochRun;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
@@ -21,6 +23,7 @@ import org.apache.iceberg.TableMetadata;
 import org.apache.iceberg.TableOperations;
 import org.apache.iceberg.UpdateRequirement;
 import org.apache.iceberg.catalog.TableIdentifier;
+import org.apache.spark.sql.AnalysisException;
 import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
 import org.slf4j.Logger;
@@ -35,6 +38,11 @@ import org.slf4j.LoggerFactory;
  * {@link FencedOperations} (the fence, main and the staged branch asserted inside the catalog's compare-and-swap),
  * the summary keys carried by Iceberg's commit properties, then verifies the staged epoch (§5.2) and publishes it
  * (§5.3). {@code publish-staged} and {@code watermark} only publish; {@code done} does nothing and says so.
+ *
+ * <p>An epoch with work is one OpenLineage run when OpenLineage is configured (§5.8, {@link EpochRun}):
+ * {@code START} when Spark starts writing ({@link #executing}), {@code COMPLETE} after the publish, {@code FAIL}
+ * when the staged-branch reset, the commit or the publish raises, or the statement fails elsewhere
+ * ({@link StatementEnds}). Ingests send nothing, as Python's do not.
  */
 final class SqlEpoch {
   private static final Logger LOG = LoggerFactory.getLogger(SqlEpoch.class);
@@ -54,6 +62,10 @@ final class SqlEpoch {
   private final long leaseMs;
   private final EpochPlanner.Plan plan;
   private final EpochPlanner.SinkPlan sinkPlan;
+  /** The epoch's OpenLineage run (null: OpenLineage is not configured, or the epoch has nothing to do). */
+  private final EpochRun lineage;
+  /** Whether the statement's end is watched for the run ({@link StatementEnds}). */
+  private volatile boolean watched;
   // --- ingests
   private final String ingestKey;
   private final Long skippedBy;
@@ -74,7 +86,7 @@ final class SqlEpoch {
 
   private SqlEpoch(
       EpochWrites writes, Kind kind, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
-      EpochPlanner.Plan plan, String ingestKey, Long skippedBy) {
+      EpochPlanner.Plan plan, EpochRun lineage, String ingestKey, Long skippedBy) {
     this.writes = writes;
     this.kind = kind;
     this.sink = sink;
@@ -84,19 +96,21 @@ final class SqlEpoch {
     this.leaseMs = leaseMs;
     this.plan = plan;
     this.sinkPlan = plan == null ? null : plan.sinks.get(sink);
+    this.lineage = lineage;
     this.ingestKey = ingestKey;
     this.skippedBy = skippedBy;
   }
 
   static SqlEpoch derived(
-      EpochWrites writes, String sink, TableIdentifier ident, Table table, Settings.Writes settings, EpochPlanner.Plan plan) {
-    return new SqlEpoch(writes, Kind.EPOCH, sink, ident, table, settings.job, settings.leaseMs, plan, null, null);
+      EpochWrites writes, String sink, TableIdentifier ident, Table table, Settings.Writes settings, EpochPlanner.Plan plan,
+      EpochRun lineage) {
+    return new SqlEpoch(writes, Kind.EPOCH, sink, ident, table, settings.job, settings.leaseMs, plan, lineage, null, null);
   }
 
   static SqlEpoch ingest(
       EpochWrites writes, String sink, TableIdentifier ident, Table table, TableState state, String key, EventTime eventTime) {
     Long landed = key == null ? null : state.ingestedWithKey(key);
-    SqlEpoch epoch = new SqlEpoch(writes, Kind.INGEST, sink, ident, table, null, 0L, null, key, landed);
+    SqlEpoch epoch = new SqlEpoch(writes, Kind.INGEST, sink, ident, table, null, 0L, null, null, key, landed);
     epoch.eventTime = eventTime;
     return epoch;
   }
@@ -134,7 +148,9 @@ final class SqlEpoch {
     try {
       return fencedWriteTable();
     } catch (ConsistentException e) {
-      throw Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));
+      throw failed(refusal(e));
+    } catch (Throwable e) {
+      throw failed(e);
     }
   }
 
@@ -192,11 +208,13 @@ final class SqlEpoch {
    * is the one-line {@code [CONSISTENT_WRITE.*]} error naming the problem and the way out.
    */
   void commit(BatchWrite delegate, WriterCommitMessage[] messages) {
+    Published published;
     try {
       if (kind == Kind.INGEST) {
         commitIngest(delegate, messages);
+        published = null;
       } else {
-        carryOut(new RootIngest.SparkCommit() {
+        published = carryOut(new RootIngest.SparkCommit() {
           @Override
           public void commit() {
             delegate.commit(messages);
@@ -209,7 +227,59 @@ final class SqlEpoch {
         });
       }
     } catch (ConsistentException e) {
-      throw Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));
+      throw failed(refusal(e));
+    } catch (Throwable e) {
+      throw failed(e);
+    }
+    completed(published);
+  }
+
+  /** The run's COMPLETE, once the epoch published. */
+  private void completed(Published published) {
+    if (lineage != null && published != null) {
+      Map<String, Long> snapshots = new HashMap<>();
+      snapshots.put(sink, published.snapshot);
+      lineage.complete(Collections.singletonMap(sink, published.action), snapshots,
+          published.attempt == null ? Collections.emptyMap() : Collections.singletonMap(sink, published.attempt));
+    }
+  }
+
+  private static AnalysisException refusal(ConsistentException e) {
+    return Errors.analysis(Errors.errorClass(e.kind()), e.getMessage());
+  }
+
+  /** The epoch failed with {@code error} (its FAIL event, once); returns it to be thrown as it is. */
+  private RuntimeException failed(Throwable error) {
+    if (lineage != null) {
+      lineage.fail(error);
+    }
+    return Errors.rethrow(error);
+  }
+
+  /** Spark starts writing the statement's epoch (its BatchWrite): the run's START, its statement's end watched. */
+  void executing() {
+    if (lineage != null && lineage.start()) {
+      watched = StatementEnds.watch(lineage);
+    }
+  }
+
+  /** Spark aborted the write: without a watched statement end (which names the error), FAIL now. */
+  void aborted() {
+    if (lineage != null && !watched && !lineage.ended()) {
+      lineage.fail(new IllegalStateException("Spark aborted the write of " + sink + " (a task of the statement failed)"));
+    }
+  }
+
+  /** What a publish left on main: the result as {@code EpochResult.actions} names it, the snapshot, the attempt. */
+  private static final class Published {
+    final String action;
+    final Long snapshot;
+    final String attempt;
+
+    Published(String action, Long snapshot, String attempt) {
+      this.action = action;
+      this.snapshot = snapshot;
+      this.attempt = attempt;
     }
   }
 
@@ -221,46 +291,72 @@ final class SqlEpoch {
   static String commitStreaming(
       EpochWrites writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
       EpochPlanner.Plan plan, StreamingEpoch.Fence fence, RootIngest.SparkCommit spark) {
-    SqlEpoch epoch = new SqlEpoch(writes, Kind.EPOCH, sink, ident, table, job, leaseMs, plan, null, null);
+    EpochPlanner.Action action = plan.sinks.get(sink).action;
+    EpochRun lineage = plan.barrier == null || action == EpochPlanner.Action.DONE ? null
+        : writes.lineage(job, plan.inputs.keySet(), sink); // as a statement's epoch: nothing to do sends nothing
+    if (lineage != null) {
+      lineage.planned(plan.barrier, plan.inputs, Collections.singletonMap(sink, action.protocolName), writes.instance);
+      lineage.start();
+    }
+    SqlEpoch epoch = new SqlEpoch(writes, Kind.EPOCH, sink, ident, table, job, leaseMs, plan, lineage, null, null);
     epoch.streamingFence = fence;
-    epoch.carryOut(spark);
+    Published published;
+    try {
+      published = epoch.carryOut(spark);
+    } catch (ConsistentException e) {
+      throw epoch.failed(refusal(e));
+    } catch (Throwable e) {
+      throw epoch.failed(e);
+    }
+    epoch.completed(published);
     return epoch.reported;
   }
 
-  private void carryOut(RootIngest.SparkCommit spark) {
+  /** The epoch's commit; what it published, or null when it published nothing (done). */
+  private Published carryOut(RootIngest.SparkCommit spark) {
     if (plan.barrier == null) {
       spark.abort();
       report("nothing to do: no barrier at which every source (" + String.join(", ", plan.inputs.keySet().isEmpty()
           ? sinkPlan.previousInputs.keySet() : plan.inputs.keySet()) + ") is complete yet");
-      return;
+      return null;
     }
     String barrier = "barrier " + Barriers.format(plan.barrier);
     switch (sinkPlan.action) {
       case DONE:
         spark.abort();
         report(barrier + " done: the sink already holds it, nothing written");
-        return;
+        return null;
       case PUBLISH_STAGED:
         spark.abort();
         publish(sinkPlan.mainHead, sinkPlan.stagedHead, null);
         report(barrier + " republished (an earlier run staged this epoch and did not publish it)");
-        return;
+        return new Published("republished", sinkPlan.stagedHead, lineage == null ? null : stagedAttempt(sinkPlan.stagedHead));
       case WATERMARK:
         spark.abort();
         publish(sinkPlan.mainHead, null, null);
         report(barrier + " watermark (inputs unchanged, nothing to compute)");
-        return;
+        return new Published("watermark", sinkPlan.mainHead, null);
       default:
         if (streamingFence != null) {
           base = prepareStagedBranch(table);
           requirements = EpochCommits.stagedWrite(sinkPlan, base);
           fenced = streamingFence.arm(() -> requirements);
         }
-        stage(spark, barrier);
+        return stage(spark, barrier);
     }
   }
 
-  private void stage(RootIngest.SparkCommit spark, String barrier) {
+  /** The attempt id of the staged epoch the plan found (a replay publishes it unchanged); null when unknown. */
+  private String stagedAttempt(Long head) {
+    try {
+      io.consistentcatalog.core.SnapshotRecord record = head == null ? null : EpochWrites.state(sink, table).snapshots.get(head);
+      return record == null ? null : record.summary.get(Keys.ATTEMPT);
+    } catch (RuntimeException e) { // lineage's detail, never the published epoch's failure
+      return null;
+    }
+  }
+
+  private Published stage(RootIngest.SparkCommit spark, String barrier) {
     String attempt = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
     Map<String, String> properties = EpochCommits.summary(plan, job, attempt);
     Failpoints.at("before-stage");
@@ -273,9 +369,11 @@ final class SqlEpoch {
     TableState state = TableState.fromMetadata(sink, staged);
     long rows = verifyStaged(state, base, attempt);
     Failpoints.at("after-stage");
-    publish(base, state.head(Keys.STAGED_BRANCH), staged);
+    Long head = state.head(Keys.STAGED_BRANCH);
+    publish(base, head, staged);
     Failpoints.at("after-publish");
     report(barrier + " published (" + rows + " rows, attempt " + attempt + ")");
+    return new Published("published", head, attempt);
   }
 
   /** §5.2 step 4: an empty snapshot tagged like any other records the epoch's barrier and inputs. */

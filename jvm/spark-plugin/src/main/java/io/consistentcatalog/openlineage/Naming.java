@@ -1,0 +1,127 @@
+package io.consistentcatalog.openlineage;
+
+import java.nio.file.Paths;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * OpenLineage names of a catalog's tables, as {@code openlineage_events.dataset_namespace} gives them for the same
+ * catalog (protocol §5.8): the namespace is the catalog, named by its {@code uri} without user, password and query,
+ * else by its warehouse's scheme and authority, else {@code iceberg://<catalog name>}. A Spark JDBC catalog's
+ * {@code jdbc:} URI is first spelled as pyiceberg's SQL catalog spells the same database
+ * ({@code consistent_catalog.spark.session.parse_catalog_uri}): {@code jdbc:sqlite:/abs/catalog.db} is
+ * {@code sqlite:////abs/catalog.db}, {@code jdbc:postgresql://host:5432/db} is {@code postgresql+psycopg2://host:5432/db}.
+ */
+public final class Naming {
+  private Naming() {}
+
+  /** The namespace of the tables of catalog {@code catalogName} with these Iceberg catalog properties. */
+  public static String datasetNamespace(String catalogName, Map<String, String> properties) {
+    String uri = properties.get("uri");
+    if (uri != null && !uri.isEmpty()) {
+      Split parts = Split.of(pyicebergUri(uri));
+      String host = parts.hostname();
+      host = host.contains(":") ? "[" + host + "]" : host;
+      String port = parts.port();
+      return parts.scheme + "://" + host + (port.isEmpty() ? "" : ":" + port) + parts.path;
+    }
+    String warehouse = properties.get("warehouse");
+    if (warehouse != null && warehouse.contains("://")) {
+      Split parts = Split.of(warehouse);
+      return parts.netloc.isEmpty() ? parts.scheme + "://" + parts.path : parts.scheme + "://" + parts.netloc;
+    }
+    return "iceberg://" + catalogName;
+  }
+
+  /** A {@code jdbc:} URI as pyiceberg's SQL catalog names the same database; any other URI as it is. */
+  static String pyicebergUri(String uri) {
+    String text = uri.strip();
+    String lowered = text.toLowerCase(Locale.ROOT);
+    if (lowered.startsWith("jdbc:sqlite:")) {
+      String path = text.substring("jdbc:sqlite:".length()).split("\\?", 2)[0];
+      path = path.startsWith("file:") ? path.substring("file:".length()) : path;
+      if (path.startsWith("~")) {
+        path = System.getProperty("user.home") + path.substring(1);
+      }
+      return "sqlite:///" + Paths.get(path).toAbsolutePath();
+    }
+    if (lowered.startsWith("jdbc:postgresql:")) {
+      Split parts = Split.of(text.substring("jdbc:".length()));
+      String host = parts.netloc.isEmpty() ? "localhost" : parts.netloc;
+      return "postgresql+psycopg2://" + host + parts.path + (parts.query.isEmpty() ? "" : "?" + parts.query);
+    }
+    return text;
+  }
+
+  /** Python's {@code urlsplit}: scheme, netloc, path and query (what the naming needs of it). */
+  private static final class Split {
+    final String scheme;
+    final String netloc;
+    final String path;
+    final String query;
+
+    private Split(String scheme, String netloc, String path, String query) {
+      this.scheme = scheme;
+      this.netloc = netloc;
+      this.path = path;
+      this.query = query;
+    }
+
+    static Split of(String url) {
+      String scheme = "";
+      String rest = url;
+      int colon = url.indexOf(':');
+      if (colon > 0 && url.substring(0, colon).matches("[A-Za-z][A-Za-z0-9+.-]*")) {
+        scheme = url.substring(0, colon).toLowerCase(Locale.ROOT);
+        rest = url.substring(colon + 1);
+      }
+      String netloc = "";
+      if (rest.startsWith("//")) {
+        int end = 2;
+        while (end < rest.length() && "/?#".indexOf(rest.charAt(end)) < 0) {
+          end++;
+        }
+        netloc = rest.substring(2, end);
+        rest = rest.substring(end);
+      }
+      int hash = rest.indexOf('#');
+      rest = hash < 0 ? rest : rest.substring(0, hash);
+      int question = rest.indexOf('?');
+      String query = question < 0 ? "" : rest.substring(question + 1);
+      String path = question < 0 ? rest : rest.substring(0, question);
+      return new Split(scheme, netloc, path, query);
+    }
+
+    private String hostPort() {
+      int at = netloc.lastIndexOf('@');
+      return at < 0 ? netloc : netloc.substring(at + 1);
+    }
+
+    /** {@code hostname}: lowercased, without brackets; empty when none. */
+    String hostname() {
+      String hostPort = hostPort();
+      if (hostPort.startsWith("[")) {
+        int close = hostPort.indexOf(']');
+        return (close < 0 ? hostPort.substring(1) : hostPort.substring(1, close)).toLowerCase(Locale.ROOT);
+      }
+      int colon = hostPort.indexOf(':');
+      return (colon < 0 ? hostPort : hostPort.substring(0, colon)).toLowerCase(Locale.ROOT);
+    }
+
+    /** {@code port}, when it is one (1-65535); empty otherwise. */
+    String port() {
+      String hostPort = hostPort();
+      int close = hostPort.startsWith("[") ? hostPort.indexOf(']') : -1;
+      int colon = hostPort.indexOf(':', Math.max(close, 0));
+      if (colon < 0) {
+        return "";
+      }
+      String digits = hostPort.substring(colon + 1);
+      if (!digits.matches("[0-9]{1,5}")) {
+        return "";
+      }
+      int value = Integer.parseInt(digits);
+      return value == 0 || value > 65535 ? "" : Integer.toString(value);
+    }
+  }
+}
