@@ -622,3 +622,32 @@ def test_python_and_jvm_epochs_send_events_of_the_same_structure(
         jvm_sinks, python_sinks = epoch_facet(jvm_event)["sinks"], epoch_facet(python_event)["sinks"]
         assert jvm_sinks[tables[1]]["action"] == python_sinks[tables[1]]["action"]
     assert python_events[3]["run"]["facets"]["errorMessage"]["programmingLanguage"] == "python"
+
+
+def test_a_streaming_epoch_through_lake_consistent_sends_start_and_complete(
+    lake: Lake, ns: str, collector: Collector,
+) -> None:
+    """A plain streaming query with the option ``consistent.job`` (protocol §5.7): each micro-batch epoch with work is
+    one run, its input at the snapshot the batch read and its output at main's snapshot (read with pyiceberg)."""
+    cc, spark = lake.cc, lake.spark
+    ingest(cc, ns, "a", "b", "a")
+    sink, source = f"{ns}.word_counts", f"{ns}.words"
+    query = (spark.readStream.table(f"lake_consistent.{source}").groupBy("word").count()
+             .withColumnRenamed("count", "cnt").writeStream.outputMode("complete")
+             .option("consistent.job", "word-count-stream")
+             .option("checkpointLocation", str(lake.cwd / f"chk-{ns}")).trigger(availableNow=True)
+             .toTable(f"lake_consistent.{sink}"))
+    query.awaitTermination(120)
+    start, complete = collector.wait_for(2)
+    for event in (start, complete):
+        validate(event)
+    assert (start["eventType"], complete["eventType"]) == ("START", "COMPLETE")
+    snapshot_id, main = published(cc, sink)
+    recorded = json.loads(main[P.SOURCES])
+    for event in (start, complete):
+        assert event["job"]["name"] == "word-count-stream"
+        (inp,) = event["inputs"]
+        assert inp["name"] == source and inp["facets"]["version"]["datasetVersion"] == str(recorded[source])
+        assert epoch_facet(event)["barrier"] == int(main[P.BARRIER])
+    assert complete["outputs"][0]["facets"]["version"]["datasetVersion"] == str(snapshot_id)
+    assert epoch_facet(complete)["sinks"] == {sink: {"action": "published", "attempt": main[P.ATTEMPT]}}
