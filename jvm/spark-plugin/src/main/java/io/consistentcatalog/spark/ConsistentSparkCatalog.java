@@ -190,8 +190,9 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
       return super.loadTable(ident);
     }
     String name = Names.tableName(ident);
-    boolean sink = calledFrom("org.apache.spark.sql.streaming.DataStreamWriter", "toTable");
-    if (sink || calledFrom("org.apache.spark.sql.streaming.DataStreamReader", "table")) {
+    String streaming = streamingCaller();
+    if (streaming != null) {
+      boolean sink = streaming.equals("toTable");
       org.apache.iceberg.Table table;
       try {
         table = icebergCatalog().loadTable(Names.icebergIdentifier(name));
@@ -221,14 +222,16 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
    * {@code loadTable(ident)} with no write privileges) or as its source ({@code DataStreamReader.table}, analysed
    * at once); nothing else tells these loads from a batch read.
    */
-  private static boolean calledFrom(String className, String method) {
-    for (StackTraceElement frame : Thread.currentThread().getStackTrace()) {
-      if (frame.getMethodName().equals(method) && frame.getClassName().equals(className)) {
-        return true;
-      }
-    }
-    return false;
+  private static String streamingCaller() {
+    return StackWalker.getInstance().walk(frames -> frames
+        .filter(f -> (f.getMethodName().equals("toTable") && f.getClassName().equals(STREAM_WRITER))
+            || (f.getMethodName().equals("table") && f.getClassName().equals(STREAM_READER)))
+        .map(StackWalker.StackFrame::getMethodName)
+        .findFirst().orElse(null));
   }
+
+  private static final String STREAM_WRITER = "org.apache.spark.sql.streaming.DataStreamWriter";
+  private static final String STREAM_READER = "org.apache.spark.sql.streaming.DataStreamReader";
 
   /**
    * A source of an INSERT without a cut: deferred to its scan, since the epoch reads it at its own plan
