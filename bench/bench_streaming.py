@@ -8,7 +8,7 @@ streaming root into ``demo.words`` and the streaming jobs ``word-count`` and ``c
 all at a 1 s trigger, while a feeder writes one JSON file of K words per second. A thread of this
 script opens the same SQLite catalog with pyiceberg and, every ``--sample-every`` seconds, records
 now − W(demo.count_histogram) (``ConsistentCatalog.status``). Samples count from the demo's line
-"streaming N more files" (the pipeline is warm: the first cut exists) until N × interval later (the
+"...; streaming the other N ..." (the pipeline is warm: the first cut exists) until N × interval later (the
 last file written); catch-up, report and shutdown are excluded. The demo's own samples (now − the
 cut's barrier, read by the demo in-process every second while files are fed) are reported beside,
 and the anatomy: per root barrier in that window, when ``main`` of each table moved onto it.
@@ -93,7 +93,7 @@ def freshness(args: argparse.Namespace) -> dict[str, Any]:
     for raw in proc.stderr:
         line = raw.rstrip("\n")
         tail = (tail + [line])[-40:]
-        if line.startswith("streaming ") and feeding_from is None:
+        if "streaming the other" in line and feeding_from is None:  # the demo's line once the warm-up cut exists
             feeding_from = time.time()
             sampler.start()
             print(f"[load {load()}] {line}", file=sys.stderr)
