@@ -404,11 +404,13 @@ def test_native_streaming_jobs_commit_each_micro_batch_as_the_epoch_of_its_sourc
 
 
 def test_a_native_job_over_two_sources_never_mixes_their_barriers(env, ns):
+    import pyarrow as pa
+
     from consistent_catalog.spark.job import ingest_dataframe
 
     root, catalog, spark = env
     name, base = ns
-    east, west, both = f"{name}.east", f"{name}.west", f"{name}.both"
+    east, west, both, joined = f"{name}.east", f"{name}.west", f"{name}.both", f"{name}.joined"
     for table in (east, west, both):
         catalog.create_table(table, schema=WORDS_SCHEMA)
     cc = ConsistentCatalog(catalog)
@@ -420,16 +422,31 @@ def test_a_native_job_over_two_sources_never_mixes_their_barriers(env, ns):
     ingest_dataframe(cc, frame("e1"), east, barrier=t0 + 100)
     ingest_dataframe(cc, frame("e2", "e3"), east, barrier=t0 + 300)  # east runs ahead of west
     ingest_dataframe(cc, frame("w1"), west, barrier=t0 + 200)
+    catalog.create_table(joined, schema=pa.schema([pa.field("left", pa.string()), pa.field("right", pa.string())]))
     union = spark.readStream.table(f"lake_consistent.{east}").unionByName(spark.readStream.table(f"lake_consistent.{west}"))
     query = native_job(union, base, both, f"{name}-union")
+    # a stream-stream join on the word's number: its output so far is the join of everything both sides hold
+    left = spark.readStream.table(f"lake_consistent.{east}").selectExpr("word AS left", "substr(word, 2) AS k")
+    right = spark.readStream.table(f"lake_consistent.{west}").selectExpr("word AS right", "substr(word, 2) AS k")
+    join = native_job(left.join(right, "k").select("left", "right"), base, joined, f"{name}-join", checkpoint="chk-join")
     try:
-        wait_for(lambda: cc.store.state(both).watermark() == t0 + 200, what="the epoch both sources are complete at")
+        wait_for(lambda: cc.store.state(both).watermark() == t0 + 200 and cc.store.state(joined).watermark() == t0 + 200,
+                 what="the epochs both sources are complete at")
         ingest_dataframe(cc, frame("w2"), west, barrier=t0 + 400)
-        wait_for(lambda: cc.store.state(both).watermark() == t0 + 300, what="the epoch at east's barrier")
+        wait_for(lambda: cc.store.state(both).watermark() == t0 + 300 and cc.store.state(joined).watermark() == t0 + 300,
+                 what="the epochs at east's barrier")
         ingest_dataframe(cc, frame("e4"), east, barrier=t0 + 500)
-        wait_for(lambda: cc.store.state(both).watermark() == t0 + 400, what="the epoch at west's barrier")
+        wait_for(lambda: cc.store.state(both).watermark() == t0 + 400 and cc.store.state(joined).watermark() == t0 + 400,
+                 what="the epochs at west's barrier")
     finally:
         query.stop()
+        join.stop()
+    for epoch in published_epochs(catalog, joined):  # each epoch: the join of both sources at its barrier, exactly
+        recorded = json.loads(epoch[P.SOURCES])
+        sides = {source: [r["word"] for r in rows(catalog, source, recorded[source])] for source in (east, west)}
+        expected = Counter((a, b) for a in sides[east] for b in sides[west] if a[1:] == b[1:])
+        assert Counter((r["left"], r["right"]) for r in rows(catalog, joined, epoch["id"])) == expected
+    assert {(r["left"], r["right"]) for r in rows(catalog, joined)} == {("e1", "w1"), ("e2", "w2")}
     epochs = published_epochs(catalog, both)
     assert [int(e[P.BARRIER]) for e in epochs] == [t0 + 200, t0 + 300, t0 + 400]
     for epoch in epochs:  # every epoch holds both sources exactly at its own barrier, never a mix
