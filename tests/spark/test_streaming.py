@@ -338,6 +338,9 @@ def test_native_sink_refuses_with_the_way_out(env, ns):
     assert "CONSISTENT_WRITE.REFUSED" in message and "complete output mode" in message and "append mode" in message
     message = failure(stream, **{"consistent.eventTimeDelay": "2s"})
     assert "consistent.eventTimeDelay=2s needs consistent.eventTimeColumn" in message
+    with pytest.raises(Exception, match="consistent.waitFor=5 is not a duration with a unit"):
+        spark.readStream.option("consistent.waitFor", "5").table(f"lake_consistent.{words}").writeStream \
+            .option("checkpointLocation", str(base / "chk-wait")).format("noop").start().processAllAvailable()
     message = failure(stream, **{"consistent.idleAfter": "5"})
     assert "consistent.idleAfter=5 is not a duration with a unit" in message
     message = failure(stream, **{"consistent.eventTimeColumn": "nope"})
@@ -368,7 +371,8 @@ def test_native_streaming_jobs_commit_each_micro_batch_as_the_epoch_of_its_sourc
     cc = ConsistentCatalog(catalog)
     write_json(base / "in", "1.json", [{"word": w} for w in "a b a".split()])
     roots = native(spark.readStream.schema("word string").json(str(base / "in")), base, words, trigger="0.3 seconds")
-    counting = native_job(spark.readStream.table(f"lake_consistent.{words}").groupBy("word").count()
+    waiting = spark.readStream.option("consistent.waitFor", "200ms")  # a trigger without a new barrier waits for one
+    counting = native_job(waiting.table(f"lake_consistent.{words}").groupBy("word").count()
                           .withColumnRenamed("count", "cnt"), base, counts, f"{name}-count", mode="complete")
     copying = native_job(spark.readStream.table(f"lake_consistent.{words}"), base, copy, f"{name}-copy",
                          checkpoint="chk-copy")

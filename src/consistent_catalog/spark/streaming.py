@@ -107,7 +107,7 @@ def duration_ms(value: Duration) -> int:
     return parse_duration(value)
 
 
-def _trigger_ms(trigger: Trigger) -> int | None:
+def trigger_ms(trigger: Trigger) -> int | None:
     """The processing-time interval of a trigger (None: once/availableNow/continuous or unparseable)."""
     if trigger is None or isinstance(trigger, Mapping) and "processingTime" not in trigger:
         return 0 if trigger is None else None
@@ -565,7 +565,7 @@ def start_streaming_job(
     spark = spark if spark is not None else getattr(job, "spark", None)
     if spark is None:
         raise InvalidInputError(f"job {job.job!r} is not a SparkEpochJob; pass spark= (the session to run its query in)")
-    interval = _trigger_ms(trigger)
+    interval = trigger_ms(trigger)
     if interval is not None and interval * 2 >= job.lease_ms:
         raise InvalidInputError(
             f"job {job.job!r}: a trigger every {interval} ms would let its lease ({job.lease_ms} ms) lapse between "

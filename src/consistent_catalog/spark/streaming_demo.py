@@ -34,7 +34,7 @@ from consistent_catalog.epoch import EpochContext, EpochJob
 from consistent_catalog.exceptions import ConsistentCatalogError, InvalidInputError, TableNotFoundError
 from consistent_catalog.read import ConsistentRead
 from consistent_catalog.spark.job import SparkEpochJob
-from consistent_catalog.spark.streaming import StreamingQueryHandle, start_root_stream, start_streaming_job
+from consistent_catalog.spark.streaming import StreamingQueryHandle, start_root_stream, start_streaming_job, trigger_ms
 from consistent_catalog.util.time import fmt_barrier, now_ms
 
 WORDS, COUNTS, HISTOGRAM = "demo.words", "demo.word_counts", "demo.count_histogram"
@@ -148,8 +148,10 @@ def run_streaming_demo(
                                           ("count-histogram", COUNTS, HISTOGRAM, HISTOGRAM_SQL)):
             job: EpochJob
             if native and job_id == "word-count":
-                counts = (spark.readStream.table(f"{consistent}.{WORDS}").groupBy("word").count()
-                          .withColumnRenamed("count", "cnt"))
+                # a trigger that finds no new barrier waits most of its interval for one, as the Python jobs do
+                wait_ms = int((trigger_ms(trigger) or 0) * 0.8)
+                counts = (spark.readStream.option("consistent.waitFor", f"{wait_ms}ms").table(f"{consistent}.{WORDS}")
+                          .groupBy("word").count().withColumnRenamed("count", "cnt"))
                 queries.append(counts.writeStream.queryName(job_id).outputMode("complete")
                                .option("consistent.job", job_id)
                                .option("checkpointLocation", str(checkpoints / f"native-{job_id}"))

@@ -54,9 +54,15 @@ final class BarrierStream implements MicroBatchStream {
   private final Group group;
   private volatile Batch lastBatch;
 
-  BarrierStream(ConsistentSparkCatalog catalog, String name, String checkpointLocation) {
+  /** How long a micro-batch that finds no new barrier waits for one (the read option {@value #WAIT_FOR}). */
+  private final long waitMs;
+
+  static final String WAIT_FOR = "consistent.waitFor";
+
+  BarrierStream(ConsistentSparkCatalog catalog, String name, String checkpointLocation, long waitMs) {
     this.catalog = catalog;
     this.name = name;
+    this.waitMs = waitMs;
     String key = groupOf(checkpointLocation);
     synchronized (GROUPS) {
       this.group = GROUPS.computeIfAbsent(key, k -> new Group(k, catalog));
@@ -236,9 +242,32 @@ final class BarrierStream implements MicroBatchStream {
       this.catalog = catalog;
     }
 
+    /**
+     * The stream's end offset of this micro-batch. The first member asked computes {@code T} for all; when it finds
+     * no new barrier and a member waits ({@value #WAIT_FOR}), it watches the tables (a catalog read every 50 ms, idle
+     * roots not advanced again) until a barrier is complete or the wait is over: a hop of the DAG then costs its
+     * epoch, not also the wait for the next trigger.
+     */
     synchronized Offset latest(BarrierStream stream) {
       if (current == null || asked.contains(stream)) {
-        current = compute();
+        Long before = last;
+        current = compute(true);
+        long waitMs = 0;
+        synchronized (GROUPS) {
+          for (BarrierStream member : members) {
+            waitMs = Math.max(waitMs, member.waitMs);
+          }
+        }
+        long until = System.currentTimeMillis() + waitMs;
+        while (java.util.Objects.equals(before, last) && System.currentTimeMillis() < until) {
+          try {
+            Thread.sleep(Math.min(50L, Math.max(1L, until - System.currentTimeMillis())));
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt(); // the query is stopping
+            break;
+          }
+          current = compute(false);
+        }
         asked.clear();
       }
       asked.add(stream);
@@ -246,8 +275,8 @@ final class BarrierStream implements MicroBatchStream {
       return offset != null ? offset : new BarrierOffset(null, null);
     }
 
-    /** §5.1's plan over the group's tables (idle roots advanced first): T and {@code snap(t, T)} of each. */
-    private Map<String, BarrierOffset> compute() {
+    /** §5.1's plan over the group's tables (idle roots advanced first, if asked): T and {@code snap(t, T)} of each. */
+    private Map<String, BarrierOffset> compute(boolean advanceIdle) {
       FencedCommit committer = catalog.writes().committer();
       ArrayList<String> names = new ArrayList<>();
       synchronized (GROUPS) {
@@ -269,7 +298,7 @@ final class BarrierStream implements MicroBatchStream {
           }
         }, true);
         long now = System.currentTimeMillis();
-        for (String n : new ArrayList<>(closure.keySet())) {
+        for (String n : advanceIdle ? new ArrayList<>(closure.keySet()) : new ArrayList<String>()) {
           Table advanced = JobRegistration.advanceIdleRoot(committer, Names.icebergIdentifier(n), n, loaded.get(n), now);
           if (advanced != null) {
             closure.put(n, EpochWrites.state(n, advanced));

@@ -15,7 +15,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 /**
  * A table of the consistent catalog read by a streaming query ({@code spark.readStream.table("<catalog>.ns.t")}):
  * a micro-batch stream whose offsets are barriers ({@link BarrierStream}). Spark builds the scan with the whole
- * schema (no push-down for streams); its filters run after the read.
+ * schema (no push-down for streams); its filters run after the read. The read option {@value BarrierStream#WAIT_FOR}
+ * (a duration, e.g. {@code 800ms}; default none) lets a micro-batch that finds no new barrier wait that long for one.
  */
 final class StreamSourceTable implements org.apache.spark.sql.connector.catalog.Table, SupportsRead {
   private final ConsistentSparkCatalog catalog;
@@ -51,6 +52,8 @@ final class StreamSourceTable implements org.apache.spark.sql.connector.catalog.
   @Override
   public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
     StructType schema = schema();
+    String wait = options.get(BarrierStream.WAIT_FOR);
+    long waitMs = wait == null ? 0L : StreamingSinkTable.duration(BarrierStream.WAIT_FOR, wait);
     return () -> new Scan() {
       @Override
       public StructType readSchema() {
@@ -64,7 +67,7 @@ final class StreamSourceTable implements org.apache.spark.sql.connector.catalog.
 
       @Override
       public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-        return new BarrierStream(catalog, name, checkpointLocation);
+        return new BarrierStream(catalog, name, checkpointLocation, waitMs);
       }
     };
   }

@@ -167,7 +167,7 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
         lease == null ? JobRegistration.DEFAULT_LEASE_MS : duration(LEASE, lease));
   }
 
-  private static long duration(String option, String text) {
+  static long duration(String option, String text) {
     Matcher m = DURATION.matcher(text);
     if (!m.matches()) {
       throw Errors.raise(Errors.setting("option " + option + "=" + text + " is not a duration with a unit; write e.g. "
