@@ -407,15 +407,15 @@ def test_native_streaming_jobs_commit_each_micro_batch_as_the_epoch_of_its_sourc
     assert Counter(r["word"] for r in final.to_arrow(copy).to_pylist()) == Counter("a b a b c".split())
 
 
-def test_a_native_job_over_two_sources_never_mixes_their_barriers(env, ns):
-    import pyarrow as pa
-
+def east_ahead_of_west(env, ns, *tables):
+    """Roots ``east`` and ``west`` (plus empty ``tables``) in the test's namespace, fed at different barriers: east
+    e1 at t0+100 and e2, e3 at t0+300, west w1 at t0+200; returns the catalog, a DataFrame maker and t0."""
     from consistent_catalog.spark.job import ingest_dataframe
 
     root, catalog, spark = env
     name, base = ns
-    east, west, both, joined = f"{name}.east", f"{name}.west", f"{name}.both", f"{name}.joined"
-    for table in (east, west, both):
+    east, west = f"{name}.east", f"{name}.west"
+    for table in (east, west, *tables):
         catalog.create_table(table, schema=WORDS_SCHEMA)
     cc = ConsistentCatalog(catalog)
 
@@ -426,6 +426,18 @@ def test_a_native_job_over_two_sources_never_mixes_their_barriers(env, ns):
     ingest_dataframe(cc, frame("e1"), east, barrier=t0 + 100)
     ingest_dataframe(cc, frame("e2", "e3"), east, barrier=t0 + 300)  # east runs ahead of west
     ingest_dataframe(cc, frame("w1"), west, barrier=t0 + 200)
+    return cc, frame, t0
+
+
+def test_a_native_job_over_two_sources_never_mixes_their_barriers(env, ns):
+    import pyarrow as pa
+
+    from consistent_catalog.spark.job import ingest_dataframe
+
+    root, catalog, spark = env
+    name, base = ns
+    east, west, both, joined = f"{name}.east", f"{name}.west", f"{name}.both", f"{name}.joined"
+    cc, frame, t0 = east_ahead_of_west(env, ns, both)
     catalog.create_table(joined, schema=pa.schema([pa.field("left", pa.string()), pa.field("right", pa.string())]))
     union = spark.readStream.table(f"lake_consistent.{east}").unionByName(spark.readStream.table(f"lake_consistent.{west}"))
     query = native_job(union, base, both, f"{name}-union")
@@ -507,17 +519,7 @@ def test_a_streaming_job_aligns_sources_reads_exact_increments_and_renews_its_le
     root, catalog, spark = env
     name, base = ns
     left, right, sink = f"{name}.east", f"{name}.west", f"{name}.both"
-    for table in (left, right, sink):
-        catalog.create_table(table, schema=WORDS_SCHEMA)
-    cc = ConsistentCatalog(catalog)
-
-    def frame(*words):
-        return spark.createDataFrame([(w,) for w in words], "word string")
-
-    t0 = now_ms() - 600_000
-    ingest_dataframe(cc, frame("l1"), left, barrier=t0 + 100)
-    ingest_dataframe(cc, frame("l2", "l3"), left, barrier=t0 + 300)  # left is ahead of right
-    ingest_dataframe(cc, frame("r1"), right, barrier=t0 + 200)
+    cc, frame, t0 = east_ahead_of_west(env, ns, sink)
     job = SparkEpochJob(cc, spark, f"{name}-union", sources=[left, right], sinks=[sink], mode="append",
                         incremental=True, transform="SELECT word FROM east UNION ALL SELECT word FROM west",
                         lease_ms=4000)
@@ -529,14 +531,14 @@ def test_a_streaming_job_aligns_sources_reads_exact_increments_and_renews_its_le
         recorded = json.loads(head[P.SOURCES])
         left_snaps = [s["id"] for s in summaries(catalog, left)]
         assert recorded == {left: left_snaps[0], right: summaries(catalog, right)[0]["id"]}
-        assert sorted(r["word"] for r in rows(catalog, sink)) == ["l1", "r1"]
+        assert sorted(r["word"] for r in rows(catalog, sink)) == ["e1", "w1"]
 
-        ingest_dataframe(cc, frame("r2"), right, barrier=t0 + 400)
+        ingest_dataframe(cc, frame("w2"), right, barrier=t0 + 400)
         wait_for(lambda: cc.store.state(sink).watermark() == t0 + 300, what="the epoch at the left's barrier")
-        ingest_dataframe(cc, frame("l4"), left, barrier=t0 + 500)
+        ingest_dataframe(cc, frame("e4"), left, barrier=t0 + 500)
         wait_for(lambda: cc.store.state(sink).watermark() == t0 + 400, what="the epoch at the right's barrier")
         # each epoch appended exactly the rows new since the previous one: nothing doubled, nothing lost
-        assert Counter(r["word"] for r in rows(catalog, sink)) == Counter(["l1", "r1", "l2", "l3", "r2"])
+        assert Counter(r["word"] for r in rows(catalog, sink)) == Counter(["e1", "w1", "e2", "e3", "w2"])
         # idle now (nothing new): the lease is renewed anyway, it never lapses
         renewed = int(catalog.load_table(sink).metadata.properties[P.LEASE_UNTIL])
         time.sleep(5)  # longer than the lease

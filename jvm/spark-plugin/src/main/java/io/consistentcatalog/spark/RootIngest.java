@@ -32,6 +32,20 @@ final class RootIngest {
     void commit();
 
     void abort();
+
+    static SparkCommit of(Runnable commit, Runnable abort) {
+      return new SparkCommit() {
+        @Override
+        public void commit() {
+          commit.run();
+        }
+
+        @Override
+        public void abort() {
+          abort.run();
+        }
+      };
+    }
   }
 
   /** How an ingest ended: the barrier written and the snapshot it landed in, or the snapshot that already held its key. */

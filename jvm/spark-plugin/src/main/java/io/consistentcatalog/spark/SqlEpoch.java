@@ -214,17 +214,8 @@ final class SqlEpoch {
         commitIngest(delegate, messages);
         published = null;
       } else {
-        published = carryOut(new RootIngest.SparkCommit() {
-          @Override
-          public void commit() {
-            delegate.commit(messages);
-          }
-
-          @Override
-          public void abort() {
-            delegate.abort(messages);
-          }
-        });
+        published = carryOut(
+            RootIngest.SparkCommit.of(() -> delegate.commit(messages), () -> delegate.abort(messages)));
       }
     } catch (ConsistentException e) {
       throw failed(refusal(e));
@@ -434,17 +425,8 @@ final class SqlEpoch {
     }
     String futureHint = "fix the event times, or RESET " + Settings.PREFIX + Settings.EVENT_TIME_COLUMN
         + " to ingest at the current time";
-    RootIngest.Outcome outcome = ingest.land(ingestKey, latest, futureHint, new RootIngest.SparkCommit() {
-      @Override
-      public void commit() {
-        delegate.commit(messages);
-      }
-
-      @Override
-      public void abort() {
-        delegate.abort(messages);
-      }
-    });
+    RootIngest.Outcome outcome = ingest.land(ingestKey, latest, futureHint,
+        RootIngest.SparkCommit.of(() -> delegate.commit(messages), () -> delegate.abort(messages)));
     if (outcome.skippedBy != null) {
       report("ingest key '" + ingestKey + "' landed meanwhile in snapshot " + outcome.skippedBy + "; nothing written");
       return;

@@ -91,17 +91,8 @@ final class StreamingEpoch implements StreamingWrite {
 
   @Override
   public void commit(long epochId, WriterCommitMessage[] messages) {
-    RootIngest.SparkCommit spark = new RootIngest.SparkCommit() {
-      @Override
-      public void commit() {
-        delegate.commit(epochId, messages);
-      }
-
-      @Override
-      public void abort() {
-        delegate.abort(epochId, messages);
-      }
-    };
+    RootIngest.SparkCommit spark =
+        RootIngest.SparkCommit.of(() -> delegate.commit(epochId, messages), () -> delegate.abort(epochId, messages));
     Map<String, BarrierStream.BarrierOffset> inputs = BarrierStream.batchInputs();
     if (inputs.isEmpty()) {
       spark.abort();

@@ -65,17 +65,8 @@ final class StreamingIngest implements StreamingWrite {
         + " to ingest at the current time";
     RootIngest.Outcome outcome;
     try {
-      outcome = ingest.land(key, barrier, futureHint, new RootIngest.SparkCommit() {
-        @Override
-        public void commit() {
-          delegate.commit(epochId, messages);
-        }
-
-        @Override
-        public void abort() {
-          delegate.abort(epochId, messages);
-        }
-      });
+      outcome = ingest.land(key, barrier, futureHint,
+          RootIngest.SparkCommit.of(() -> delegate.commit(epochId, messages), () -> delegate.abort(epochId, messages)));
     } catch (ConsistentException e) {
       throw Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));
     }
