@@ -39,6 +39,7 @@ bench-all: bench
 	$(PY) -m bench.bench_streaming --part both --files 60 --words 200 --rows 100000 --rounds 6 --batches 6 --markdown
 	$(PY) -m bench.bench_plugin --repeat 15 --markdown
 	$(PY) -m bench.bench_sql_writer
+	$(PY) -m bench.bench_streaming_sink
 
 # dist/: the sdist and a wheel with the Spark plugin jar inside, checked (twine check, jar manifest)
 dist: setup
