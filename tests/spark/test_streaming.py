@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
@@ -352,8 +353,11 @@ def test_native_sink_refuses_with_the_way_out(env, ns):
 
 
 def native_job(frame, base, table, job, mode="append", trigger="0.3 seconds", checkpoint="chk-job"):
-    return (frame.writeStream.outputMode(mode).option("checkpointLocation", str(base / checkpoint))
-            .option("consistent.job", job).trigger(processingTime=trigger).toTable(f"lake_consistent.{table}"))
+    """``frame`` written to ``table`` as the epochs of ``job`` (``trigger`` None: availableNow)."""
+    writer = (frame.writeStream.outputMode(mode).option("checkpointLocation", str(base / checkpoint))
+              .option("consistent.job", job))
+    writer = writer.trigger(availableNow=True) if trigger is None else writer.trigger(processingTime=trigger)
+    return writer.toTable(f"lake_consistent.{table}")
 
 
 def published_epochs(catalog, table) -> list[dict]:
@@ -405,6 +409,20 @@ def test_native_streaming_jobs_commit_each_micro_batch_as_the_epoch_of_its_sourc
     final = cc.read([words, counts, copy])
     assert {r["word"]: r["cnt"] for r in final.to_arrow(counts).to_pylist()} == {"a": 2, "b": 2, "c": 1}
     assert Counter(r["word"] for r in final.to_arrow(copy).to_pylist()) == Counter("a b a b c".split())
+
+    # the append job from another checkpoint would append from its own start: refused, the sink unchanged
+    from pyspark.errors import StreamingQueryException
+
+    write_json(base / "in", "3.json", [{"word": "d"}])
+    landing = native(spark.readStream.schema("word string").json(str(base / "in")), base, words, trigger="0.3 seconds")
+    landing.processAllAvailable()
+    landing.stop()
+    before = summaries(catalog, copy)[-1]["id"]
+    elsewhere = native_job(spark.readStream.table(f"lake_consistent.{words}"), base, copy, f"{name}-copy",
+                           checkpoint="chk-copy-2", trigger=None)
+    with pytest.raises(StreamingQueryException, match=r"this checkpoint does not continue the sink's epochs"):
+        elsewhere.awaitTermination(120)
+    assert summaries(catalog, copy)[-1]["id"] == before
 
 
 def east_ahead_of_west(env, ns, *tables):
@@ -496,17 +514,30 @@ def test_a_native_job_keeps_moving_with_an_idle_source_and_refuses_a_rewritten_s
         assert cc.store.state(words).head() == summaries(catalog, words)[0]["id"]  # no data, only watermarks
     finally:
         query.stop()
-    # word_counts is rewritten by every epoch: a stream of it would miss rows; refused with the way out
+    # every micro-batch wrote the whole result; the watermark epochs dropped theirs: no file is left unreferenced
+    table = catalog.load_table(counts)
+    referenced = {f.file_path for s in table.snapshots() for task in table.scan(snapshot_id=s.snapshot_id).plan_files()
+                  for f in [task.file]}
+    written = {str(p) for p in Path(urlparse(table.location()).path, "data").rglob("*.parquet")}
+    assert {urlparse(p).path for p in referenced} == written
+    # word_counts is rewritten by every epoch: a stream reads its first snapshot whole, then refuses the rewrite
     catalog.create_table(hist, schema=pa.schema([("cnt", pa.int64()), ("words", pa.int64())]))
     reading = native_job(spark.readStream.table(f"lake_consistent.{counts}").groupBy("cnt").count()
                          .withColumnRenamed("count", "words"), base, hist, f"{name}-hist", mode="complete",
                          checkpoint="chk-hist")
     try:
+        wait_for(lambda: published_epochs(catalog, hist), what="the first epoch of a whole first read")
+        assert {r["cnt"]: r["words"] for r in rows(catalog, hist)} == {1: 2}
+        cc.ingest(words, pa.table({"word": ["a"]}))
+        again = native_job(spark.readStream.table(f"lake_consistent.{words}").groupBy("word").count()
+                           .withColumnRenamed("count", "cnt"), base, counts, f"{name}-count", mode="complete",
+                           trigger=None)
+        again.awaitTermination(120)  # (availableNow) word_counts rewritten: {a: 2, b: 1}
         with pytest.raises(StreamingQueryException, match=r"CONSISTENT_READ.NOT_INCREMENTAL.*rewrites rows"):
-            reading.processAllAvailable()
+            reading.awaitTermination(120)
     finally:
         reading.stop()
-    assert published_epochs(catalog, hist) == []
+    assert len(published_epochs(catalog, hist)) == 1
 
 
 # --- streaming epoch jobs -------------------------------------------------------------------------------

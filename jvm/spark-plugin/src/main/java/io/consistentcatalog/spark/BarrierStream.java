@@ -46,8 +46,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 final class BarrierStream implements MicroBatchStream {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final Map<String, Group> GROUPS = new HashMap<>();
-  /** The end offsets of the sources of the micro-batch that the current thread (a query's stream thread) runs. */
-  private static final ThreadLocal<Map<String, BarrierOffset>> BATCH = ThreadLocal.withInitial(TreeMap::new);
+  /** The offsets of the sources of the micro-batch that the current thread (a query's stream thread) runs. */
+  private static final ThreadLocal<Map<String, Range>> BATCH = ThreadLocal.withInitial(TreeMap::new);
 
   private final ConsistentSparkCatalog catalog;
   final String name;
@@ -79,13 +79,29 @@ final class BarrierStream implements MicroBatchStream {
   }
 
   /**
-   * The end offsets of the consistent sources of the micro-batch this thread runs, by table name, taken (cleared):
-   * what a streaming epoch's sink commits the batch as.
+   * The offsets of the consistent sources of the micro-batch this thread runs, by table name, taken (cleared): what a
+   * streaming epoch's sink commits the batch as.
    */
-  static Map<String, BarrierOffset> batchInputs() {
-    Map<String, BarrierOffset> inputs = new TreeMap<>(BATCH.get());
+  static Map<String, Range> batchInputs() {
+    Map<String, Range> inputs = new TreeMap<>(BATCH.get());
     BATCH.get().clear();
     return inputs;
+  }
+
+  /** Where one source's part of a micro-batch starts (exclusive) and ends. */
+  static final class Range {
+    final BarrierOffset start;
+    final BarrierOffset end;
+
+    Range(BarrierOffset start, BarrierOffset end) {
+      this.start = start;
+      this.end = end;
+    }
+
+    @Override
+    public String toString() {
+      return start.json() + " -> " + end.json();
+    }
   }
 
   // --- offsets ------------------------------------------------------------------------------------------
@@ -151,13 +167,16 @@ final class BarrierStream implements MicroBatchStream {
   public InputPartition[] planInputPartitions(Offset start, Offset end) {
     BarrierOffset from = (BarrierOffset) start;
     BarrierOffset to = (BarrierOffset) end;
-    BATCH.get().put(name, to);
+    BATCH.get().put(name, new Range(from, to));
     lastBatch = null;
-    if (to.snapshot == null || Objects.equals(from.snapshot, to.snapshot)) {
+    if (Objects.equals(from.snapshot, to.snapshot)) {
       return new InputPartition[0];
     }
     Table table = catalog.writes().committer().load(Names.icebergIdentifier(name));
     checkAppendsOnly(table, from, to);
+    if (to.snapshot == null) {
+      return new InputPartition[0];
+    }
     Map<String, String> options = new HashMap<>();
     if (from.snapshot == null) {
       options.put("snapshot-id", Long.toString(to.snapshot));
@@ -170,26 +189,40 @@ final class BarrierStream implements MicroBatchStream {
     return batch.planInputPartitions();
   }
 
-  /** Every snapshot after {@code from} up to {@code to} on main only appended (what an incremental read can hold). */
+  /**
+   * Every snapshot after {@code from} up to {@code to} on main appended or changed no data (a compaction): what an
+   * incremental read holds exactly. A first read ({@code from} empty) reads {@code to} whole, so its history does not
+   * matter.
+   */
   private void checkAppendsOnly(Table table, BarrierOffset from, BarrierOffset to) {
+    if (from.snapshot == null) {
+      return;
+    }
+    String way = "read this table in batch at its cut (a streaming epoch job in complete output mode recomputes its "
+        + "sink from the whole input), or stream the tables it is computed from";
+    if (to.snapshot == null) {
+      throw notIncremental("it holds nothing at barrier " + Barriers.format(to.barrier) + " any more, but the stream "
+          + "read snapshot " + from.snapshot + " at " + describe(from.barrier) + " (a revision emptied it); " + way);
+    }
     Snapshot snapshot = table.snapshot(to.snapshot);
     while (snapshot != null && !Objects.equals(snapshot.snapshotId(), from.snapshot)) {
-      if (!DataOperations.APPEND.equals(snapshot.operation())) {
-        throw Errors.raise(Errors.analysis("CONSISTENT_READ.NOT_INCREMENTAL", catalog.catalogName() + "." + name
-            + ": snapshot " + snapshot.snapshotId() + " (" + snapshot.operation() + ") between barriers "
+      String operation = snapshot.operation();
+      if (!DataOperations.APPEND.equals(operation) && !DataOperations.REPLACE.equals(operation)) {
+        throw notIncremental("snapshot " + snapshot.snapshotId() + " (" + operation + ") between barriers "
             + describe(from.barrier) + " and " + Barriers.format(to.barrier) + " rewrites rows, and a streaming read "
-            + "holds only the rows appended between two barriers; read this table in batch at its cut (a streaming "
-            + "epoch job in complete output mode recomputes its sink from the whole input), or stream the tables "
-            + "it is computed from"));
+            + "holds only the rows appended between two barriers; " + way);
       }
       snapshot = snapshot.parentId() == null ? null : table.snapshot(snapshot.parentId());
     }
-    if (from.snapshot != null && snapshot == null) {
-      throw Errors.raise(Errors.analysis("CONSISTENT_READ.NOT_INCREMENTAL", catalog.catalogName() + "." + name
-          + ": snapshot " + from.snapshot + " (barrier " + describe(from.barrier) + ", where the stream stopped) is no "
-          + "longer an ancestor of main (a revision rewrote the history, or it expired); start the query with a new "
-          + "checkpoint location to read the table afresh"));
+    if (snapshot == null) {
+      throw notIncremental("snapshot " + from.snapshot + " (barrier " + describe(from.barrier) + ", where the stream "
+          + "stopped) is no longer an ancestor of main (a revision rewrote the history, or it expired); " + way);
     }
+  }
+
+  private RuntimeException notIncremental(String problem) {
+    return Errors.raise(Errors.analysis("CONSISTENT_READ.NOT_INCREMENTAL", catalog.catalogName() + "." + name + ": "
+        + problem));
   }
 
   private static String describe(Long barrier) {

@@ -1,6 +1,5 @@
 package io.consistentcatalog.spark;
 
-import java.lang.reflect.Method;
 import java.nio.ByteBuffer;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.Table;
@@ -53,26 +52,28 @@ final class EventTime {
     return new EventTime(field.name(), field.fieldId(), field.type(), unset);
   }
 
-  /** The latest event time (ms) in the files {@code messages} hold; null when they hold no rows. */
+  /**
+   * The latest event time (ms) in the files {@code messages} hold; null when they hold no rows or only rows without
+   * an event time (null in the column).
+   */
   Long latest(WriterCommitMessage[] messages) {
     Long latest = null;
-    for (WriterCommitMessage message : messages) {
-      if (message == null) {
+    for (DataFile file : BatchFiles.of(messages)) {
+      if (file.recordCount() == 0) {
         continue;
       }
-      for (DataFile file : files(message)) {
-        if (file.recordCount() == 0) {
-          continue;
-        }
-        ByteBuffer bound = file.upperBounds() == null ? null : file.upperBounds().get(fieldId);
-        if (bound == null) {
-          throw new IllegalStateException("data file " + file.location() + " records no upper bound for " + column
-              + " (its metrics mode); set the table property write.metadata.metrics.column." + column
-              + "=full through the plain catalog, or " + unset);
-        }
-        long ms = toMillis(Conversions.fromByteBuffer(type, bound));
-        latest = latest == null ? ms : Math.max(latest, ms);
+      Long nulls = file.nullValueCounts() == null ? null : file.nullValueCounts().get(fieldId);
+      if (nulls != null && nulls == file.recordCount()) {
+        continue; // no event time in this file at all
       }
+      ByteBuffer bound = file.upperBounds() == null ? null : file.upperBounds().get(fieldId);
+      if (bound == null) {
+        throw new IllegalStateException("data file " + file.location() + " records no upper bound for " + column
+            + " (its metrics mode); set the table property write.metadata.metrics.column." + column
+            + "=full through the plain catalog, or " + unset);
+      }
+      long ms = toMillis(Conversions.fromByteBuffer(type, bound));
+      latest = latest == null ? ms : Math.max(latest, ms);
     }
     return latest;
   }
@@ -91,31 +92,4 @@ final class EventTime {
     }
   }
 
-  /**
-   * The data files of one task's commit message: Iceberg's {@code SparkWrite.TaskCommit#files()}, which is not
-   * public, read reflectively.
-   */
-  /** The rows in the files {@code messages} hold. */
-  static long rows(WriterCommitMessage[] messages) {
-    long rows = 0;
-    for (WriterCommitMessage message : messages) {
-      if (message != null) {
-        for (DataFile file : files(message)) {
-          rows += file.recordCount();
-        }
-      }
-    }
-    return rows;
-  }
-
-  private static DataFile[] files(WriterCommitMessage message) {
-    try {
-      Method files = message.getClass().getDeclaredMethod("files");
-      files.setAccessible(true);
-      return (DataFile[]) files.invoke(message);
-    } catch (ReflectiveOperationException | ClassCastException e) {
-      throw new IllegalStateException("cannot read the data files of " + message.getClass().getName()
-          + " (an Iceberg version this plugin does not know?)", e);
-    }
-  }
 }

@@ -26,6 +26,11 @@ import org.apache.iceberg.spark.CommitMetadata;
  */
 final class RootIngest {
   static final int ATTEMPTS = 10;
+  /**
+   * The barrier of rows that have no event time (their column is null): late rows, {@code W + 1} (the clock when the
+   * table has no watermark yet), so they never change a completed barrier.
+   */
+  static final long LATE = Long.MIN_VALUE;
 
   /** Spark's commit of the rows (Iceberg's batch or streaming write), and giving them up. */
   interface SparkCommit {
@@ -75,14 +80,19 @@ final class RootIngest {
     this.fenced = new FencedOperations(((HasTableOperations) table).operations(), committer, ident, () -> requirements, what);
   }
 
+  org.apache.iceberg.io.FileIO io() {
+    return fenced.io();
+  }
+
   /** The table Spark's write goes to: main, every commit fenced. */
   Table writeTable(String name) {
     return new BaseTable(fenced, name);
   }
 
   /**
-   * Lands the rows Spark wrote: {@code barrier} is the ingest's own (an event time; null: the clock when it commits),
-   * {@code futureHint} the way out named when it lies beyond the table's clock-skew allowance.
+   * Lands the rows Spark wrote: {@code barrier} is the ingest's own (an event time; {@link #LATE}: rows without one;
+   * null: the clock when it commits), {@code futureHint} the way out named when it lies beyond the table's clock-skew
+   * allowance.
    */
   Outcome land(String key, Long barrier, String futureHint, SparkCommit spark) {
     for (int attempt = 1; attempt <= ATTEMPTS; attempt++) {
@@ -99,6 +109,9 @@ final class RootIngest {
       refs.put(Keys.MAIN_BRANCH, state.head());
       requirements = FencedCommit.refsAt(refs);
       long now = System.currentTimeMillis();
+      if (barrier != null && barrier == LATE) {
+        barrier = state.watermark() == null ? now : state.watermark() + 1;
+      }
       if (barrier != null && barrier > now + state.clockSkewMs()) {
         spark.abort();
         throw new ConsistentException(ErrorKind.INVALID_BARRIER, sink, sink + ": the ingest's barrier "
@@ -123,9 +136,11 @@ final class RootIngest {
         continue; // main moved: another ingest landed; check the key and the barrier again
       }
       TableMetadata committed = fenced.committed();
-      TableState after = TableState.fromMetadata(sink, committed != null ? committed : FencedCommit.metadata(committer.load(ident)));
+      if (committed == null) { // Iceberg's streaming write found this query's batch on main (its own record)
+        return new Outcome(null, null, EpochWrites.state(sink, committer.load(ident)).head());
+      }
       Failpoints.at("after-ingest");
-      return new Outcome(written, after.head(), null);
+      return new Outcome(written, TableState.fromMetadata(sink, committed).head(), null);
     }
     spark.abort();
     throw new ConsistentException(ErrorKind.FENCED, sink, sink + ": the ingest kept losing the race to other ingests ("

@@ -353,6 +353,11 @@ final class SqlEpoch {
     Failpoints.at("before-stage");
     RootIngest.withCommitProperties(properties, spark::commit);
     TableMetadata staged = fenced.committed(); // what Spark's fenced commit produced (null: it committed nothing)
+    if (staged == null && streamingFence != null) {
+      throw new ConsistentException(ErrorKind.FENCED, sink, sink + ": Iceberg's streaming write skipped the batch "
+          + "at " + barrier + ", since main already holds this query's batch of that id or a later one (a checkpoint "
+          + "whose offsets and commits were reset); nothing was staged — start the query with a new checkpoint");
+    }
     if (staged == null || base == TableState.fromMetadata(sink, staged).head(Keys.STAGED_BRANCH)) {
       recordEmptyEpoch(properties); // Spark committed nothing (an empty dynamic overwrite)
       staged = fenced.committed();
@@ -419,9 +424,12 @@ final class SqlEpoch {
     }
     Long latest = eventTime == null ? null : eventTime.latest(messages);
     if (eventTime != null && latest == null) {
-      delegate.abort(messages);
-      report("no rows: nothing written (the barrier would be the maximum of " + eventTime.column + ")");
-      return;
+      if (BatchFiles.rows(messages) == 0) {
+        delegate.abort(messages);
+        report("no rows: nothing written (the barrier would be the maximum of " + eventTime.column + ")");
+        return;
+      }
+      latest = RootIngest.LATE; // every row's event time is null: they land late
     }
     String futureHint = "fix the event times, or RESET " + Settings.PREFIX + Settings.EVENT_TIME_COLUMN
         + " to ingest at the current time";

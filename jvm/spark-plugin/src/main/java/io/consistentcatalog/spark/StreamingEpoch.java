@@ -63,6 +63,10 @@ final class StreamingEpoch implements StreamingWrite {
     Table table(String name) {
       return new BaseTable(operations, name);
     }
+
+    org.apache.iceberg.io.FileIO io() {
+      return operations.io();
+    }
   }
 
   private final StreamingSinkTable sink;
@@ -91,31 +95,38 @@ final class StreamingEpoch implements StreamingWrite {
 
   @Override
   public void commit(long epochId, WriterCommitMessage[] messages) {
-    RootIngest.SparkCommit spark =
-        RootIngest.SparkCommit.of(() -> delegate.commit(epochId, messages), () -> delegate.abort(epochId, messages));
-    Map<String, BarrierStream.BarrierOffset> inputs = BarrierStream.batchInputs();
+    RootIngest.SparkCommit spark = RootIngest.SparkCommit.of(() -> delegate.commit(epochId, messages), () -> {
+      delegate.abort(epochId, messages);
+      BatchFiles.delete(fence.io(), messages); // never committed: Iceberg deletes them only after a refused commit
+    });
+    Map<String, BarrierStream.Range> inputs = BarrierStream.batchInputs();
     if (inputs.isEmpty()) {
       spark.abort();
-      throw sink.refused("job '" + options.job + "': the query reads no table of " + sink.catalogName() + " as a stream; "
-          + "an epoch job's micro-batch is the epoch of its sources' barrier — read them with spark.readStream.table(\""
-          + sink.catalogName() + ".ns.t\")");
+      if (BatchFiles.rows(messages) == 0) {
+        return; // a batch Spark ran without new input (its watermark moved): the sources' barrier did not move either
+      }
+      throw sink.refused("job '" + options.job + "': micro-batch " + epochId + " wrote rows but read no table of "
+          + sink.catalogName() + " as a stream, so it has no barrier to be the epoch of. An epoch job reads its "
+          + "sources with spark.readStream.table(\"" + sink.catalogName() + ".ns.t\") and nothing else; with a "
+          + "watermark, Spark also runs batches without new input — set spark.sql.streaming.noDataMicroBatches.enabled"
+          + "=false so that what they would emit comes with the next batch of input");
     }
     Long barrier = null;
-    for (BarrierStream.BarrierOffset offset : inputs.values()) {
-      if (barrier != null && !barrier.equals(offset.barrier)) {
+    for (BarrierStream.Range range : inputs.values()) {
+      if (barrier != null && !barrier.equals(range.end.barrier)) {
         throw new IllegalStateException("the sources of one micro-batch end at different barriers: " + inputs);
       }
-      barrier = offset.barrier;
+      barrier = range.end.barrier;
     }
     String name = sink.tableName();
     TableIdentifier ident = Names.icebergIdentifier(name);
     EpochWrites writes = sink.writes();
     FencedCommit committer = writes.committer();
     try {
-      sink.register(options.job, inputs.keySet(), queryId, options);
-      Table table = committer.load(ident);
+      Table table = sink.register(options.job, inputs.keySet(), queryId, options, committer.load(ident));
       TableState state = EpochWrites.state(name, table);
       if (!options.job.equals(state.job()) || !EpochWrites.INSTANCE.equals(state.leaseHolder())) {
+        spark.abort();
         throw new ConsistentException(ErrorKind.FENCED, name, name + " is now written by job '" + state.job()
             + "' instance " + state.leaseHolder() + ", not by this application's instance (" + EpochWrites.INSTANCE
             + ") of '" + options.job + "': its lease was taken over; stop this query (restarting it from its checkpoint "
@@ -134,18 +145,44 @@ final class StreamingEpoch implements StreamingWrite {
       }
       EpochPlanner.Plan plan = EpochPlanner.planAt(options.job, barrier, sources, Collections.singletonMap(name, state));
       for (Map.Entry<String, Long> input : plan.inputs.entrySet()) {
-        Long read = inputs.get(input.getKey()).snapshot;
+        Long read = inputs.get(input.getKey()).end.snapshot;
         if (!java.util.Objects.equals(read, input.getValue())) {
           spark.abort();
           throw new ConsistentException(ErrorKind.FENCED, name, name + ": the batch read " + input.getKey() + " at snapshot "
               + read + ", but snap(" + input.getKey() + ", " + Barriers.format(barrier) + ") is now " + input.getValue()
-              + " (its history was revised or expired under the stream); restart the query with a new checkpoint");
+              + " (its history was revised or expired under the stream); the query cannot go on from this checkpoint");
         }
+      }
+      EpochPlanner.SinkPlan sinkPlan = plan.sinks.get(name);
+      if (!options.complete && sinkPlan.action == EpochPlanner.Action.STAGE) {
+        checkContinues(name, inputs, sources, sinkPlan);
       }
       String line = SqlEpoch.commitStreaming(writes, name, ident, table, options.job, options.leaseMs, plan, fence, spark);
       LOG.info("batch {}: {}", epochId, line);
     } catch (ConsistentException e) {
       throw Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));
+    }
+  }
+
+  /**
+   * An append epoch appends the rows the batch read, those between its start and end offsets: exact only when the
+   * start is what the sink's last epoch read. A checkpoint that does not continue the sink's epochs (another
+   * checkpoint, another deployment, a Python run or a revision in between) would double or lose rows, and is refused.
+   */
+  private void checkContinues(
+      String name, Map<String, BarrierStream.Range> inputs, Map<String, TableState> sources, EpochPlanner.SinkPlan sinkPlan) {
+    for (Map.Entry<String, BarrierStream.Range> input : inputs.entrySet()) {
+      Long start = input.getValue().start.snapshot;
+      Long previous = sinkPlan.previousInputs.get(input.getKey());
+      if (!sources.get(input.getKey()).branch(Keys.MAIN_BRANCH).sameData(previous, start)) {
+        throw new ConsistentException(ErrorKind.FENCED, name, name + ": job '" + options.job + "' appends what each "
+            + "micro-batch reads, and this batch starts " + input.getKey() + " at snapshot " + start + " where the "
+            + "sink's last epoch read snapshot " + previous + ": this checkpoint does not continue the sink's epochs "
+            + "(another checkpoint or deployment, a Python run or a revision came between), so the append would double "
+            + "or lose rows. Restart the query from the checkpoint that wrote the sink's last epoch, or let a job that "
+            + "reads its increments from the catalog (consistent_catalog.spark.streaming.start_streaming_job with "
+            + "incremental=True) continue it, or recompute the sink in complete output mode");
+      }
     }
   }
 

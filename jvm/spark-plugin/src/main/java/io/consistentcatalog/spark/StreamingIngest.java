@@ -51,7 +51,7 @@ final class StreamingIngest implements StreamingWrite {
   @Override
   public void commit(long epochId, WriterCommitMessage[] messages) {
     String key = key(queryId, epochId);
-    if (EventTime.rows(messages) == 0) {
+    if (BatchFiles.rows(messages) == 0) {
       delegate.abort(epochId, messages);
       sink.batchDone();
       LOG.info("[{}] {}: batch {} has no rows; nothing written", sink.catalogName(), sink.tableName(), epochId);
@@ -59,14 +59,18 @@ final class StreamingIngest implements StreamingWrite {
     }
     Long barrier = null;
     if (options.eventTime != null) {
-      barrier = options.eventTime.latest(messages) - options.delayMs;
+      Long latest = options.eventTime.latest(messages);
+      barrier = latest == null ? RootIngest.LATE : latest - options.delayMs; // no event time in any row: late rows
     }
     String futureHint = "fix the event times of the stream, or remove the option " + StreamingSinkTable.EVENT_TIME_COLUMN
         + " to ingest at the current time";
     RootIngest.Outcome outcome;
     try {
-      outcome = ingest.land(key, barrier, futureHint,
-          RootIngest.SparkCommit.of(() -> delegate.commit(epochId, messages), () -> delegate.abort(epochId, messages)));
+      outcome = ingest.land(key, barrier, futureHint, RootIngest.SparkCommit.of(() -> delegate.commit(epochId, messages),
+          () -> {
+            delegate.abort(epochId, messages);
+            BatchFiles.delete(ingest.io(), messages); // a replayed batch: its files are never committed
+          }));
     } catch (ConsistentException e) {
       throw Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));
     }

@@ -126,13 +126,20 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
     /** The job the query's batches are epochs of (null: an ingest into a root). */
     final String job;
     final long leaseMs;
+    /** Complete output mode (the write truncates: an overwrite epoch); set by the write builder. */
+    final boolean complete;
 
-    Options(EventTime eventTime, long delayMs, Long idleAfterMs, String job, long leaseMs) {
+    Options(EventTime eventTime, long delayMs, Long idleAfterMs, String job, long leaseMs, boolean complete) {
       this.eventTime = eventTime;
       this.delayMs = delayMs;
       this.idleAfterMs = idleAfterMs;
       this.job = job;
       this.leaseMs = leaseMs;
+      this.complete = complete;
+    }
+
+    Options completeMode() {
+      return new Options(eventTime, delayMs, idleAfterMs, job, leaseMs, true);
     }
   }
 
@@ -164,7 +171,7 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
     }
     return new Options(eventTime, delay == null ? 0L : duration(EVENT_TIME_DELAY, delay),
         idle == null ? null : duration(IDLE_AFTER, idle), job == null ? null : job.trim(),
-        lease == null ? JobRegistration.DEFAULT_LEASE_MS : duration(LEASE, lease));
+        lease == null ? JobRegistration.DEFAULT_LEASE_MS : duration(LEASE, lease), false);
   }
 
   static long duration(String option, String text) {
@@ -182,7 +189,7 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
   public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
     Options options = options(info.options());
     FencedCommit committer = catalog.writes().committer();
-    org.apache.iceberg.Table loaded = committer.load(ident);
+    org.apache.iceberg.Table loaded = table; // as toTable loaded it: Iceberg refreshes it when it commits a batch
     if (options.job != null) {
       StreamingEpoch.Fence fence = new StreamingEpoch.Fence(loaded, committer, ident, "job '" + options.job
           + "': a micro-batch staged on " + name);
@@ -210,7 +217,7 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
     private final RootIngest ingest;
     private final StreamingEpoch.Fence fence;
     private final String queryId;
-    private final Options options;
+    private Options options;
 
     Builder(StreamingSinkTable sink, WriteBuilder delegate, RootIngest ingest, StreamingEpoch.Fence fence, String queryId,
         Options options) {
@@ -230,6 +237,7 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
             + "aggregate a job's derived table (option " + JOB + ")");
       }
       ((SupportsTruncate) delegate).truncate();
+      options = options.completeMode();
       return this;
     }
 
@@ -260,42 +268,63 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
 
   // --- a job's registration ------------------------------------------------------------------------------
 
-  /** The sources this application's instance registered the job with (null: not registered by this query yet). */
-  private volatile java.util.Set<String> registeredSources;
+  /** The run of a streaming query that writes each sink now, in this JVM (whose instance id its registration holds). */
+  private static final java.util.Map<String, java.util.UUID> RUNS = new java.util.concurrent.ConcurrentHashMap<>();
+  /** This query run's id, once its first batch registered (null before). */
+  private volatile java.util.UUID run;
 
   /**
-   * §6.1 for a streaming epoch job, when its first micro-batch commits (its sources are then known): as the Python
-   * streaming jobs do (§5.7), this instance is first recorded in {@code <checkpoint>/consistent-catalog/instances},
-   * and the registration takes over when the sink's lease-holder is one listed there (an earlier run of the same
-   * checkpoint that died). The job is unregistered when the query ends, or when the JVM shuts down.
+   * §6.1 for a streaming epoch job, at each micro-batch (its sources are known then), given the sink as just loaded:
+   * nothing when this instance holds it with these sources; otherwise, as the Python streaming jobs do (§5.7), this
+   * instance is first recorded in {@code <checkpoint>/consistent-catalog/instances}, and the registration takes over
+   * when the sink's lease-holder is one listed there (an earlier run of the same checkpoint that died). The job is
+   * unregistered when this query run ends (unless a newer run of it in this JVM holds the sink by then), or when the
+   * JVM shuts down. Returns the sink as registered.
    */
-  synchronized void register(String job, java.util.Set<String> sources, String queryId, Options options) {
-    if (sources.equals(registeredSources)) {
-      return;
+  synchronized org.apache.iceberg.Table register(
+      String job, java.util.Set<String> sources, String queryId, Options options, org.apache.iceberg.Table loaded) {
+    if (run == null) {
+      StreamingQuery query = session.streams().get(java.util.UUID.fromString(queryId));
+      run = query == null ? null : query.runId();
+      if (run == null) {
+        throw new IllegalStateException("streaming query " + queryId + " is not running in the session that started it");
+      }
+      RUNS.put(name, run);
+      releaseWhenTerminated(run, job);
     }
-    EpochWrites writes = catalog.writes();
-    FencedCommit committer = writes.committer();
-    org.apache.iceberg.Table loaded = committer.load(ident);
     TableState state = EpochWrites.state(name, loaded);
     if (job.equals(state.job()) && EpochWrites.INSTANCE.equals(state.leaseHolder())
         && new java.util.TreeSet<>(state.sources()).equals(new java.util.TreeSet<>(sources))) {
-      registeredSources = sources;
-      return;
+      return loaded;
     }
+    EpochWrites writes = catalog.writes();
+    FencedCommit committer = writes.committer();
     CheckpointInstances instances = CheckpointInstances.of(session, queryId);
     java.util.List<String> earlier = instances.read();
     boolean takeover = state.leaseHolder() != null && earlier.contains(state.leaseHolder());
     earlier.add(EpochWrites.INSTANCE);
     instances.write(earlier);
     java.util.Map<String, TableState> all = catalog.cutSession().catalogStates(name);
-    JobRegistration.register(committer, ident, name, loaded, job, sources, EpochWrites.INSTANCE, takeover,
-        options.leaseMs, all == null ? java.util.Collections.emptyMap() : all);
+    try {
+      JobRegistration.register(committer, ident, name, loaded, job, sources, EpochWrites.INSTANCE, takeover,
+          options.leaseMs, all == null ? java.util.Collections.emptyMap() : all);
+    } catch (io.consistentcatalog.core.ConsistentException e) {
+      if (e.kind() != io.consistentcatalog.core.ErrorKind.OWNERSHIP) {
+        throw e;
+      }
+      throw new io.consistentcatalog.core.ConsistentException(e.kind(), name, name + ": job '" + job + "' cannot "
+          + "register: " + state.leaseHolder() + " holds the sink (lease until " + (state.leaseUntil() == null ? "-"
+          : io.consistentcatalog.core.Barriers.format(state.leaseUntil())) + ") and is not an instance this query's "
+          + "checkpoint recorded. "
+          + "A restart from the checkpoint of the run that holds it takes over; another deployment waits until that "
+          + "run stops or its lease lapses (`consistent-catalog status` shows it)");
+    }
     writes.registered(name, job);
-    registeredSources = sources;
-    releaseWhenTerminated(queryId, job);
+    return committer.load(ident);
   }
 
-  private void releaseWhenTerminated(String queryId, String job) {
+  /** Unregisters the job when this query run ends, unless a newer run in this JVM holds the sink by then. */
+  private void releaseWhenTerminated(java.util.UUID runId, String job) {
     session.streams().addListener(new org.apache.spark.sql.streaming.StreamingQueryListener() {
       @Override
       public void onQueryStarted(QueryStartedEvent event) {}
@@ -305,11 +334,13 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
 
       @Override
       public void onQueryTerminated(QueryTerminatedEvent event) {
-        if (!event.id().toString().equals(queryId)) {
+        if (!event.runId().equals(runId)) {
           return;
         }
         session.streams().removeListener(this);
-        registeredSources = null;
+        if (!RUNS.remove(name, runId)) {
+          return; // a newer run of the query (restarted in this JVM) holds the sink now
+        }
         try {
           JobRegistration.unregister(catalog.writes().committer(), ident, EpochWrites.INSTANCE, job);
           catalog.writes().released(name);
@@ -342,6 +373,7 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
     long poll = Math.max(50L, Math.min(idle / 4, 1_000L));
     long started = System.currentTimeMillis();
     boolean seen = false;
+    java.util.UUID pinned = null; // the run this watcher belongs to
     while (true) {
       try {
         Thread.sleep(poll);
@@ -349,13 +381,14 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
         return;
       }
       StreamingQuery query = find(queryId);
-      if (query == null || !query.isActive()) {
+      if (query == null || !query.isActive() || (pinned != null && !pinned.equals(query.runId()))) {
         if (seen || System.currentTimeMillis() - started > 60_000L) {
-          return; // stopped, failed or killed: a query that does not run does not keep its root moving
+          return; // stopped, failed or killed (or restarted: the new run has a watcher of its own)
         }
         continue;
       }
       seen = true;
+      pinned = query.runId();
       StreamingQueryStatus status = query.status();
       long now = System.currentTimeMillis();
       if (status.isDataAvailable() || status.isTriggerActive() || now - lastActivity < idle) {
