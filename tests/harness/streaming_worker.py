@@ -259,7 +259,7 @@ def worker_main(argv: list[str] | None = None) -> int:
                 return EXIT_GAVE_UP
             for query in queries:
                 if not query.isActive:
-                    _emit("FAILED", query.name, " ".join(str(query.exception()).split())[:500])
+                    _emit("FAILED", query.name, " ".join(str(query.exception()).split())[:4000])
                     return 1
             lines = len(fed(directory))
             try:

@@ -48,14 +48,27 @@ final class FencedOperations implements TableOperations {
     this.mainTo = mainTo;
   }
 
+  /**
+   * Metadata read or produced just now by this write (the ingest's check of the key, the staged branch's reset, the
+   * last commit), served by {@link #current} and {@link #refresh} instead of another catalog load: the commit's
+   * requirements, not this copy, decide whether it lands.
+   */
+  private volatile TableMetadata primed;
+
+  void prime(TableMetadata metadata) {
+    primed = metadata;
+  }
+
   @Override
   public TableMetadata current() {
-    return delegate.current();
+    TableMetadata known = primed;
+    return known != null ? known : delegate.current();
   }
 
   @Override
   public TableMetadata refresh() {
-    return delegate.refresh();
+    TableMetadata known = primed;
+    return known != null ? known : delegate.refresh();
   }
 
   /** The metadata the last commit through these operations produced (null before any). */
@@ -69,6 +82,9 @@ final class FencedOperations implements TableOperations {
       changes.replaceAll(change -> redirected(change, mainTo));
     }
     committed = committer.commit(ident, base, requirements.get(), changes, what);
+    if (primed != null && committed != null) {
+      primed = committed;
+    }
   }
 
   private static org.apache.iceberg.MetadataUpdate redirected(org.apache.iceberg.MetadataUpdate change, String branch) {

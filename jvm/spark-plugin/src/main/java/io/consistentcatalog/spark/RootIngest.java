@@ -36,6 +36,7 @@ final class RootIngest {
   interface SparkCommit {
     void commit();
 
+    /** Gives the write up (what happens to its files is the caller's: Iceberg's abort keeps them unless refused). */
     void abort();
 
     static SparkCommit of(Runnable commit, Runnable abort) {
@@ -80,10 +81,6 @@ final class RootIngest {
     this.fenced = new FencedOperations(((HasTableOperations) table).operations(), committer, ident, () -> requirements, what);
   }
 
-  org.apache.iceberg.io.FileIO io() {
-    return fenced.io();
-  }
-
   /** The table Spark's write goes to: main, every commit fenced. */
   Table writeTable(String name) {
     return new BaseTable(fenced, name);
@@ -96,7 +93,9 @@ final class RootIngest {
    */
   Outcome land(String key, Long barrier, String futureHint, SparkCommit spark) {
     for (int attempt = 1; attempt <= ATTEMPTS; attempt++) {
-      TableState state = EpochWrites.state(sink, committer.load(ident));
+      TableMetadata read = FencedCommit.metadata(committer.load(ident));
+      fenced.prime(read); // Spark's commit builds on what the key and the barrier were checked against
+      TableState state = TableState.fromMetadata(sink, read);
       if (key != null) {
         Long landed = state.ingestedWithKey(key);
         if (landed != null) {

@@ -83,6 +83,8 @@ final class SqlEpoch {
   private StreamingEpoch.Fence streamingFence;
   /** The last line reported. */
   private String reported;
+  /** The sink's metadata once the staged branch is prepared (what the reset's commit returned). */
+  private TableMetadata prepared;
 
   private SqlEpoch(
       EpochWrites writes, Kind kind, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
@@ -182,6 +184,7 @@ final class SqlEpoch {
    */
   private long prepareStagedBranch(Table current) {
     TableMetadata metadata = FencedCommit.metadata(current);
+    prepared = metadata;
     TableState state = TableState.fromMetadata(sink, metadata);
     Long expectedMain = sinkPlan.mainHead;
     if (expectedMain == null) {
@@ -192,8 +195,9 @@ final class SqlEpoch {
     }
     Long staged = state.head(Keys.STAGED_BRANCH);
     if (!expectedMain.equals(staged)) {
-      send(metadata, EpochCommits.reset(sinkPlan, expectedMain, staged));
+      metadata = send(metadata, EpochCommits.reset(sinkPlan, expectedMain, staged));
     }
+    prepared = metadata;
     return expectedMain;
   }
 
@@ -332,6 +336,7 @@ final class SqlEpoch {
           base = prepareStagedBranch(table);
           requirements = EpochCommits.stagedWrite(sinkPlan, base);
           fenced = streamingFence.arm(() -> requirements);
+          fenced.prime(prepared); // Iceberg's commit builds on the branch as just reset, with no load
         }
         return stage(spark, barrier);
     }

@@ -95,10 +95,12 @@ final class StreamingEpoch implements StreamingWrite {
 
   @Override
   public void commit(long epochId, WriterCommitMessage[] messages) {
-    RootIngest.SparkCommit spark = RootIngest.SparkCommit.of(() -> delegate.commit(epochId, messages), () -> {
-      delegate.abort(epochId, messages);
-      BatchFiles.delete(fence.io(), messages); // never committed: Iceberg deletes them only after a refused commit
-    });
+    // a batch that is not staged (done, republished, a watermark, refused) never commits its files, named for
+    // this attempt (StreamingSinkTable.AttemptWriteInfo): abort() deletes them
+    RootIngest.SparkCommit spark = RootIngest.SparkCommit.of(() -> {
+      sent = true; // from here the files may be on the staged branch (also when the commit's answer is lost)
+      delegate.commit(epochId, messages);
+    }, () -> abort(epochId, messages));
     Map<String, BarrierStream.Range> inputs = BarrierStream.batchInputs();
     if (inputs.isEmpty()) {
       spark.abort();
@@ -186,10 +188,20 @@ final class StreamingEpoch implements StreamingWrite {
     }
   }
 
+  /**
+   * Gives the batch up: Iceberg's abort, and the batch's files deleted unless its commit was sent (Iceberg's abort
+   * deletes them only after a refused commit). Also what Spark calls when the batch fails or the query stops.
+   */
   @Override
   public void abort(long epochId, WriterCommitMessage[] messages) {
     delegate.abort(epochId, messages);
+    if (!sent) {
+      BatchFiles.delete(fence.io(), messages);
+    }
   }
+
+  /** Whether Spark's commit of the batch's files was sent (they may be referenced from then on). */
+  private volatile boolean sent;
 
   @Override
   public String toString() {

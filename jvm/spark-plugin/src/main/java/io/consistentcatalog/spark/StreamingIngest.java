@@ -24,13 +24,16 @@ final class StreamingIngest implements StreamingWrite {
   private final RootIngest ingest;
   private final String queryId;
   private final StreamingSinkTable.Options options;
+  private final org.apache.iceberg.io.FileIO io;
 
-  StreamingIngest(StreamingSinkTable sink, StreamingWrite delegate, RootIngest ingest, String queryId, StreamingSinkTable.Options options) {
+  StreamingIngest(StreamingSinkTable sink, StreamingWrite delegate, RootIngest ingest, String queryId,
+      StreamingSinkTable.Options options, org.apache.iceberg.io.FileIO io) {
     this.sink = sink;
     this.delegate = delegate;
     this.ingest = ingest;
     this.queryId = queryId;
     this.options = options;
+    this.io = io;
   }
 
   /** The idempotency key of batch {@code epochId} of the query (the same as the Python {@code foreachBatch} writer's). */
@@ -66,11 +69,11 @@ final class StreamingIngest implements StreamingWrite {
         + " to ingest at the current time";
     RootIngest.Outcome outcome;
     try {
-      outcome = ingest.land(key, barrier, futureHint, RootIngest.SparkCommit.of(() -> delegate.commit(epochId, messages),
-          () -> {
-            delegate.abort(epochId, messages);
-            BatchFiles.delete(ingest.io(), messages); // a replayed batch: its files are never committed
-          }));
+      // a batch whose key landed is a replay: its files (named for this attempt) are never committed
+      outcome = ingest.land(key, barrier, futureHint, RootIngest.SparkCommit.of(() -> {
+        sent = true; // from here the files may be on main (also when the commit's answer is lost)
+        delegate.commit(epochId, messages);
+      }, () -> abort(epochId, messages)));
     } catch (ConsistentException e) {
       throw Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));
     }
@@ -84,10 +87,20 @@ final class StreamingIngest implements StreamingWrite {
     }
   }
 
+  /**
+   * Gives the batch up: Iceberg's abort, and the batch's files deleted unless a commit of them was sent (after a
+   * refused one Iceberg deletes them). Also what Spark calls when the batch fails or the query stops.
+   */
   @Override
   public void abort(long epochId, WriterCommitMessage[] messages) {
     delegate.abort(epochId, messages);
+    if (!sent) {
+      BatchFiles.delete(io, messages);
+    }
   }
+
+  /** Whether a commit of the batch's files was sent (they may be referenced from then on). */
+  private volatile boolean sent;
 
   @Override
   public String toString() {

@@ -190,16 +190,60 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
     Options options = options(info.options());
     FencedCommit committer = catalog.writes().committer();
     org.apache.iceberg.Table loaded = table; // as toTable loaded it: Iceberg refreshes it when it commits a batch
+    LogicalWriteInfo attempt = new AttemptWriteInfo(info);
     if (options.job != null) {
       StreamingEpoch.Fence fence = new StreamingEpoch.Fence(loaded, committer, ident, "job '" + options.job
           + "': a micro-batch staged on " + name);
-      WriteBuilder iceberg = new SparkTable(fence.table(table.name()), false).newWriteBuilder(info);
+      WriteBuilder iceberg = new SparkTable(fence.table(table.name()), false).newWriteBuilder(attempt);
       return new Builder(this, iceberg, null, fence, info.queryId(), options);
     }
     RootIngest ingest = new RootIngest(committer, ident, name, loaded, "a micro-batch into " + name);
-    WriteBuilder iceberg = new SparkTable(ingest.writeTable(table.name()), false).newWriteBuilder(info);
+    WriteBuilder iceberg = new SparkTable(ingest.writeTable(table.name()), false).newWriteBuilder(attempt);
     startWatcher(info.queryId(), options);
     return new Builder(this, iceberg, ingest, null, info.queryId(), options);
+  }
+
+  /**
+   * The write as Iceberg is told it, its query id made unique to this attempt of the batch. Iceberg names a streaming
+   * write's files after {@code <query id>-<batch id>}, the partition and Spark's task id, and task ids start again
+   * at 0 in a new application: a batch replayed after a crash would write files of the same names as the attempt
+   * that landed, truncating files that committed snapshots reference (a reader then finds them empty or half
+   * written). The batch's key keeps the query's own id; Iceberg's own record of the batch
+   * ({@code spark.sql.streaming.queryId}) holds the attempt's.
+   */
+  private static final class AttemptWriteInfo implements LogicalWriteInfo {
+    private final LogicalWriteInfo info;
+    private final String queryId;
+
+    AttemptWriteInfo(LogicalWriteInfo info) {
+      this.info = info;
+      this.queryId = info.queryId() + "-" + java.util.UUID.randomUUID().toString().substring(0, 8);
+    }
+
+    @Override
+    public CaseInsensitiveStringMap options() {
+      return info.options();
+    }
+
+    @Override
+    public String queryId() {
+      return queryId;
+    }
+
+    @Override
+    public StructType schema() {
+      return info.schema();
+    }
+
+    @Override
+    public java.util.Optional<StructType> rowIdSchema() {
+      return info.rowIdSchema();
+    }
+
+    @Override
+    public java.util.Optional<StructType> metadataSchema() {
+      return info.metadataSchema();
+    }
   }
 
   /** Called by each batch's commit. */
@@ -254,7 +298,7 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
         @Override
         public StreamingWrite toStreaming() {
           return fence == null
-              ? new StreamingIngest(sink, write.toStreaming(), ingest, queryId, options)
+              ? new StreamingIngest(sink, write.toStreaming(), ingest, queryId, options, sink.table.io())
               : new StreamingEpoch(sink, write.toStreaming(), fence, queryId, options);
         }
 
