@@ -726,13 +726,16 @@ def test_sigkill_at_random_moments_is_exactly_once(tmp_path):
     assert findings["rows"] == findings["rows_fed"]
 
 
+ROOT_POINTS = ("root-before-commit", "root-after-commit")
+
+
 def test_native_root_sigkill_at_its_failpoints_and_at_random_is_exactly_once(tmp_path):
     """The events root through the JVM sink (``--native-root``): SIGKILL of driver and JVM before a batch's commit,
     between the commit and Spark's commit log (each twice: the first and a later batch), and at random moments."""
     sw.create_lake(tmp_path)
     sw.feed(tmp_path, 0)
     rng = random.Random(24)
-    plan = [{"crash_at": point, "crash_after": after} for point in sw.NATIVE_POINTS for after in (0, 2)]
+    plan = [{"crash_at": point, "crash_after": after} for point in ROOT_POINTS for after in (0, 2)]
     plan += [{"kill_after": rng.uniform(0.5, 8.0)} for _ in range(4)]
     kills: Counter = Counter()
     runs = kill_and_resume(tmp_path, [{**options, "native_root": True} for options in plan], kills)
