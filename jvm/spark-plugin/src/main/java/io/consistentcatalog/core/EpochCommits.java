@@ -84,6 +84,9 @@ public final class EpochCommits {
     out.put(Keys.JOB, job);
     out.put(Keys.SOURCES, EpochPlanner.encodeSummarySources(plan.inputs));
     out.put(Keys.ATTEMPT, attempt);
+    if (plan.definition != null) { // what computed the epoch (§6.10)
+      out.put(Keys.DEFINITION, plan.definition);
+    }
     return out;
   }
 

@@ -43,6 +43,8 @@ public final class EpochPlanner {
 
   /** What one sink of an epoch has to do (§5.1's table). */
   public enum Action {
+    /** The sink's last epoch was computed by another definition or schema, or a rebuild was asked (§6.10). */
+    REVISE("revise"),
     DONE("done"),
     PUBLISH_STAGED("publish-staged"),
     WATERMARK("watermark"),
@@ -64,8 +66,17 @@ public final class EpochPlanner {
     public final Map<String, Long> previousInputs;
     /** The fence ref's head as planned: every commit of the epoch asserts it (§6.3). */
     public final Long fence;
+    /** Why the sink is revised ({@link Action#REVISE}; null otherwise). */
+    public final Definitions.Change change;
 
     SinkPlan(String sink, Action action, Long mainHead, Long stagedHead, Map<String, Long> previousInputs, Long fence) {
+      this(sink, action, mainHead, stagedHead, previousInputs, fence, null);
+    }
+
+    SinkPlan(
+        String sink, Action action, Long mainHead, Long stagedHead, Map<String, Long> previousInputs, Long fence,
+        Definitions.Change change) {
+      this.change = change;
       this.sink = sink;
       this.action = action;
       this.mainHead = mainHead;
@@ -82,8 +93,15 @@ public final class EpochPlanner {
     /** Source -> input snapshot id (null: empty at T), sorted by name ({@link #CODE_POINT_ORDER}). */
     public final Map<String, Long> inputs;
     public final Map<String, SinkPlan> sinks;
+    /** The job's definition fingerprint (§6.10), recorded on every snapshot the epoch stages; null: unknown. */
+    public final String definition;
 
     Plan(String job, Long barrier, Map<String, Long> inputs, Map<String, SinkPlan> sinks) {
+      this(job, barrier, inputs, sinks, null);
+    }
+
+    Plan(String job, Long barrier, Map<String, Long> inputs, Map<String, SinkPlan> sinks, String definition) {
+      this.definition = definition;
       this.job = job;
       this.barrier = barrier;
       this.inputs = inputs;
@@ -97,6 +115,16 @@ public final class EpochPlanner {
    */
   public static Plan plan(
       String job, Map<String, TableState> sources, Map<String, TableState> sinks, Map<String, TableState> upstream) {
+    return plan(job, sources, sinks, upstream, null, false);
+  }
+
+  /**
+   * {@code plan_epoch} with the job's {@code definition} fingerprint (null: unknown) and a {@code rebuild} request:
+   * a sink whose last epoch was computed otherwise is {@code revise}d first (§5.1, §6.10).
+   */
+  public static Plan plan(
+      String job, Map<String, TableState> sources, Map<String, TableState> sinks, Map<String, TableState> upstream,
+      String definition, boolean rebuild) {
     if (sources.isEmpty()) {
       throw new ConsistentException(ErrorKind.INVALID_INPUT, "job '" + job + "' has no sources");
     }
@@ -116,7 +144,7 @@ public final class EpochPlanner {
       known.putAll(sources);
       barrier = new Completeness(known, s -> Keys.MAIN_BRANCH).latest(new ArrayList<>(sources.keySet()), lowest);
     }
-    return planAt(job, barrier, sources, sinks);
+    return planAt(job, barrier, sources, sinks, definition, rebuild);
   }
 
   /**
@@ -124,6 +152,13 @@ public final class EpochPlanner {
    * are that barrier: every source is complete at it), or at none ({@code null}: nothing to do).
    */
   public static Plan planAt(String job, Long barrier, Map<String, TableState> sources, Map<String, TableState> sinks) {
+    return planAt(job, barrier, sources, sinks, null, false);
+  }
+
+  /** {@link #planAt} with the job's definition and a rebuild request (§6.10). */
+  public static Plan planAt(
+      String job, Long barrier, Map<String, TableState> sources, Map<String, TableState> sinks, String definition,
+      boolean rebuild) {
     for (TableState state : sinks.values()) {
       BranchBarriers main = state.branch(Keys.MAIN_BRANCH);
       if (main.untracked != null) { // never publish on top of a foreign write
@@ -137,7 +172,7 @@ public final class EpochPlanner {
         plans.put(e.getKey(), new SinkPlan(e.getKey(), Action.DONE, state.head(), state.head(Keys.STAGED_BRANCH),
             Collections.emptyMap(), state.head(Keys.FENCE_BRANCH)));
       }
-      return new Plan(job, null, Collections.emptyMap(), plans);
+      return new Plan(job, null, Collections.emptyMap(), plans, definition);
     }
     Map<String, Long> inputs = new TreeMap<>(CODE_POINT_ORDER);
     for (Map.Entry<String, TableState> e : sources.entrySet()) {
@@ -159,7 +194,10 @@ public final class EpochPlanner {
         allEmpty &= input.getValue() == null;
       }
       Action action;
-      if (sinkMark != null && barrier <= sinkMark) {
+      Definitions.Change change = definitionChange(state, job, definition, rebuild);
+      if (change != null) {
+        action = Action.REVISE;
+      } else if (sinkMark != null && barrier <= sinkMark) {
         action = Action.DONE;
       } else if (stagedEpochMatches(state, job, barrier, inputs)) {
         action = Action.PUBLISH_STAGED;
@@ -169,9 +207,17 @@ public final class EpochPlanner {
         action = Action.STAGE;
       }
       plans.put(e.getKey(), new SinkPlan(e.getKey(), action, mainHead, state.head(Keys.STAGED_BRANCH), previous,
-          state.head(Keys.FENCE_BRANCH)));
+          state.head(Keys.FENCE_BRANCH), change));
     }
-    return new Plan(job, barrier, Collections.unmodifiableMap(inputs), plans);
+    return new Plan(job, barrier, Collections.unmodifiableMap(inputs), plans, definition);
+  }
+
+  /**
+   * {@code definition_change} (§6.10): why {@code job}'s next epoch on {@code sink} must be a revision (null: it
+   * need not): its last epoch on main was computed by another definition, under another schema, or a rebuild is asked.
+   */
+  public static Definitions.Change definitionChange(TableState sink, String job, String definition, boolean rebuild) {
+    return Definitions.change(sink, job, definition, rebuild);
   }
 
   /** Whether {@code consistent-staged} holds exactly one finished epoch for {@code barrier} with these inputs. */
@@ -235,6 +281,53 @@ public final class EpochPlanner {
       throw new ConsistentException(ErrorKind.CYCLE, "registering job '" + job + "' would close a cycle: source "
           + closing.iterator().next() + " is already downstream of its sink(s) " + String.join(", ", sortedNames(sinks))
           + "; a pipeline must be a DAG — read from an upstream table instead");
+    }
+    checkJobEdges(job, sources, sinks, states);
+  }
+
+  /**
+   * The job-level cycle check (§6.1): {@code job}'s sinks are every table it owns ({@link TableState#owner}) and
+   * {@code sinks}; its sources the registered sources of the tables it owns with {@code sinks}' replaced by
+   * {@code sources}. Refused ({@link ErrorKind#CYCLE}) when those sources include one of its sinks or a table
+   * downstream of one ({@code states}: the catalog without {@code sinks}' current edges): a job that reads its own
+   * output, through any number of statements or registrations.
+   */
+  public static void checkJobEdges(String job, Set<String> sources, Set<String> sinks, Map<String, TableState> states) {
+    Set<String> owned = new TreeSet<>(CODE_POINT_ORDER);
+    for (Map.Entry<String, TableState> e : states.entrySet()) {
+      if (!sinks.contains(e.getKey()) && !e.getValue().isRoot() && job.equals(e.getValue().owner())) {
+        owned.add(e.getKey());
+      }
+    }
+    if (owned.isEmpty()) {
+      return;
+    }
+    Set<String> allSinks = new TreeSet<>(CODE_POINT_ORDER);
+    allSinks.addAll(owned);
+    allSinks.addAll(sinks);
+    Set<String> jobSources = new HashSet<>(sources);
+    for (String table : owned) {
+      jobSources.addAll(states.get(table).sources());
+    }
+    Set<String> produced = new HashSet<>(allSinks);
+    List<String> frontier = new ArrayList<>(allSinks);
+    while (!frontier.isEmpty()) {
+      String table = frontier.remove(frontier.size() - 1);
+      for (Map.Entry<String, TableState> e : states.entrySet()) {
+        if (!sinks.contains(e.getKey()) && e.getValue().sources().contains(table) && produced.add(e.getKey())) {
+          frontier.add(e.getKey());
+        }
+      }
+    }
+    Set<String> readingOwn = new TreeSet<>(CODE_POINT_ORDER);
+    readingOwn.addAll(jobSources);
+    readingOwn.retainAll(produced);
+    if (!readingOwn.isEmpty()) {
+      String table = readingOwn.iterator().next();
+      String how = allSinks.contains(table) ? "is its own sink" : "is downstream of its sinks";
+      throw new ConsistentException(ErrorKind.CYCLE, table, "job '" + job + "' would read its own output: " + table + " "
+          + how + " (" + String.join(", ", allSinks) + "); a job's epoch reads its sources at a barrier it has not "
+          + "written yet — compute this table in another job, or read from the tables upstream of it");
     }
   }
 

@@ -11,6 +11,8 @@ public final class Keys {
   public static final String ATTEMPT = "consistent.attempt";
   public static final String SOURCES = "consistent.sources";
   public static final String INGEST_KEY = "consistent.ingest-key";
+  /** The fingerprint of what computed an epoch (protocol §6.10): {@code <kind>:<16 hex>}. */
+  public static final String DEFINITION = "consistent.definition";
   // the fence snapshot's summary (protocol §6.3)
   public static final String FENCE_REASON = "consistent.fence-reason";
   public static final String FENCE_HOLDER = "consistent.fence-holder";

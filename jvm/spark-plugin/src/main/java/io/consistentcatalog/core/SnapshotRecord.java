@@ -10,9 +10,17 @@ public final class SnapshotRecord {
   public final long timestampMs;
   public final String operation;
   public final Map<String, String> summary;
+  /** Iceberg's {@code schema-id} of the snapshot (null: not recorded). */
+  public final Integer schemaId;
 
   public SnapshotRecord(long snapshotId, Long parentId, long timestampMs, String operation, Map<String, String> summary) {
+    this(snapshotId, parentId, timestampMs, operation, summary, null);
+  }
+
+  public SnapshotRecord(
+      long snapshotId, Long parentId, long timestampMs, String operation, Map<String, String> summary, Integer schemaId) {
     this.snapshotId = snapshotId;
+    this.schemaId = schemaId;
     this.parentId = parentId;
     this.timestampMs = timestampMs;
     this.operation = operation == null ? "append" : operation;

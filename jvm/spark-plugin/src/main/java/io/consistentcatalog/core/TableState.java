@@ -27,6 +27,8 @@ public final class TableState {
   public final Map<String, Long> tags;
   /** The snapshot log: {time main moved, snapshot id}, oldest first. */
   public final List<long[]> mainLog;
+  /** The table's current schema id (null: unknown). */
+  public final Integer currentSchemaId;
 
   private List<String> sources;
   private boolean watermarkParsed;
@@ -44,6 +46,18 @@ public final class TableState {
       Map<String, String> properties,
       Map<String, Long> tags,
       List<long[]> mainLog) {
+    this(identifier, snapshots, branches, properties, tags, mainLog, null);
+  }
+
+  public TableState(
+      String identifier,
+      Map<Long, SnapshotRecord> snapshots,
+      Map<String, Long> branches,
+      Map<String, String> properties,
+      Map<String, Long> tags,
+      List<long[]> mainLog,
+      Integer currentSchemaId) {
+    this.currentSchemaId = currentSchemaId;
     this.identifier = identifier;
     this.snapshots = snapshots;
     this.branches = branches;
@@ -58,7 +72,8 @@ public final class TableState {
     for (Snapshot s : metadata.snapshots()) {
       Map<String, String> summary = s.summary() == null ? Collections.emptyMap() : s.summary();
       snapshots.put(
-          s.snapshotId(), new SnapshotRecord(s.snapshotId(), s.parentId(), s.timestampMillis(), s.operation(), summary));
+          s.snapshotId(), new SnapshotRecord(s.snapshotId(), s.parentId(), s.timestampMillis(), s.operation(), summary,
+              s.schemaId()));
     }
     Map<String, Long> branches = new LinkedHashMap<>();
     Map<String, Long> tags = new LinkedHashMap<>();
@@ -72,7 +87,8 @@ public final class TableState {
     for (HistoryEntry entry : metadata.snapshotLog()) {
       log.add(new long[] {entry.timestampMillis(), entry.snapshotId()});
     }
-    return new TableState(identifier, snapshots, branches, new LinkedHashMap<>(metadata.properties()), tags, log);
+    return new TableState(identifier, snapshots, branches, new LinkedHashMap<>(metadata.properties()), tags, log,
+        metadata.currentSchemaId());
   }
 
   // --- table properties ------------------------------------------------------------------------
@@ -126,6 +142,22 @@ public final class TableState {
   public String job() {
     String job = properties.get(Keys.JOB);
     return job == null || job.isEmpty() ? null : job;
+  }
+
+  /**
+   * The job that owns the table (protocol §6.2): {@code consistent.job}, else, for a derived table unregistered by an
+   * earlier version (which removed it), the {@code consistent.job} of main's head snapshot; null: nobody.
+   */
+  public String owner() {
+    String job = job();
+    if (job != null) {
+      return job;
+    }
+    if (isRoot()) {
+      return null;
+    }
+    String last = lastWriter();
+    return last == null || last.isEmpty() ? null : last;
   }
 
   public Long watermarkProperty() {

@@ -1,10 +1,12 @@
 package io.consistentcatalog.conformance;
 
 import io.consistentcatalog.core.ConsistentException;
+import io.consistentcatalog.core.Definitions;
 import io.consistentcatalog.core.EpochCommits;
 import io.consistentcatalog.core.EpochPlanner;
 import io.consistentcatalog.core.ErrorKind;
 import io.consistentcatalog.core.Keys;
+import io.consistentcatalog.core.Ownership;
 import io.consistentcatalog.core.Resolver;
 import io.consistentcatalog.core.TableState;
 import io.consistentcatalog.spark.GenesisSnapshots;
@@ -35,7 +37,9 @@ import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ObjectNode;
  * query and answer formats): {@code "write-plan"}, the epoch {@link EpochPlanner#plan} plans and the commits
  * {@link EpochCommits} builds for each sink's action, in the order {@code SqlEpoch} sends them (requirements
  * and updates in Iceberg's REST JSON, by {@link UpdateRequirementParser} and {@link MetadataUpdateParser});
- * {@code "new-edges"}, registration's cycle check ({@link EpochPlanner#checkNewEdges}). The snapshot ids a
+ * {@code "new-edges"}, registration's cycle check ({@link EpochPlanner#checkNewEdges}, the job-level check included);
+ * {@code "can-own"} ({@link Ownership#checkCanOwn}), {@code "definition"} ({@link EpochPlanner#definitionChange}) and
+ * {@code "fingerprint-sql"} ({@link Definitions#sql}). The snapshot ids a
  * commit creates are left as they are: the Python side names them before comparing.
  */
 final class WritePlans {
@@ -46,12 +50,63 @@ final class WritePlans {
 
   static boolean handles(JsonNode query) {
     String kind = query.path("kind").asText("");
-    return kind.equals("write-plan") || kind.equals("new-edges");
+    return kind.equals("write-plan") || kind.equals("new-edges") || kind.equals("can-own") || kind.equals("definition")
+        || kind.equals("fingerprint-sql");
+  }
+
+  /** The queries of protocol §6.2 and §6.10: {@code can-own}, {@code definition}, {@code fingerprint-sql}. */
+  private static JsonNode answerDefinitions(Function<String, TableState> load, JsonNode query) {
+    String kind = query.get("kind").asText();
+    ObjectNode out = NODES.objectNode();
+    try {
+      if (kind.equals("fingerprint-sql")) {
+        out.put("fingerprint", Definitions.sql(query.get("text").asText()));
+        return out;
+      }
+      String sink = query.get("sink").asText();
+      TableState state = load.apply(sink);
+      if (state == null) {
+        throw new ConsistentException(ErrorKind.TABLE_NOT_FOUND, sink, "table " + sink + " does not exist");
+      }
+      String job = query.get("job").asText();
+      if (kind.equals("can-own")) {
+        Ownership.checkCanOwn(state, job, query.path("instance").asText(""), query.path("takeover").asBoolean(false),
+            query.get("now").longValue(), "lake_consistent", false);
+        out.put("ok", true);
+        return out;
+      }
+      JsonNode definition = query.get("definition");
+      Definitions.Change change = EpochPlanner.definitionChange(state, job,
+          definition == null || definition.isNull() ? null : definition.asText(), query.path("rebuild").asBoolean(false));
+      out.put("revise", change != null);
+      if (change == null) {
+        out.putNull("reason");
+      } else {
+        out.put("reason", change.reason);
+      }
+      io.consistentcatalog.core.SnapshotRecord last = Definitions.lastEpoch(state, job);
+      String recorded = last == null ? null : last.summary.get(Keys.DEFINITION);
+      if (recorded == null) {
+        out.putNull("recorded");
+      } else {
+        out.put("recorded", recorded);
+      }
+      return out;
+    } catch (ConsistentException e) {
+      ObjectNode node = NODES.objectNode();
+      node.put("error", e.pythonName());
+      node.put("message", e.getMessage());
+      return node;
+    }
   }
 
   static JsonNode answer(
       Map<String, JsonNode> tables, Function<String, TableMetadata> metadata, Function<String, TableState> load,
       JsonNode query) {
+    String queryKind = query.get("kind").asText();
+    if (!queryKind.equals("write-plan") && !queryKind.equals("new-edges")) {
+      return answerDefinitions(load, query);
+    }
     String job = query.get("job").asText();
     List<String> sources = strings(query.get("sources"));
     List<String> sinks = strings(query.get("sinks"));
@@ -82,7 +137,9 @@ final class WritePlans {
       for (String source : sources) {
         sourceStates.put(source, closure.get(source));
       }
-      EpochPlanner.Plan plan = EpochPlanner.plan(job, sourceStates, sinkStates, closure);
+      JsonNode definition = query.get("definition");
+      EpochPlanner.Plan plan = EpochPlanner.plan(job, sourceStates, sinkStates, closure,
+          definition == null || definition.isNull() ? null : definition.asText(), query.path("rebuild").asBoolean(false));
       ObjectNode commits = NODES.objectNode();
       for (String sink : sinks) {
         commits.set(sink, commits(plan, sink, sinkStates.get(sink), metadata.apply(sink), query));
@@ -105,7 +162,8 @@ final class WritePlans {
     ArrayNode out = NODES.arrayNode();
     EpochPlanner.SinkPlan sinkPlan = plan.sinks.get(sink);
     long leaseUntil = query.get("lease_until").longValue();
-    if (plan.barrier == null || sinkPlan.action == EpochPlanner.Action.DONE) {
+    if (plan.barrier == null || sinkPlan.action == EpochPlanner.Action.DONE
+        || sinkPlan.action == EpochPlanner.Action.REVISE) { // a revision's commits are §8's, then it re-plans
       return out;
     }
     switch (sinkPlan.action) {
