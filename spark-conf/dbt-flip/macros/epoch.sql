@@ -8,8 +8,14 @@
 
       SET spark.sql.consistent.job=word-count;
       SET spark.sql.sources.partitionOverwriteMode=STATIC;   -- dynamic: an empty result would keep the old rows
+      SET spark.sql.consistent.rebuild=true;                  -- only with --full-refresh (protocol §6.10)
       INSERT OVERWRITE demo.word_counts BY NAME <the model's SQL>;
+      RESET spark.sql.consistent.rebuild;                     -- only with --full-refresh
       RESET spark.sql.consistent.job;
+
+  The statement's text is the epoch's definition (consistent.definition): an edited model's next run revises
+  the table (and the tables downstream of it) and recomputes it at the current barrier; --full-refresh
+  asks for that revision whatever the model's SQL.
 
   and refuses, before any statement, a table that does not exist (creating it is DDL, which lake_consistent
   refuses) and more than one dbt thread (the job setting belongs to the one Spark session all threads share).
@@ -49,10 +55,21 @@
   {%- call statement('overwrite_mode') -%}
     SET spark.sql.sources.partitionOverwriteMode=STATIC
   {%- endcall -%}
+  {%- set rebuild = should_full_refresh() -%}
+  {%- if rebuild -%}
+    {%- call statement('consistent_rebuild') -%}
+      SET spark.sql.consistent.rebuild=true
+    {%- endcall -%}
+  {%- endif -%}
   {%- call statement('main') -%}
     INSERT OVERWRITE {{ target_relation }} BY NAME
     {{ compiled_code }}
   {%- endcall -%}
+  {%- if rebuild -%}
+    {%- call statement('reset_consistent_rebuild') -%}
+      RESET spark.sql.consistent.rebuild
+    {%- endcall -%}
+  {%- endif -%}
   {%- call statement('reset_consistent_job') -%}
     RESET spark.sql.consistent.job
   {%- endcall -%}

@@ -24,6 +24,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  *       table's lineage component now (with refresh=manual, the held cut), one row per table; without an
  *       argument, every table of the catalog. Columns: table, snapshot_id, barrier (the snapshot's),
  *       branch, cut_barrier, level, status ({@code ok} or the error class and message of a table left out).
+ *   <li>{@code CALL lake_consistent.system.reassign(table => 'ns.t', job => 'J' [, takeover => true])}: hand a derived
+ *       table to another job (protocol §6.9); one row: table, from_job, to_job, changed.
  * </ul>
  *
  * <p>Every other procedure is refused, naming the way to Iceberg's own procedures on the plain catalog.
@@ -31,7 +33,7 @@ import org.apache.spark.unsafe.types.UTF8String;
 final class CutProcedures {
   private CutProcedures() {}
 
-  /** {@code catalog}'s procedure {@code ident}: {@code system.refresh_cut} or {@code system.current_cut}; any other is refused. */
+  /** {@code catalog}'s procedure {@code ident}: {@code system.refresh_cut}, {@code current_cut} or {@code reassign}; any other is refused. */
   static Procedure load(ConsistentSparkCatalog catalog, Identifier ident) {
     String[] namespace = ident.namespace();
     if (namespace.length == 1 && namespace[0].equalsIgnoreCase("system")) {
@@ -42,11 +44,15 @@ final class CutProcedures {
       if (procedure.equals("current_cut")) {
         return new CurrentCut(catalog);
       }
+      if (procedure.equals("reassign")) {
+        return new Reassign(catalog);
+      }
     }
     String catalogName = catalog.catalogName();
     throw catalog.refused(
         "CALL " + catalogName + "." + String.join(".", namespace) + "." + ident.name()
-            + " (this catalog has only system.refresh_cut() and system.current_cut([table]); run Iceberg's "
+            + " (this catalog has only system.refresh_cut(), system.current_cut([table]) and system.reassign(table, job[, "
+            + "takeover]); run Iceberg's "
             + "procedures as CALL " + catalog.plainCatalogName() + ".system." + ident.name() + "(...))");
   }
 
@@ -152,6 +158,79 @@ final class CutProcedures {
     public String description() {
       return "current_cut([table]): the consistent cut the session serves for the table's lineage component (every "
           + "table without an argument)";
+    }
+  }
+
+  static final StructType REASSIGNED =
+      new StructType(
+          new StructField[] {
+            new StructField("table", DataTypes.StringType, false, Metadata.empty()),
+            new StructField("from_job", DataTypes.StringType, true, Metadata.empty()),
+            new StructField("to_job", DataTypes.StringType, false, Metadata.empty()),
+            new StructField("changed", DataTypes.BooleanType, false, Metadata.empty()),
+          });
+
+  /** {@code reassign(table, job[, takeover])} (protocol §6.9): the only way a derived table changes owner. */
+  static final class Reassign implements Procedure {
+    private final ConsistentSparkCatalog catalog;
+
+    Reassign(ConsistentSparkCatalog catalog) {
+      this.catalog = catalog;
+    }
+
+    @Override
+    public ProcedureParameter[] parameters() {
+      return new ProcedureParameter[] {
+        ProcedureParameter.required("table", DataTypes.StringType),
+        ProcedureParameter.required("job", DataTypes.StringType),
+        ProcedureParameter.optional("takeover", DataTypes.BooleanType),
+      };
+    }
+
+    @Override
+    public StructType outputType() {
+      return REASSIGNED;
+    }
+
+    @Override
+    public InternalRow[] call(InternalRow args) {
+      String table = args.isNullAt(0) ? null : args.getUTF8String(0).toString().trim();
+      String job = args.isNullAt(1) ? null : args.getUTF8String(1).toString().trim();
+      boolean takeover = args.numFields() > 2 && !args.isNullAt(2) && args.getBoolean(2);
+      if (table == null || table.isEmpty() || job == null || job.isEmpty()) {
+        throw Errors.raise(Errors.analysis("CONSISTENT_WRITE.INVALID_INPUT", "reassign needs a table and a job: CALL "
+            + catalog.catalogName() + ".system.reassign(table => 'ns.t', job => '<job>')"));
+      }
+      String prefix = catalog.catalogName() + ".";
+      String name = table.startsWith(prefix) ? table.substring(prefix.length()) : table;
+      FencedCommit committer = catalog.writes().committer();
+      org.apache.iceberg.catalog.TableIdentifier ident = Names.icebergIdentifier(name);
+      org.apache.iceberg.Table loaded;
+      try {
+        loaded = committer.load(ident);
+      } catch (org.apache.iceberg.exceptions.NoSuchTableException e) {
+        throw Errors.raise(Errors.analysis("CONSISTENT_CUT.TABLE_NOT_FOUND", "table " + name + " does not exist in "
+            + catalog.catalogName() + "; list the tables with SHOW TABLES IN " + catalog.catalogName() + ".<namespace>"));
+      }
+      try {
+        java.util.Map<String, io.consistentcatalog.core.TableState> all = catalog.cutSession().catalogStates(name);
+        JobRegistration.Reassigned done = JobRegistration.reassign(committer, ident, name, loaded, job, takeover,
+            all == null ? java.util.Collections.emptyMap() : all, catalog.catalogName());
+        String line = "[" + catalog.catalogName() + "] " + name + ": " + (done.changed
+            ? "reassigned from job " + (done.fromJob == null ? "(none)" : "'" + done.fromJob + "'") + " to job '" + job + "'"
+            : "already owned by job '" + job + "' (no live lease), nothing changed");
+        System.err.println(line);
+        return new InternalRow[] {
+          new GenericInternalRow(new Object[] {str(name), str(done.fromJob), str(job), done.changed})
+        };
+      } catch (io.consistentcatalog.core.ConsistentException e) {
+        throw Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));
+      }
+    }
+
+    @Override
+    public String description() {
+      return "reassign(table, job[, takeover]): hand a derived table to another job (its owner changes, its lease ends)";
     }
   }
 }

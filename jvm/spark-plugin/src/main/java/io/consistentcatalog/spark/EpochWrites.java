@@ -1,6 +1,7 @@
 package io.consistentcatalog.spark;
 
 import io.consistentcatalog.core.ConsistentException;
+import io.consistentcatalog.core.Definitions;
 import io.consistentcatalog.core.EpochPlanner;
 import io.consistentcatalog.core.ErrorKind;
 import io.consistentcatalog.core.Resolver;
@@ -88,10 +89,11 @@ final class EpochWrites {
     String sink = Names.tableName(ident);
     Settings.Writes settings = Settings.Writes.read(spark);
     TableIdentifier sinkIdent = Names.icebergIdentifier(sink);
+    String text = WriteStatements.takeText(catalog.catalogName(), sink);
     Table table = committer.load(sinkIdent);
     TableState state = state(sink, table);
     if (!state.isRoot() || settings.job != null) {
-      return derived(write, target, sink, sinkIdent, table, state, settings);
+      return derived(write, target, sink, sinkIdent, table, state, settings, definition(settings, text, write.query()));
     }
     return ingest(write, target, sink, sinkIdent, table, state, settings);
   }
@@ -110,8 +112,8 @@ final class EpochWrites {
 
   private LogicalPlan derived(
       V2WriteCommand write, DataSourceV2Relation target, String sink, TableIdentifier sinkIdent, Table table,
-      TableState state, Settings.Writes settings) {
-    Planned planned = planDerived(write.query(), sink, sinkIdent, table, state, settings);
+      TableState state, Settings.Writes settings, String definition) {
+    Planned planned = planDerived(write.query(), sink, sinkIdent, table, state, settings, definition);
     return (LogicalPlan) write.withNewTable(withTable(target, new EpochSinkTable(planned.table, planned.epoch)))
         .withNewQuery(planned.query);
   }
@@ -129,8 +131,23 @@ final class EpochWrites {
     }
   }
 
+  /**
+   * The statement's definition fingerprint (§6.10): the declared version ({@code spark.sql.consistent.version}),
+   * else its SQL text, else (a DataFrame write) its analysed query ({@link PlanFingerprint}).
+   */
+  private String definition(Settings.Writes settings, String text, LogicalPlan query) {
+    if (settings.version != null) {
+      return Definitions.fingerprint(Definitions.VERSION, settings.version);
+    }
+    if (text != null) {
+      return Definitions.sql(text);
+    }
+    return PlanFingerprint.of(query);
+  }
+
   private Planned planDerived(
-      LogicalPlan reads, String sink, TableIdentifier sinkIdent, Table table, TableState state, Settings.Writes settings) {
+      LogicalPlan reads, String sink, TableIdentifier sinkIdent, Table table, TableState state, Settings.Writes settings,
+      String definition) {
     if (settings.job == null) {
       String owner = state.job();
       throw refused(sink, "it is derived from " + String.join(", ", state.sources()) + (owner == null ? "" : " (job '"
@@ -155,7 +172,7 @@ final class EpochWrites {
       if (!holds) {
         Map<String, TableState> all = catalog.cutSession().catalogStates(sink);
         TableMetadata committed = JobRegistration.register(committer, sinkIdent, sink, table, job, sources, instance,
-            settings.takeover, settings.leaseMs, all == null ? Collections.emptyMap() : all);
+            settings.takeover, settings.leaseMs, all == null ? Collections.emptyMap() : all, catalog.catalogName(), false);
         registered.put(sink, job);
         unregisterAtShutdown();
         table = committer.load(sinkIdent);
@@ -194,8 +211,20 @@ final class EpochWrites {
       for (String source : sources) {
         sourceStates.put(source, closure.get(source));
       }
-      EpochPlanner.Plan plan = EpochPlanner.plan(job, sourceStates, Collections.singletonMap(sink, state), closure);
+      EpochPlanner.Plan plan = EpochPlanner.plan(job, sourceStates, Collections.singletonMap(sink, state), closure,
+          definition, settings.rebuild);
+      String revised = null;
+      if (plan.barrier != null && plan.sinks.get(sink).action == EpochPlanner.Action.REVISE) {
+        revised = plan.sinks.get(sink).change.describe();
+        revise(sink, plan.barrier);
+        table = committer.load(sinkIdent);
+        state = state(sink, table);
+        plan = EpochPlanner.plan(job, sourceStates, Collections.singletonMap(sink, state), closure, definition, false);
+      }
       EpochPlanner.Action action = plan.sinks.get(sink).action;
+      if (action == EpochPlanner.Action.STAGE) {
+        warnEmptySources(job, sink, plan, sourceStates, false);
+      }
       boolean work = plan.barrier != null && action != EpochPlanner.Action.DONE; // nothing to do: no run, no event
       if (lineage != null && work) {
         Map<String, String> planned = new LinkedHashMap<>();
@@ -203,6 +232,7 @@ final class EpochWrites {
         lineage.planned(plan.barrier, plan.inputs, planned, instance);
       }
       SqlEpoch epoch = SqlEpoch.derived(this, sink, sinkIdent, table, settings, plan, work ? lineage : null);
+      epoch.revised(revised);
       return new Planned(epoch, table, epoch.runsQuery() ? pinned(reads, plan, loaded) : noRows(reads));
     } catch (ConsistentException e) {
       AnalysisException refused = Errors.analysis(Errors.errorClass(e.kind()), e.getMessage());
@@ -225,6 +255,7 @@ final class EpochWrites {
   LogicalPlan planMerge(MergeIntoTable merge, DataSourceV2Relation target, SparkSession spark) {
     String sink = Names.tableName(target.identifier().get());
     Settings.Writes settings = Settings.Writes.read(spark);
+    String text = WriteStatements.takeText(catalog.catalogName(), sink);
     TableIdentifier sinkIdent = Names.icebergIdentifier(sink);
     Table table = committer.load(sinkIdent);
     TableState state = state(sink, table);
@@ -233,7 +264,8 @@ final class EpochWrites {
           + "change barriers already complete — MERGE INTO is an epoch of a job's derived table (SET "
           + Settings.PREFIX + Settings.JOB + "=<job>)");
     }
-    Planned planned = planDerived(merge.sourceTable(), sink, sinkIdent, table, state, settings);
+    Planned planned = planDerived(merge.sourceTable(), sink, sinkIdent, table, state, settings,
+        definition(settings, text, merge));
     EpochMergeTable sinkTable = planned.epoch.runsQuery()
         ? new EpochMergeTable(planned.epoch.writeTable(), planned.epoch.writeBranch(), planned.epoch)
         : new EpochMergeTable(planned.table, null, planned.epoch);
@@ -357,6 +389,64 @@ final class EpochWrites {
       }
     });
   }
+
+  /**
+   * §6.10: revise {@code sink} and every table downstream of it in §8's full mode (their jobs rebuild them), before the
+   * epoch of {@code barrier} recomputes it.
+   */
+  void revise(String sink, long barrier) {
+    Map<String, TableState> all = catalog.cutSession().catalogStates(sink);
+    Map<String, TableState> states = all == null ? new HashMap<>() : new HashMap<>(all);
+    Revisions.reviseFull(committer, sink, states, barrier);
+  }
+
+  /**
+   * §6.10's last point: an epoch that stages while a source was empty at its barrier although that source holds data
+   * later says so, once, naming the source, its first barrier and the way out (the lagging sources advanced).
+   */
+  void warnEmptySources(String job, String sink, EpochPlanner.Plan plan, Map<String, TableState> sources, boolean streaming) {
+    for (Map.Entry<String, Long> input : plan.inputs.entrySet()) {
+      if (input.getValue() != null) {
+        continue;
+      }
+      TableState source = sources.get(input.getKey());
+      Long first;
+      try {
+        first = source == null ? null : source.firstBarrier();
+      } catch (ConsistentException e) {
+        continue;
+      }
+      if (first == null || first <= plan.barrier) {
+        continue;
+      }
+      List<String> lagging = new ArrayList<>();
+      for (Map.Entry<String, TableState> other : sources.entrySet()) {
+        Long mark;
+        try {
+          mark = other.getKey().equals(input.getKey()) ? null : other.getValue().watermark();
+        } catch (ConsistentException e) {
+          mark = null;
+        }
+        if (mark != null && mark < first) {
+          lagging.add(other.getKey());
+        }
+      }
+      String advance = lagging.isEmpty() ? "consistent-catalog advance-watermark " + input.getKey() + " now"
+          : "consistent-catalog advance-watermark " + String.join(" now; consistent-catalog advance-watermark ", lagging)
+              + " now";
+      String line = "[" + catalog.catalogName() + "] warning: " + job + ": " + sink + " read " + input.getKey()
+          + " empty at barrier " + io.consistentcatalog.core.Barriers.format(plan.barrier) + "; its first data is at barrier "
+          + io.consistentcatalog.core.Barriers.format(first) + ". The epoch is complete, but its sources were loaded "
+          + "one after another — advance the lagging source" + (lagging.size() == 1 ? "" : "s") + " (" + advance
+          + ") so that the job computes them together";
+      LOG.warn(line);
+      if (!streaming) {
+        System.err.println(line);
+      }
+    }
+  }
+
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(EpochWrites.class);
 
   /** A new OpenLineage run of an epoch of {@code job} (null: OpenLineage is not configured), as a statement's. */
   EpochRun lineage(String job, java.util.Collection<String> sources, String sink) {

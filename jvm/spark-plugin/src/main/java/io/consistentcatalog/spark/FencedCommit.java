@@ -190,6 +190,10 @@ final class FencedCommit {
             return false;
           }
         }
+      } else if (update instanceof MetadataUpdate.RemoveSnapshotRef) {
+        if (metadata.ref(((MetadataUpdate.RemoveSnapshotRef) update).name()) != null) {
+          return false;
+        }
       } else if (!(update instanceof MetadataUpdate.RemoveSnapshots)) {
         return false; // never taken for landed (recognisable() keeps such commits from being resent)
       }
@@ -208,7 +212,8 @@ final class FencedCommit {
       if (update instanceof MetadataUpdate.AddSnapshot) {
         adds = true;
       } else if (!(update instanceof MetadataUpdate.SetSnapshotRef || update instanceof MetadataUpdate.SetProperties
-          || update instanceof MetadataUpdate.RemoveProperties || update instanceof MetadataUpdate.RemoveSnapshots)) {
+          || update instanceof MetadataUpdate.RemoveProperties || update instanceof MetadataUpdate.RemoveSnapshots
+          || update instanceof MetadataUpdate.RemoveSnapshotRef)) {
         return false;
       }
     }

@@ -39,28 +39,17 @@ final class JobRegistration {
 
   /** {@code check_can_own}: refuse registering {@code job} (instance {@code instance}) on {@code state} while somebody else may write it. */
   static void checkCanOwn(TableState state, String job, String instance, boolean takeover) {
-    Long until = state.leaseUntil();
-    boolean live = until != null && until > System.currentTimeMillis();
-    String owner = state.job();
-    if (owner != null && !owner.equals(job) && live) {
-      throw new ConsistentException(ErrorKind.OWNERSHIP, state.identifier, state.identifier + " is owned by job '" + owner
-          + "' whose lease runs until " + Barriers.format(until) + "; a table has a single writer — unregister that job "
-          + "first or wait for its lease to lapse");
-    }
-    String holder = state.leaseHolder();
-    if (job.equals(owner) && live && holder != null && !holder.equals(instance) && !takeover) {
-      throw new ConsistentException(ErrorKind.OWNERSHIP, state.identifier, state.identifier + " is being written by another "
-          + "live instance (" + holder + ") of job '" + job + "' until " + Barriers.format(until) + "; stop it, wait for "
-          + "the lease to lapse, or, if it is dead, take over: SET " + Settings.PREFIX + Settings.TAKEOVER + "=true");
-    }
-    if (state.isRoot() && state.head() != null) {
-      Long untracked = state.untrackedAsDerived();
-      if (untracked != null) {
-        throw new ConsistentException(ErrorKind.INVALID_INPUT, state.identifier, state.identifier + " already holds data "
-            + "written outside any job (snapshot " + untracked + "); a job's sink must start empty — create a new table "
-            + "for the job (or RESET " + Settings.PREFIX + Settings.JOB + " to ingest into it as a root)");
-      }
-    }
+    checkCanOwn(state, job, instance, takeover, "lake_consistent", false);
+  }
+
+  /**
+   * {@code check_can_own} (§6.2): a table owned by another job is refused whatever that job's lease (one line naming
+   * the owner and the ways out: write it as the owner, or {@code reassign}); another live instance of the same job
+   * unless {@code takeover}. {@code streaming}: the job is a streaming query's option, not a session setting.
+   */
+  static void checkCanOwn(TableState state, String job, String instance, boolean takeover, String catalog, boolean streaming) {
+    io.consistentcatalog.core.Ownership.checkCanOwn(state, job, instance, takeover, System.currentTimeMillis(), catalog,
+        streaming);
   }
 
   /**
@@ -71,12 +60,20 @@ final class JobRegistration {
   static TableMetadata register(
       FencedCommit committer, TableIdentifier ident, String sink, Table table, String job, Collection<String> sources,
       String instance, boolean takeover, long leaseMs, Map<String, TableState> catalog) {
+    return register(committer, ident, sink, table, job, sources, instance, takeover, leaseMs, catalog, "lake_consistent", false);
+  }
+
+  /** {@link #register}, naming {@code catalogName} in its refusals; {@code streaming}: a streaming query's job. */
+  static TableMetadata register(
+      FencedCommit committer, TableIdentifier ident, String sink, Table table, String job, Collection<String> sources,
+      String instance, boolean takeover, long leaseMs, Map<String, TableState> catalog, String catalogName,
+      boolean streaming) {
     Map<String, TableState> others = new LinkedHashMap<>(catalog);
     others.remove(sink);
     EpochPlanner.checkNewEdges(job, new TreeSet<>(sources), Collections.singleton(sink), others);
     TableMetadata base = FencedCommit.metadata(table);
     TableState state = TableState.fromMetadata(sink, base);
-    checkCanOwn(state, job, instance, takeover);
+    checkCanOwn(state, job, instance, takeover, catalogName, streaming);
     TableOperations ops = ((HasTableOperations) table).operations();
     List<MetadataUpdate> updates = new ArrayList<>();
     List<UpdateRequirement> requirements = new ArrayList<>();
@@ -199,7 +196,10 @@ final class JobRegistration {
     return expected;
   }
 
-  /** {@code unregister_job} for one sink: clear ownership if this instance still holds it, asserting the fence as read. */
+  /**
+   * {@code unregister_job} for one sink: clear the lease if this instance still holds it, asserting the fence as read.
+   * {@code consistent.job} stays: the job still owns the table (§6.1).
+   */
   static void unregister(FencedCommit committer, TableIdentifier ident, String instance, String job) {
     Table table = committer.load(ident);
     TableMetadata base = FencedCommit.metadata(table);
@@ -211,12 +211,77 @@ final class JobRegistration {
     requirements.add(new UpdateRequirement.AssertRefSnapshotID(Keys.FENCE_BRANCH, fence == null ? null : fence.snapshotId()));
     List<MetadataUpdate> updates = new ArrayList<>();
     updates.add(new MetadataUpdate.RemoveProperties(new java.util.HashSet<>(java.util.Arrays.asList(
-        Keys.JOB, Keys.LEASE_HOLDER, Keys.LEASE_UNTIL))));
+        Keys.LEASE_HOLDER, Keys.LEASE_UNTIL))));
     try {
       committer.commit(ident, base, requirements, updates, "unregistering job '" + job + "'");
     } catch (FencedCommit.Refused e) {
       // taken over meanwhile
     }
+  }
+
+  /** What a reassign did (§6.9): the owner before (null: none) and whether it committed. */
+  static final class Reassigned {
+    final String fromJob;
+    final boolean changed;
+
+    Reassigned(String fromJob, boolean changed) {
+      this.fromJob = fromJob;
+      this.changed = changed;
+    }
+  }
+
+  /**
+   * {@code reassign} (§6.9): hand the derived table {@code name} to {@code job}. Refused for a root, while an instance
+   * holds a live lease (unless {@code takeover}), and when {@code job} would read its own output ({@code catalog}:
+   * every table's state, for the job-level cycle check). One commit sets {@code consistent.job}, removes the lease
+   * and takes the fence (reason {@code reassign}, no holder); nothing when {@code job} already owns it with no live lease.
+   */
+  static Reassigned reassign(
+      FencedCommit committer, TableIdentifier ident, String name, Table table, String job, boolean takeover,
+      Map<String, TableState> catalog, String catalogName) {
+    TableMetadata base = FencedCommit.metadata(table);
+    TableState state = TableState.fromMetadata(name, base);
+    if (state.isRoot()) {
+      throw new ConsistentException(ErrorKind.INVALID_INPUT, name, name + " is a root: a root has no owning job (it is "
+          + "written by ingests); reassign hands a derived table to another job");
+    }
+    String from = state.owner();
+    Long until = state.leaseUntil();
+    String holder = state.leaseHolder();
+    boolean live = holder != null && until != null && until > System.currentTimeMillis();
+    if (live && !takeover) {
+      throw new ConsistentException(ErrorKind.OWNERSHIP, name, name + " is being written by job '" + from + "' (instance "
+          + holder + ", lease until " + Barriers.format(until) + "); stop that job first, or, if it is dead, CALL "
+          + catalogName + ".system.reassign(table => '" + name + "', job => '" + job + "', takeover => true)");
+    }
+    if (job.equals(from) && !live) {
+      return new Reassigned(from, false);
+    }
+    Map<String, TableState> others = new LinkedHashMap<>(catalog);
+    others.remove(name);
+    EpochPlanner.checkJobEdges(job, new TreeSet<>(state.sources()), Collections.singleton(name), others);
+    TableOperations ops = ((HasTableOperations) table).operations();
+    List<UpdateRequirement> requirements = new ArrayList<>();
+    List<MetadataUpdate> updates = new ArrayList<>();
+    updates.add(new MetadataUpdate.SetProperties(Collections.singletonMap(Keys.JOB, job)));
+    Set<String> lease = new TreeSet<>();
+    for (String key : new String[] {Keys.LEASE_HOLDER, Keys.LEASE_UNTIL}) {
+      if (base.properties().containsKey(key)) {
+        lease.add(key);
+      }
+    }
+    if (!lease.isEmpty()) {
+      updates.add(new MetadataUpdate.RemoveProperties(lease));
+    }
+    takeFence(ops, base, state.head(Keys.FENCE_BRANCH), "reassign", null, job, base.lastSequenceNumber() + 1,
+        requirements, updates);
+    try {
+      commitTakingFence(committer, ops, ident, base, requirements, updates, "reassigning " + name + " to job '" + job + "'");
+    } catch (FencedCommit.Refused e) {
+      throw new ConsistentException(ErrorKind.OWNERSHIP, name, e.getMessage() + "; the table changed while it was being "
+          + "reassigned — run reassign again");
+    }
+    return new Reassigned(from, true);
   }
 
   /**

@@ -40,9 +40,14 @@ final class Settings {
   static final String LEASE = "lease";
   static final String INGEST_KEY = "ingestKey";
   static final String EVENT_TIME_COLUMN = "eventTimeColumn";
+  /** {@code true}: the next epoch of each statement's sink is a revision (§6.10; dbt's --full-refresh). */
+  static final String REBUILD = "rebuild";
+  /** A declared definition version (§6.10, kind {@code version}) instead of the statement's text. */
+  static final String VERSION = "version";
   /** Every setting name; any other {@code spark.sql.consistent.*} key is a typo and is refused. */
   static final List<String> NAMES =
-      Arrays.asList(LEVEL, AS_OF, AS_OF_ALIASES[0], AS_OF_ALIASES[1], TAG, REFRESH, CUT, JOB, TAKEOVER, LEASE, INGEST_KEY, EVENT_TIME_COLUMN);
+      Arrays.asList(LEVEL, AS_OF, AS_OF_ALIASES[0], AS_OF_ALIASES[1], TAG, REFRESH, CUT, JOB, TAKEOVER, LEASE, INGEST_KEY, EVENT_TIME_COLUMN, REBUILD,
+          VERSION);
 
   final String level;
   final Long asOf;
@@ -98,7 +103,8 @@ final class Settings {
         throw Errors.raise(Errors.setting(key + " is not a setting of the consistent catalog; the settings are "
             + PREFIX + LEVEL + ", " + PREFIX + AS_OF + ", " + PREFIX + TAG + ", " + PREFIX + REFRESH + ", "
             + PREFIX + CUT + " (reads) and " + PREFIX + JOB + ", " + PREFIX + TAKEOVER + ", " + PREFIX + LEASE + ", "
-            + PREFIX + INGEST_KEY + ", " + PREFIX + EVENT_TIME_COLUMN + " (writes) — RESET " + key));
+            + PREFIX + INGEST_KEY + ", " + PREFIX + EVENT_TIME_COLUMN + ", " + PREFIX + REBUILD + ", " + PREFIX + VERSION
+            + " (writes) — RESET " + key));
       }
     }
   }
@@ -157,6 +163,10 @@ final class Settings {
     final long leaseMs;
     final String ingestKey;
     final String eventTimeColumn;
+    /** {@code spark.sql.consistent.rebuild=true}: the sink's next epoch is a revision (§6.10). */
+    boolean rebuild;
+    /** {@code spark.sql.consistent.version}: the declared definition version, or null. */
+    String version;
 
     private Writes(String job, boolean takeover, long leaseMs, String ingestKey, String eventTimeColumn) {
       this.job = job;
@@ -170,15 +180,7 @@ final class Settings {
       checkNames(session);
       java.util.Map<String, String> none = java.util.Collections.emptyMap();
       String job = value(session, none, JOB);
-      String takeover = value(session, none, TAKEOVER);
-      boolean take = false;
-      if (takeover != null) {
-        String t = takeover.toLowerCase(Locale.ROOT);
-        if (!t.equals("true") && !t.equals("false")) {
-          throw Errors.raise(setting(PREFIX + TAKEOVER + "=" + takeover + " is not true or false"));
-        }
-        take = t.equals("true");
-      }
+      boolean take = flag(value(session, none, TAKEOVER), TAKEOVER);
       String lease = value(session, none, LEASE);
       long leaseMs = JobRegistration.DEFAULT_LEASE_MS;
       if (lease != null) {
@@ -191,7 +193,21 @@ final class Settings {
           throw Errors.raise(setting(PREFIX + LEASE + "=" + lease + " must be positive"));
         }
       }
-      return new Writes(job, take, leaseMs, value(session, none, INGEST_KEY), value(session, none, EVENT_TIME_COLUMN));
+      Writes writes = new Writes(job, take, leaseMs, value(session, none, INGEST_KEY), value(session, none, EVENT_TIME_COLUMN));
+      writes.rebuild = flag(value(session, none, REBUILD), REBUILD);
+      writes.version = value(session, none, VERSION);
+      return writes;
+    }
+
+    private static boolean flag(String text, String name) {
+      if (text == null) {
+        return false;
+      }
+      String t = text.toLowerCase(Locale.ROOT);
+      if (!t.equals("true") && !t.equals("false")) {
+        throw Errors.raise(setting(PREFIX + name + "=" + text + " is not true or false"));
+      }
+      return t.equals("true");
     }
 
     private static org.apache.spark.sql.AnalysisException setting(String message) {

@@ -85,6 +85,8 @@ final class SqlEpoch {
   private String reported;
   /** The sink's metadata once the staged branch is prepared (what the reset's commit returned). */
   private TableMetadata prepared;
+  /** Why the sink was revised before this epoch was planned (§6.10), e.g. {@code definition changed (...)}; or null. */
+  private String revised;
 
   private SqlEpoch(
       EpochWrites writes, Kind kind, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
@@ -115,6 +117,11 @@ final class SqlEpoch {
     SqlEpoch epoch = new SqlEpoch(writes, Kind.INGEST, sink, ident, table, null, 0L, null, null, key, landed);
     epoch.eventTime = eventTime;
     return epoch;
+  }
+
+  /** The sink was revised before this epoch was planned, because {@code why} (null: it was not). */
+  void revised(String why) {
+    this.revised = why;
   }
 
   /** Whether Spark has to run the statement's query (otherwise it gets no rows). */
@@ -286,6 +293,13 @@ final class SqlEpoch {
   static String commitStreaming(
       EpochWrites writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
       EpochPlanner.Plan plan, StreamingEpoch.Fence fence, RootIngest.SparkCommit spark) {
+    return commitStreaming(writes, sink, ident, table, job, leaseMs, plan, fence, spark, null);
+  }
+
+  /** {@link #commitStreaming}, the sink revised first because {@code revised} (null: it was not). */
+  static String commitStreaming(
+      EpochWrites writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
+      EpochPlanner.Plan plan, StreamingEpoch.Fence fence, RootIngest.SparkCommit spark, String revised) {
     EpochPlanner.Action action = plan.sinks.get(sink).action;
     EpochRun lineage = plan.barrier == null || action == EpochPlanner.Action.DONE ? null
         : writes.lineage(job, plan.inputs.keySet(), sink); // as a statement's epoch: nothing to do sends nothing
@@ -295,6 +309,7 @@ final class SqlEpoch {
     }
     SqlEpoch epoch = new SqlEpoch(writes, Kind.EPOCH, sink, ident, table, job, leaseMs, plan, lineage, null, null);
     epoch.streamingFence = fence;
+    epoch.revised = revised;
     Published published;
     try {
       published = epoch.carryOut(spark);
@@ -315,7 +330,8 @@ final class SqlEpoch {
           ? sinkPlan.previousInputs.keySet() : plan.inputs.keySet()) + ") is complete yet");
       return null;
     }
-    String barrier = "barrier " + Barriers.format(plan.barrier);
+    String barrier = revised == null ? "barrier " + Barriers.format(plan.barrier)
+        : revised + ": revised at barrier " + Barriers.format(plan.barrier) + ",";
     switch (sinkPlan.action) {
       case DONE:
         spark.abort();

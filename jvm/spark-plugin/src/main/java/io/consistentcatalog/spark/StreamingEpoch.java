@@ -145,7 +145,17 @@ final class StreamingEpoch implements StreamingWrite {
       for (String source : inputs.keySet()) {
         sources.put(source, closure.get(source));
       }
-      EpochPlanner.Plan plan = EpochPlanner.planAt(options.job, barrier, sources, Collections.singletonMap(name, state));
+      String definition = sink.definition(queryId, options);
+      EpochPlanner.Plan plan = EpochPlanner.planAt(options.job, barrier, sources, Collections.singletonMap(name, state),
+          definition, false);
+      String revised = null;
+      if (plan.sinks.get(name).action == EpochPlanner.Action.REVISE) { // §6.10: a changed query recomputes its sink
+        revised = plan.sinks.get(name).change.describe();
+        writes.revise(name, barrier);
+        table = committer.load(ident);
+        state = EpochWrites.state(name, table);
+        plan = EpochPlanner.planAt(options.job, barrier, sources, Collections.singletonMap(name, state), definition, false);
+      }
       for (Map.Entry<String, Long> input : plan.inputs.entrySet()) {
         Long read = inputs.get(input.getKey()).end.snapshot;
         if (!java.util.Objects.equals(read, input.getValue())) {
@@ -159,7 +169,11 @@ final class StreamingEpoch implements StreamingWrite {
       if (!options.complete && sinkPlan.action == EpochPlanner.Action.STAGE) {
         checkContinues(name, inputs, sources, sinkPlan);
       }
-      String line = SqlEpoch.commitStreaming(writes, name, ident, table, options.job, options.leaseMs, plan, fence, spark);
+      if (sinkPlan.action == EpochPlanner.Action.STAGE) {
+        writes.warnEmptySources(options.job, name, plan, sources, true);
+      }
+      String line = SqlEpoch.commitStreaming(writes, name, ident, table, options.job, options.leaseMs, plan, fence, spark,
+          revised);
       LOG.info("batch {}: {}", epochId, line);
     } catch (ConsistentException e) {
       throw Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));

@@ -50,6 +50,8 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
   static final String IDLE_AFTER = "consistent.idleAfter";
   static final String JOB = "consistent.job";
   static final String LEASE = "consistent.lease";
+  /** A job's declared definition version (§6.10, kind {@code version}); without it, the query's plan fingerprint. */
+  static final String VERSION = "consistent.version";
   private static final Pattern DURATION = Pattern.compile("\\s*(\\d+(?:\\.\\d+)?)\\s*(ms|s|m|h)\\s*", Pattern.CASE_INSENSITIVE);
 
   private final ConsistentSparkCatalog catalog;
@@ -128,6 +130,8 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
     final long leaseMs;
     /** Complete output mode (the write truncates: an overwrite epoch); set by the write builder. */
     final boolean complete;
+    /** The option {@value StreamingSinkTable#VERSION}: the job's declared definition version, or null. */
+    String version;
 
     Options(EventTime eventTime, long delayMs, Long idleAfterMs, String job, long leaseMs, boolean complete) {
       this.eventTime = eventTime;
@@ -139,7 +143,9 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
     }
 
     Options completeMode() {
-      return new Options(eventTime, delayMs, idleAfterMs, job, leaseMs, true);
+      Options out = new Options(eventTime, delayMs, idleAfterMs, job, leaseMs, true);
+      out.version = version;
+      return out;
     }
   }
 
@@ -169,9 +175,16 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
       throw Errors.raise(Errors.setting("option " + EVENT_TIME_DELAY + "=" + delay + " needs " + EVENT_TIME_COLUMN
           + " (the event-time column the delay applies to); set both, or neither for processing-time barriers"));
     }
-    return new Options(eventTime, delay == null ? 0L : duration(EVENT_TIME_DELAY, delay),
+    String version = options.get(VERSION);
+    if (version != null && (job == null || version.trim().isEmpty())) {
+      throw Errors.raise(Errors.setting("option " + VERSION + "=" + version + " is a job's declared definition version: "
+          + (job == null ? "set it with the option " + JOB + ", or remove it" : "give a non-empty version")));
+    }
+    Options out = new Options(eventTime, delay == null ? 0L : duration(EVENT_TIME_DELAY, delay),
         idle == null ? null : duration(IDLE_AFTER, idle), job == null ? null : job.trim(),
         lease == null ? JobRegistration.DEFAULT_LEASE_MS : duration(LEASE, lease), false);
+    out.version = version;
+    return out;
   }
 
   static long duration(String option, String text) {
@@ -351,9 +364,9 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
     java.util.Map<String, TableState> all = catalog.cutSession().catalogStates(name);
     try {
       JobRegistration.register(committer, ident, name, loaded, job, sources, EpochWrites.INSTANCE, takeover,
-          options.leaseMs, all == null ? java.util.Collections.emptyMap() : all);
+          options.leaseMs, all == null ? java.util.Collections.emptyMap() : all, catalog.catalogName(), true);
     } catch (io.consistentcatalog.core.ConsistentException e) {
-      if (e.kind() != io.consistentcatalog.core.ErrorKind.OWNERSHIP) {
+      if (e.kind() != io.consistentcatalog.core.ErrorKind.OWNERSHIP || !job.equals(state.owner())) {
         throw e;
       }
       throw new io.consistentcatalog.core.ConsistentException(e.kind(), name, name + ": job '" + job + "' cannot "
@@ -365,6 +378,25 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
     }
     writes.registered(name, job);
     return committer.load(ident);
+  }
+
+  /**
+   * The definition fingerprint of the streaming query {@code queryId} (§6.10): its declared version (option
+   * {@value #VERSION}), else kind {@code plan} over the query's analysed plan ({@link PlanFingerprint}); null when the
+   * query cannot be found.
+   */
+  String definition(String queryId, Options options) {
+    if (options.version != null) {
+      return io.consistentcatalog.core.Definitions.fingerprint(io.consistentcatalog.core.Definitions.VERSION,
+          options.version.trim());
+    }
+    StreamingQuery query = session.streams().get(java.util.UUID.fromString(queryId));
+    if (!(query instanceof org.apache.spark.sql.execution.streaming.StreamingQueryWrapper)) {
+      return null;
+    }
+    org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan =
+        ((org.apache.spark.sql.execution.streaming.StreamingQueryWrapper) query).streamingQuery().analyzedPlan();
+    return plan == null ? null : PlanFingerprint.of(plan);
   }
 
   /** Unregisters the job when this query run ends, unless a newer run in this JVM holds the sink by then. */
