@@ -54,6 +54,8 @@ class SnapshotRecord(NamedTuple):
     timestamp_ms: int
     operation: str = "append"
     summary: Mapping[str, str] = _EMPTY
+    schema_id: int | None = None
+    """Iceberg's ``schema-id`` of the snapshot: the table's schema it was written under (protocol §6.10)."""
 
     @property
     def barrier(self) -> int | None:

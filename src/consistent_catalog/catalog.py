@@ -31,7 +31,7 @@ from consistent_catalog.connect import load_catalog, refuse_unsupported
 from consistent_catalog.epoch import EpochJob, Transform
 from consistent_catalog.ingest import IngestResult
 from consistent_catalog.lineage import LineageGraph
-from consistent_catalog.ownership import DEFAULT_LEASE_MS, Lease
+from consistent_catalog.ownership import DEFAULT_LEASE_MS, Lease, Reassignment
 from consistent_catalog.read import ConsistentRead, Duration, open_read, resolve_cut, wait_for_fresh
 from consistent_catalog.report import EpochEntry, Freshness, HistoryEntry, TableStatus, epochs, history, status
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut
@@ -170,8 +170,16 @@ class ConsistentCatalog:
         )
 
     def unregister_job(self, lease: Lease) -> None:
-        """Clear ownership of the lease's sinks (lineage stays in ``consistent.sources``) if still held by it."""
+        """Release the lease's sinks if still held by it; the job keeps owning them (``reassign`` hands them over)."""
         ownership.unregister_job(self.store, lease)
+
+    def reassign(self, table: str, to_job: str, *, takeover: bool = False) -> Reassignment:
+        """Hand the derived ``table`` to job ``to_job``: the only way a table changes owner (protocol §6.9).
+
+        Refused for a root, while an instance of the owner holds a live lease (``takeover=True``: it is dead),
+        and with CycleError when ``to_job`` would then read its own output.
+        """
+        return ownership.reassign(self.store, table, to_job, takeover=takeover)
 
     def renew_lease(self, lease: Lease, lease_ms: int = DEFAULT_LEASE_MS) -> Lease:
         """Extend ``lease``; FencedError when another instance took a sink over."""
@@ -245,11 +253,18 @@ class ConsistentCatalog:
         takeover: bool = False,
         expire_every: int | None = None,
         retention: RetentionPolicy | None = None,
+        version: str | None = None,
+        rebuild: bool = False,
     ) -> EpochJob:
-        """An epoch job writing ``sinks`` from ``sources`` with pyiceberg (``consistent_catalog.epoch.EpochJob``)."""
+        """An epoch job writing ``sinks`` from ``sources`` with pyiceberg (``consistent_catalog.epoch.EpochJob``).
+
+        Each epoch records the job's definition: ``version`` when given, else the transform's name and source.
+        When it differs from what computed the sinks' last epoch, or with ``rebuild=True``, the next epoch revises
+        the sinks (and everything downstream) and recomputes them (protocol §6.10).
+        """
         return EpochJob(
             self, job, sources=sources, sinks=sinks, transform=transform, mode=mode, lease_ms=lease_ms,
-            takeover=takeover, expire_every=expire_every, retention=retention,
+            takeover=takeover, expire_every=expire_every, retention=retention, version=version, rebuild=rebuild,
         )
 
     @property

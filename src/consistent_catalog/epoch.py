@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from consistent_catalog import epoch_commits, openlineage_events
 from consistent_catalog import properties as P
+from consistent_catalog import revise as _revise
 from consistent_catalog.commit import TableStore
+from consistent_catalog.definition import job_definition
 from consistent_catalog.epoch_plan import EpochPlan, check_append_only, plan_epoch
 from consistent_catalog.exceptions import FencedError, InvalidInputError, NotRegisteredError, TableNotFoundError
 from consistent_catalog.ingest import advance_idle_roots
@@ -132,6 +134,11 @@ class EpochResult:
     faults: int = 0
     """Catalog faults (lost answers, an unavailable catalog) settled while this epoch ran (protocol §6.8), as the
     catalog's store counts them: calls of other threads on the same ``ConsistentCatalog`` meanwhile count too."""
+    revised: Mapping[str, str] = field(default_factory=dict)
+    """Per sink revised before this epoch because its definition changed or a rebuild was asked (protocol
+    §6.10): ``definition changed (python 3f2a… -> 9b1c…): revised at barrier …``."""
+    warnings: tuple[str, ...] = ()
+    """What the epoch published but a person should know: a source read before its first data (§6.10)."""
 
     @property
     def did_work(self) -> bool:
@@ -162,6 +169,8 @@ class EpochJob:
         takeover: bool = False,
         expire_every: int | None = None,
         retention: RetentionPolicy | None = None,
+        version: str | None = None,
+        rebuild: bool = False,
     ) -> None:
         if mode not in self.MODES:
             raise InvalidInputError(f"write mode {mode!r} is not one of {', '.join(self.MODES)}")
@@ -176,6 +185,10 @@ class EpochJob:
         self.lease_ms = lease_ms
         self.takeover = takeover
         self.lease: Lease | None = None
+        # --- the definition every staged snapshot records; a changed one revises the sinks (protocol §6.10) ---
+        self.definition = job_definition(version=version, transform=transform)
+        self.rebuild = rebuild
+        """Revise the sinks at the next epoch whatever the definition (cleared once done)."""
         # --- retention: every `expire_every` published epochs, tag tiers and expire the sinks (retention.py) ---
         if expire_every is not None and expire_every < 1:
             raise InvalidInputError(f"expire_every must be a positive number of epochs, got {expire_every}")
@@ -185,6 +198,8 @@ class EpochJob:
         self._planned: dict[str, Located] = {}
         """The sources as the last ``plan`` located them (metadata file, and the table when one was loaded)."""
         self._sink_states: dict[str, TableState] = {}
+        self._source_states: dict[str, TableState] = {}
+        """The sources as the last ``plan`` read them."""
         """The sinks as the last ``plan`` read them."""
         # OpenLineage run events (protocol §5.8): None unless the OpenLineage client is configured, so an
         # unconfigured job neither imports nor builds a client
@@ -240,9 +255,44 @@ class EpochJob:
             closure[name] = self.store.state(name)
             located.pop(name)
         self._planned = {name: located[name] for name in self.sources if name in located}
+        self._source_states = {s: closure[s] for s in self.sources}
         return plan_epoch(
-            self.job, {s: closure[s] for s in self.sources}, {s: states[s] for s in self.sinks}, upstream=closure
+            self.job, self._source_states, {s: states[s] for s in self.sinks}, upstream=closure,
+            definition=self.definition, rebuild=self.rebuild,
         )
+
+    def plan_revising(self, *, advance_idle: bool = True) -> tuple[EpochPlan, dict[str, str]]:
+        """Plan the next epoch; a sink whose definition changed (or ``rebuild``) is revised first (protocol §6.10:
+        §8's ``full`` mode, downstream included) and the epoch planned again. Returns the plan and, per revised
+        sink, the line that says why."""
+        plan = self.plan(advance_idle=advance_idle)
+        revised: dict[str, str] = {}
+        if plan.barrier is None or not plan.revisions:
+            return plan, revised
+        for sink, change in plan.revisions.items():
+            _revise.revise(self.store, sink, plan.barrier, mode="full")
+            revised[sink] = f"{change.describe()}: revised at barrier {fmt_barrier(plan.barrier)}"
+            log.warning("%s: %s %s", self.job, sink, revised[sink])
+        self.rebuild = False
+        return self.plan(advance_idle=False), revised
+
+    def source_warnings(self, plan: EpochPlan) -> tuple[str, ...]:
+        """§6.10: a staged epoch that read a source empty at T although it holds data at a later barrier."""
+        if not plan.needs_transform:
+            return ()
+        found = []
+        for name, snapshot in plan.inputs.items():
+            state = self._source_states.get(name)
+            first = None if state is None or snapshot is not None else state.first_barrier()
+            if first is not None and plan.barrier is not None and first > plan.barrier:
+                others = [s for s in plan.inputs if s != name] or [name]
+                found.append(
+                    f"{self.job}: read {name} empty at barrier {fmt_barrier(plan.barrier)}; its first data is at "
+                    f"barrier {fmt_barrier(first)}: its rows reach the sinks at a later epoch. If the sources were "
+                    f"loaded one after another, advance the ones behind (consistent-catalog advance-watermark "
+                    f"{others[0]} now) and the job computes them together"
+                )
+        return tuple(found)
 
     def _check_owner(self, state: TableState) -> None:
         lease = self._require_lease()
@@ -265,15 +315,15 @@ class EpochJob:
 
     def _run_epoch(self, advance_idle: bool) -> EpochResult:
         if self.lineage_events is None:
-            plan = self.plan(advance_idle=advance_idle)
-            return self._run_planned(plan)
+            plan, revised = self.plan_revising(advance_idle=advance_idle)
+            return self._with_notes(self._run_planned(plan), plan, revised)
         run = self.lineage_events.new_run()
         try:
-            plan = self.plan(advance_idle=advance_idle)
+            plan, revised = self.plan_revising(advance_idle=advance_idle)
             if plan.barrier is None or not plan.pending:
-                return self._run_planned(plan)
+                return self._with_notes(self._run_planned(plan), plan, revised)
             run.start(plan, self.lease.instance if self.lease is not None else None)
-            result = self._run_planned(plan)
+            result = self._with_notes(self._run_planned(plan), plan, revised)
         except Exception as exc:
             run.fail(exc, self.sources, self.sinks)
             raise
@@ -283,6 +333,14 @@ class EpochJob:
             raise
         run.complete(plan, result.actions, result.snapshots, result.attempts)
         return result
+
+    def _with_notes(self, result: EpochResult, plan: EpochPlan, revised: Mapping[str, str]) -> EpochResult:
+        notes = self.source_warnings(plan)
+        for note in notes:
+            log.warning("%s", note)
+        if not revised and not notes:
+            return result
+        return dataclasses.replace(result, revised=dict(revised), warnings=notes)
 
     def _run_planned(self, plan: EpochPlan) -> EpochResult:
         if plan.barrier is None or not plan.pending:
@@ -556,7 +614,10 @@ def _terminate_on_sigterm() -> Any:
 def progress_line(result: EpochResult, seconds: float) -> str:
     parts = ", ".join(f"{s}: {a} ({result.rows.get(s, 0)} rows)" for s, a in result.actions.items())
     faults = f", {result.faults} catalog fault{'s' if result.faults != 1 else ''} settled" if result.faults else ""
-    return f"[{result.job}] barrier {result.barrier} ({fmt_ms(result.barrier)}) {parts} in {seconds:.1f}s{faults}"
+    line = f"[{result.job}] barrier {result.barrier} ({fmt_ms(result.barrier)}) {parts} in {seconds:.1f}s{faults}"
+    notes = [f"[{result.job}] {sink} {why}" for sink, why in result.revised.items()]
+    notes += [f"[warning] {w}" for w in result.warnings]
+    return "\n".join([*notes, line])
 
 
 def _conform(data: pa.Table, table: Table) -> pa.Table:

@@ -75,13 +75,17 @@ def staged_write(plan: SinkPlan, base: int) -> tuple[AssertRefSnapshotId, ...]:
 
 
 def summary(plan: EpochPlan, job: str, attempt: str) -> dict[str, str]:
-    """The summary keys every snapshot of one staging attempt carries (protocol §2.1)."""
-    return {
+    """The summary keys every snapshot of one staging attempt carries (protocol §2.1): the definition's
+    fingerprint only when the job knows it (§6.10)."""
+    keys = {
         P.BARRIER: str(plan.barrier),
         P.JOB: job,
         P.SOURCES: encode_summary_sources(plan.inputs),
         P.ATTEMPT: attempt,
     }
+    if plan.definition is not None:
+        keys[P.DEFINITION] = plan.definition
+    return keys
 
 
 def publish(

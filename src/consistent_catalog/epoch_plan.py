@@ -1,8 +1,8 @@
 """Epoch planning (docs/protocol.md §5.1), pure: table states in, a plan out.
 
 ``plan_epoch`` decides, from metadata alone, the barrier of a job's next epoch, the input snapshot
-of every source at it, and for every sink what the epoch has to do (``done``, ``publish-staged``,
-``watermark`` or ``stage``). Re-planning after a crash is the same call. ``EpochJob``
+of every source at it, and for every sink what the epoch has to do (``revise``, ``done``,
+``publish-staged``, ``watermark`` or ``stage``). Re-planning after a crash is the same call. ``EpochJob``
 (``consistent_catalog.epoch``) carries a plan out; the Spark jobs reuse it.
 """
 
@@ -14,10 +14,11 @@ from typing import Literal
 
 from consistent_catalog import properties as P
 from consistent_catalog.completeness import Completeness
+from consistent_catalog.definition import DefinitionChange, definition_change
 from consistent_catalog.exceptions import InvalidInputError
 from consistent_catalog.state import TableState, parse_summary_sources
 
-SinkAction = Literal["done", "publish-staged", "watermark", "stage"]
+SinkAction = Literal["revise", "done", "publish-staged", "watermark", "stage"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class SinkPlan:
     fence: int | None = None
     """The fence ref's head as planned, read where this instance was seen holding the lease: every commit of
     the epoch asserts it, so a takeover, revision, tag or expiry meanwhile makes it refused (protocol §6)."""
+    change: DefinitionChange | None = None
+    """Why the action is ``revise``: the sink's last epoch was computed by another definition (protocol §6.10)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,13 @@ class EpochPlan:
     inputs: Mapping[str, int | None]
     """``snap(source, T)`` snapshot id of each source (None: empty at T)."""
     sinks: Mapping[str, SinkPlan]
+    definition: str | None = None
+    """The job's fingerprint (``consistent.definition``) that its staged snapshots record; None: unknown."""
+
+    @property
+    def revisions(self) -> dict[str, DefinitionChange]:
+        """The sinks whose action is ``revise``, with why."""
+        return {s: p.change for s, p in self.sinks.items() if p.action == "revise" and p.change is not None}
 
     @property
     def pending(self) -> list[str]:
@@ -79,13 +89,18 @@ def plan_epoch(
     sources: Mapping[str, TableState],
     sinks: Mapping[str, TableState],
     upstream: Mapping[str, TableState] | None = None,
+    *,
+    definition: str | None = None,
+    rebuild: bool = False,
 ) -> EpochPlan:
     """Plan the next epoch of ``job`` from metadata alone (re-planning after a crash is the same call).
 
     T is the newest barrier at or below ``min W(source)`` at which every source is complete (see
     ``completeness``; ``upstream`` holds the sources' own transitive sources), so a multi-source job
     never mixes a source that skipped T with one that processed it. A sink whose inputs at T hold the
-    same rows as its previous epoch's only needs its watermark moved (``watermark``).
+    same rows as its previous epoch's only needs its watermark moved (``watermark``). A sink whose last epoch
+    was computed by another ``definition`` (or under another schema, or when ``rebuild`` is asked) is
+    ``revise``: the runner revises it (protocol §8, ``full``) and plans again (§6.10).
     """
     if not sources:
         raise InvalidInputError(f"job {job!r} has no sources")
@@ -103,7 +118,7 @@ def plan_epoch(
                            state.head(P.FENCE_BRANCH))
             for name, state in sinks.items()
         }
-        return EpochPlan(job, None, {}, plans)
+        return EpochPlan(job, None, {}, plans, definition)
     inputs: dict[str, int | None] = {}
     for name, state in sources.items():
         point = state.branch().snap_at(barrier)
@@ -116,8 +131,11 @@ def plan_epoch(
         unchanged = all(
             sources[src].branch().same_data(previous.get(src), snapshot) for src, snapshot in inputs.items()
         )
-        if sink_mark is not None and barrier <= sink_mark:
-            action: SinkAction = "done"
+        change = definition_change(state, job, definition, rebuild=rebuild)
+        if change is not None:
+            action: SinkAction = "revise"
+        elif sink_mark is not None and barrier <= sink_mark:
+            action = "done"
         elif staged_epoch_matches(state, job, barrier, inputs):
             action = "publish-staged"
         elif unchanged and (main_head is not None or sink_mark is not None or all(i is None for i in inputs.values())):
@@ -126,9 +144,9 @@ def plan_epoch(
             action = "stage"
         plans[name] = SinkPlan(
             name, action, main_head, state.head(P.STAGED_BRANCH), previous, state.properties.get(P.REVISION),
-            state.head(P.FENCE_BRANCH),
+            state.head(P.FENCE_BRANCH), change,
         )
-    return EpochPlan(job, barrier, inputs, plans)
+    return EpochPlan(job, barrier, inputs, plans, definition)
 
 
 def check_append_only(state: TableState, start: int | None, end: int) -> None:

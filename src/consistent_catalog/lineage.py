@@ -25,7 +25,7 @@ class LineageGraph:
     upstream: Mapping[str, tuple[str, ...]]
     """Derived table -> its direct sources."""
     owners: Mapping[str, str | None] = field(default_factory=dict)
-    """Derived table -> owning job id, or the job that last wrote it when none is registered now."""
+    """Derived table -> its owning job (``TableState.owner``: kept while no instance runs, protocol §6.2)."""
 
     @classmethod
     def from_states(cls, states: Iterable[TableState]) -> LineageGraph:
@@ -36,7 +36,7 @@ class LineageGraph:
             names.add(state.identifier)
             if state.sources:
                 upstream[state.identifier] = state.sources
-                owners[state.identifier] = state.job or state.last_writer
+                owners[state.identifier] = state.owner
                 names.update(state.sources)
         return cls(frozenset(names), upstream, owners)
 
@@ -141,8 +141,15 @@ class LineageGraph:
             visit(node)
         return order
 
+    def owned_by(self, job: str) -> list[str]:
+        """The derived tables ``job`` owns."""
+        return sorted(t for t, owner in self.owners.items() if owner == job)
+
     def check_new_edges(self, job: str, sources: Iterable[str], sinks: Iterable[str]) -> None:
-        """Raise CycleError if adding edges source -> sink for every pair would close a cycle."""
+        """Raise CycleError if registering ``job`` with edges source -> sink (for every pair) would close a cycle,
+        or make the job read its own output: the job's sources (these plus those of every other table it owns,
+        over any number of registrations or statements) may not include its sinks or anything downstream of
+        them (protocol §6.1). The graph holds the catalog's tables without ``sinks``' own edges."""
         sources, sinks = set(sources), set(sinks)
         both = sources & sinks
         if both:
@@ -156,6 +163,21 @@ class LineageGraph:
             raise CycleError(
                 f"registering job {job!r} would close a cycle: source {closing[0]} is already downstream of "
                 f"its sink(s) {', '.join(sorted(sinks))}; a pipeline must be a DAG — read from an upstream table instead"
+            )
+        owned = set(self.owned_by(job)) - sinks
+        if not owned:
+            return
+        all_sinks = owned | sinks
+        job_sources = sources | {s for table in owned for s in self.upstream.get(table, ())}
+        produced = self.descendants(all_sinks) | all_sinks
+        reading_own = sorted(job_sources & produced)
+        if reading_own:
+            table = reading_own[0]
+            how = "is its own sink" if table in all_sinks else "is downstream of its sinks"
+            raise CycleError(
+                f"job {job!r} would read its own output: {table} {how} ({', '.join(sorted(all_sinks))}); a job's "
+                "epoch reads its sources at a barrier it has not written yet — compute this table in another job, "
+                "or read from the tables upstream of it"
             )
 
     def to_json(self) -> dict[str, Any]:

@@ -82,13 +82,15 @@ def table_state(identifier: str, metadata: TableMetadata) -> TableState:
     for s in metadata.snapshots:
         summary = s.summary
         operation, props = _pyiceberg.summary_parts(summary) if summary is not None else ("append", {})
-        snapshots[s.snapshot_id] = make(SnapshotRecord, (s.snapshot_id, s.parent_snapshot_id, s.timestamp_ms, operation, props))
+        snapshots[s.snapshot_id] = make(
+            SnapshotRecord, (s.snapshot_id, s.parent_snapshot_id, s.timestamp_ms, operation, props, s.schema_id)
+        )
     branches: dict[str, int] = {}
     tags: dict[str, int] = {}
     for name, ref in metadata.refs.items():
         (branches if ref.snapshot_ref_type.value == "branch" else tags)[name] = ref.snapshot_id
     log = tuple((entry.timestamp_ms, entry.snapshot_id) for entry in metadata.snapshot_log)
-    return TableState(identifier, snapshots, branches, dict(metadata.properties), tags, log)
+    return TableState(identifier, snapshots, branches, dict(metadata.properties), tags, log, metadata.current_schema_id)
 
 
 def not_found(name: str, catalog_name: str) -> TableNotFoundError:

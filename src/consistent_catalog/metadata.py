@@ -53,6 +53,7 @@ class _Snapshot(msgspec.Struct, rename="kebab", gc=False):
     manifest_list: str  # not kept; required as pyiceberg requires it
     parent_snapshot_id: int | None = None
     summary: dict[str, str] | None = None
+    schema_id: int | None = None
 
 
 class _Ref(msgspec.Struct, rename="kebab", gc=False):
@@ -72,6 +73,7 @@ class _Metadata(msgspec.Struct, rename="kebab"):
     refs: dict[str, _Ref] = {}
     snapshot_log: list[_LogEntry] = []
     current_snapshot_id: int | None = None
+    current_schema_id: int = 0  # v1 metadata may lack it: pyiceberg then takes the one schema, id 0
 
 
 _DECODER = msgspec.json.Decoder(_Metadata)
@@ -148,7 +150,9 @@ def _state(identifier: str, metadata: _Metadata) -> TableState:
             if operation not in operations:  # missing (pyiceberg warns) or not an Iceberg operation (it refuses)
                 raise LeanDecodeError(f"snapshot {s.snapshot_id}: summary operation {operation!r}")
         snapshot_id = s.snapshot_id
-        snapshots[snapshot_id] = make(SnapshotRecord, (snapshot_id, s.parent_snapshot_id, s.timestamp_ms, operation, summary))
+        snapshots[snapshot_id] = make(
+            SnapshotRecord, (snapshot_id, s.parent_snapshot_id, s.timestamp_ms, operation, summary, s.schema_id)
+        )
     branches: dict[str, int] = {}
     tags: dict[str, int] = {}
     for name, ref in metadata.refs.items():
@@ -157,4 +161,4 @@ def _state(identifier: str, metadata: _Metadata) -> TableState:
     if current is not None and current != -1 and P.MAIN_BRANCH not in branches and P.MAIN_BRANCH not in tags:
         branches[P.MAIN_BRANCH] = current  # pyiceberg's construct_refs
     log = tuple((entry.timestamp_ms, entry.snapshot_id) for entry in metadata.snapshot_log)
-    return TableState(identifier, snapshots, branches, metadata.properties, tags, log)
+    return TableState(identifier, snapshots, branches, metadata.properties, tags, log, metadata.current_schema_id)

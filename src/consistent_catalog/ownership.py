@@ -5,6 +5,9 @@ registering takes the fence (moves ``consistent-fence``), so every commit an ear
 refused inside the catalog's compare-and-swap; renewing and unregistering assert the fence as read,
 so they fail once somebody else took it. An empty sink gets its *genesis* snapshot (Iceberg branches
 need one) in the registration commit itself, with ``main`` asserted absent.
+
+A table belongs to its job (``consistent.job``) also after the job's instance released its lease: another
+job's registration is refused, and ``reassign`` is the one way a table changes owner (§6.9).
 """
 
 from __future__ import annotations
@@ -68,9 +71,10 @@ def register_job(
 ) -> Lease:
     """Make ``job`` the single writer of ``sinks``, reading ``sources`` (one fenced commit per sink).
 
-    Refused with OwnershipError while another job, or another live instance of this job, holds a
-    lease on a sink (``takeover=True`` takes over from a dead instance of the same job); refused
-    with CycleError if the new edges would close a cycle. A registration refused halfway is undone.
+    Refused with OwnershipError when a sink is owned by another job, live or not (``reassign`` hands a table
+    over), or another live instance of this job holds it (``takeover=True`` takes over from a dead one);
+    refused with CycleError if the new edges would close a cycle or make the job read its own output. A
+    registration refused halfway is undone.
     """
     if not job or not job.strip():
         raise InvalidInputError("a job needs a non-empty id")
@@ -115,14 +119,31 @@ def register_job(
     return Lease(job, instance, sink_names, source_names, until)
 
 
-def check_can_own(state: TableState, job: str, instance: str, takeover: bool) -> None:
-    """Refuse a registration of ``job`` (instance ``instance``) on the sink ``state`` while somebody else may write it."""
-    live = state.lease_until is not None and state.lease_until > now_ms()
-    if state.job and state.job != job and live:
-        raise OwnershipError(
-            f"{state.identifier} is owned by job {state.job!r} whose lease runs until {fmt_barrier(state.lease_until)}; "
-            f"a table has a single writer — unregister that job first or wait for its lease to lapse"
-        )
+def owner_refusal(state: TableState, job: str, *, now: int | None = None) -> str | None:
+    """Why ``job`` may not write ``state``, owned by another job (None: it may): one line naming the owner, whether
+    an instance of it runs, and the ways out."""
+    owner = state.owner
+    if owner is None or owner == job:
+        return None
+    live = state.lease_until is not None and state.lease_until > (now_ms() if now is None else now)
+    running = (
+        f"its instance {state.lease_holder} holds a lease until {fmt_barrier(state.lease_until)}"
+        if live else "no instance of it is running"
+    )
+    return (
+        f"{state.identifier} is owned by job {owner!r} ({running}), not {job!r}; a table has one writer — run "
+        f"this as job {owner!r}, or hand the table over explicitly: consistent-catalog reassign {state.identifier} "
+        f"--to-job {job} (cc.reassign, or CALL <catalog>.system.reassign)"
+    )
+
+
+def check_can_own(state: TableState, job: str, instance: str, takeover: bool, *, now: int | None = None) -> None:
+    """Refuse a registration of ``job`` (instance ``instance``) on the sink ``state`` while somebody else owns or
+    writes it (protocol §6.1-§6.2)."""
+    refusal = owner_refusal(state, job, now=now)
+    if refusal is not None:
+        raise OwnershipError(refusal)
+    live = state.lease_until is not None and state.lease_until > (now_ms() if now is None else now)
     if state.job == job and live and state.lease_holder not in (None, instance) and not takeover:
         raise OwnershipError(
             f"{state.identifier} is being written by another live instance ({state.lease_holder}) of job "
@@ -158,7 +179,8 @@ def _undo_registration(store: TableStore, done: list[tuple[str, Mapping[str, str
 
 
 def unregister_job(store: TableStore, lease: Lease) -> None:
-    """Clear ownership of the lease's sinks (lineage stays in ``consistent.sources``) if still held by it."""
+    """Release the lease on the lease's sinks if still held by it; the job keeps owning them (``consistent.job``
+    stays, and lineage in ``consistent.sources``): only ``reassign`` hands a table to another job."""
     for sink in lease.sinks:
         table = store.load_table(sink)
         if table.metadata.properties.get(P.LEASE_HOLDER) != lease.instance:
@@ -167,7 +189,7 @@ def unregister_job(store: TableStore, lease: Lease) -> None:
             store.commit(
                 table,
                 refs_at({P.FENCE_BRANCH: fence_head(table)}),
-                [RemovePropertiesUpdate(removals=[P.JOB, P.LEASE_HOLDER, P.LEASE_UNTIL])],
+                [RemovePropertiesUpdate(removals=[P.LEASE_HOLDER, P.LEASE_UNTIL])],
                 what=f"unregistering job {lease.job!r}",
             )
         except FencedError:
@@ -193,3 +215,58 @@ def renew_lease(store: TableStore, lease: Lease, lease_ms: int = DEFAULT_LEASE_M
             what=f"renewing the lease of job {lease.job!r}",
         )
     return Lease(lease.job, lease.instance, lease.sinks, lease.sources, until)
+
+
+@dataclass(frozen=True)
+class Reassignment:
+    """What ``reassign`` did (protocol §6.9, §10.11)."""
+
+    table: str
+    from_job: str | None
+    to_job: str
+    changed: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"table": self.table, "from_job": self.from_job, "to_job": self.to_job, "changed": self.changed}
+
+
+def reassign(store: TableStore, table: str, to_job: str, *, takeover: bool = False) -> Reassignment:
+    """Hand the derived table ``table`` to ``to_job`` (protocol §6.9): the only way a table changes owner.
+
+    Refused for a root, while an instance of the owner holds a live lease (``takeover=True``: it is known
+    dead), and when ``to_job`` would then read its own output (CycleError). One commit sets ``consistent.job``,
+    removes the lease and takes the fence, so every commit the old owner's instances planned is refused.
+    """
+    if not to_job or not to_job.strip():
+        raise InvalidInputError("reassign needs the job to hand the table to (--to-job J), not an empty id")
+    name = normalize_identifier(table)
+    tbl, state = store.load(name)  # TableNotFoundError naming it
+    if state.is_root:
+        raise InvalidInputError(
+            f"{name} is a root (no consistent.sources): roots are ingested, not owned by a job — reassign hands "
+            "a derived table to another job"
+        )
+    owner = state.owner
+    live = state.lease_until is not None and state.lease_until > now_ms() and state.lease_holder is not None
+    if live and not takeover:
+        raise OwnershipError(
+            f"{name} is being written by job {owner!r} (instance {state.lease_holder}, lease until "
+            f"{fmt_barrier(state.lease_until)}); stop that job first, or if its instance is dead, pass --takeover "
+            "(takeover=True)"
+        )
+    if owner == to_job and not live:
+        return Reassignment(name, owner, to_job, False)
+    graph = LineageGraph.from_states(s for s in store.states(store.list_tables()) if s.identifier != name)
+    graph.check_new_edges(to_job, state.sources, (name,))
+    try:
+        store.commit(
+            tbl,
+            [],
+            [SetPropertiesUpdate(updates={P.JOB: to_job}),
+             RemovePropertiesUpdate(removals=[k for k in (P.LEASE_HOLDER, P.LEASE_UNTIL) if k in state.properties])],
+            what=f"reassigning {name} to job {to_job!r}",
+            take_fence=TakeFence(state.head(P.FENCE_BRANCH), "reassign", None, to_job),
+        )
+    except FencedError as exc:
+        raise OwnershipError(f"{exc}; the table changed while it was being reassigned — run reassign again") from None
+    return Reassignment(name, owner, to_job, True)

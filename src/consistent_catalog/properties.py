@@ -21,6 +21,9 @@ SOURCES: Final = "consistent.sources"
 """Summary: compact JSON object ``{"ns.src": snapshot_id}``. Table property: JSON array of source tables."""
 INGEST_KEY: Final = "consistent.ingest-key"
 """Summary of a root snapshot: the idempotency key of the ingest that wrote it (one key lands once)."""
+DEFINITION: Final = "consistent.definition"
+"""Summary of a staged snapshot: ``<kind>:<16 hex>``, the fingerprint of the job definition that computed the epoch
+(protocol §6.10); a changed one makes the job's next epoch a revision."""
 
 # Table properties.
 LEASE_UNTIL: Final = "consistent.lease-until"
@@ -60,11 +63,11 @@ TABLE_PROPERTIES: Final = (
     IDLE_AFTER,
 )
 NO_SNAPSHOT: Final = "-1"
-SUMMARY_PROPERTIES: Final = (BARRIER, JOB, SOURCES, ATTEMPT, INGEST_KEY)
+SUMMARY_PROPERTIES: Final = (BARRIER, JOB, SOURCES, ATTEMPT, INGEST_KEY, DEFINITION)
 
 # Summary properties of the fence ref's snapshots (they hold no data and belong to no branch's history).
 FENCE_REASON: Final = "consistent.fence-reason"
-"""Why the fence moved: ``register``, ``unregister``, ``revise``, ``advance``, ``tag``, ``expire``."""
+"""Why the fence moved: ``register``, ``unregister``, ``reassign``, ``revise``, ``advance``, ``tag``, ``expire``."""
 FENCE_HOLDER: Final = "consistent.fence-holder"
 """The lease holder (job instance) after the move, when the table has one."""
 FENCE_JOB: Final = "consistent.fence-job"

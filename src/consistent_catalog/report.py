@@ -132,7 +132,7 @@ def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int)
                 staged = state.branch(P.STAGED_BRANCH).head_barrier
             except ConsistentCatalogError as exc:
                 errors[name] = str(exc)
-        if state.job is None:
+        if state.job is None or state.lease_until is None:  # no owner, or its instance released the lease
             lease = "none"
         elif state.lease_until is not None and state.lease_until > now:
             lease = "live"

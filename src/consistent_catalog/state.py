@@ -48,6 +48,8 @@ class TableState:
     tags: Mapping[str, int] = field(default_factory=dict)
     main_log: tuple[tuple[int, int], ...] = ()
     """Iceberg's snapshot log: (time main moved, snapshot id), oldest first — when epochs were published."""
+    current_schema_id: int | None = None
+    """Iceberg's ``current-schema-id``: the schema the next write uses (None: not known to the builder)."""
 
     # --- table properties ------------------------------------------------------------------
     def _int_property(self, key: str) -> int | None:
@@ -82,6 +84,12 @@ class TableState:
     @property
     def job(self) -> str | None:
         return self.properties.get(P.JOB) or None
+
+    @property
+    def owner(self) -> str | None:
+        """The job that owns a derived table (protocol §6.2): ``consistent.job``, kept while no instance runs; on
+        a table unregistered by an earlier version (which removed it), the job of main's head snapshot."""
+        return self.job or (self.last_writer if self.sources else None)
 
     @property
     def last_writer(self) -> str | None:

@@ -91,11 +91,15 @@ def test_second_job_on_owned_sink_is_refused(cc, catalog, flip_tables):
     assert catalog.load_table(COUNTS).metadata_location == before
 
 
-def test_expired_lease_can_be_taken_over(cc, catalog, flip_tables):
+def test_expired_lease_of_another_job_is_still_refused_until_reassigned(cc, catalog, flip_tables):
     cc.register_job("word-count", [WORDS], [COUNTS], lease_ms=1)
     import time
 
     time.sleep(0.01)
+    with pytest.raises(OwnershipError, match=r"owned by job 'word-count' \(no instance of it is running\)"):
+        cc.register_job("word-count-v2", [WORDS], [COUNTS])
+    assert catalog.load_table(COUNTS).metadata.properties[P.JOB] == "word-count"
+    cc.reassign(COUNTS, "word-count-v2")
     cc.register_job("word-count-v2", [WORDS], [COUNTS])
     assert catalog.load_table(COUNTS).metadata.properties[P.JOB] == "word-count-v2"
 
@@ -124,11 +128,11 @@ def test_unknown_source_is_refused(cc, flip_tables):
         cc.register_job("j", ["demo.nope"], [COUNTS])
 
 
-def test_unregister_clears_ownership_keeps_lineage(cc, catalog, flip_tables):
+def test_unregister_releases_the_lease_keeps_owner_and_lineage(cc, catalog, flip_tables):
     lease = cc.register_job("word-count", [WORDS], [COUNTS])
     cc.unregister_job(lease)
     props = catalog.load_table(COUNTS).metadata.properties
-    assert P.JOB not in props and P.LEASE_HOLDER not in props and P.LEASE_UNTIL not in props
+    assert props[P.JOB] == "word-count" and P.LEASE_HOLDER not in props and P.LEASE_UNTIL not in props
     assert json.loads(props[P.SOURCES]) == [WORDS]
     graph = cc.lineage()
     assert graph.upstream[COUNTS] == (WORDS,)

@@ -271,7 +271,7 @@ def test_error_messages_show_lease_times_readably(tmp_path):
     lease = cc.register_job("copy", ["demo.words"], ["demo.copy"])
     with pytest.raises(OwnershipError) as other_job:
         cc.register_job("other", ["demo.words"], ["demo.copy"])
-    assert f"lease runs until {fmt_barrier(lease.until_ms)}" in str(other_job.value)
+    assert f"holds a lease until {fmt_barrier(lease.until_ms)}" in str(other_job.value)
     with pytest.raises(OwnershipError) as other_instance:
         cc.register_job("copy", ["demo.words"], ["demo.copy"], instance="second")
     message = str(other_instance.value)
@@ -293,9 +293,9 @@ def test_the_one_configured_catalog_is_used_and_status_names_every_derived_table
     jobs = {row["table"]: row["job"] for row in json.loads(listed)}
     for name in ("demo.word_counts", "demo.count_histogram"):
         table = demo.catalog.load_table(name)
-        assert P.JOB not in table.metadata.properties  # the demo's jobs released their tables
+        assert P.LEASE_HOLDER not in table.metadata.properties  # the demo's jobs released their tables
         job = main_chain(table)[0].summary.additional_properties[P.JOB]  # who wrote the last epoch, per pyiceberg
-        assert jobs[name] == job
+        assert jobs[name] == job == table.metadata.properties[P.JOB]  # and still own them
         assert job in next(line for line in text.splitlines() if name in line)
     two = {**env, "PYICEBERG_CATALOG__OTHER__URI": "sqlite:////nonexistent/other.db"}
     code, text = pty_run(["status"], two, 120)

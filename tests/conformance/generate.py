@@ -40,6 +40,7 @@ from consistent_catalog import properties as P
 from consistent_catalog.barrier import SnapshotRecord
 from consistent_catalog.state import TableState, encode_summary_sources, encode_table_sources
 from tests.conformance.corpus import CASES, make_case, metadata_json, python_answer, write_case
+from tests.conformance.write_plans import can_own_query, definition_query, fingerprint_sql_query, write_plan_query
 from tests.conformance.write_plans import new_edges_query as edges
 from tests.conformance.write_plans import write_plan_query as wp
 from tests.harness.builders import (
@@ -1008,6 +1009,85 @@ def w07_refused(directory: Path) -> Case:
         "db.r", "db.a", "db.b", "db.foreign"), queries
 
 
+def w08_owners_and_definitions(directory: Path) -> Case:
+    """Ownership (protocol §6.1-§6.2, §6.9) and definitions (§6.10): a job's table stays its own after it released
+    its lease (also one unregistered by an earlier version, which removed consistent.job), another job is refused
+    whatever the lease; a job may not read its own output over several registrations; the fingerprint rule, and the
+    normalised SQL text it hashes."""
+    from consistent_catalog.definition import sql_definition, version_definition
+    from consistent_catalog.util.time import now_ms
+
+    lake = JobLake(directory)
+    names = ("db.r", "db.empty", "db.owned", "db.legacy", "db.live", "db.a", "db.b", "db.def", "db.schema")
+    for name in names:
+        lake.create(name)
+    lake.ingest("db.r", ["x"], T0 + 100)
+    owned = lake.job("job-o", ["db.r"], ["db.owned"])
+    owned.run_epoch()
+    owned.unregister()  # the lease released: job-o still owns db.owned
+    legacy = lake.job("job-legacy", ["db.r"], ["db.legacy"])
+    legacy.run_epoch()
+    legacy.unregister()
+    lake.table("db.legacy").transaction().remove_properties(P.JOB).commit_transaction()  # an earlier version's
+    live = lake.job("job-l", ["db.r"], ["db.live"])
+    lake.job("job-j", ["db.r"], ["db.a"]).run_epoch()
+    lake.job("job-k", ["db.a"], ["db.b"]).run_epoch()
+    v1, v2 = version_definition("1"), version_definition("2")
+    lake.cc.job("job-d", sources=["db.r"], sinks=["db.def"], transform=lambda ctx: ctx.read("db.r"),
+                mode="overwrite", version="1").__enter__().run_epoch()
+    lake.cc.job("job-s", sources=["db.r"], sinks=["db.schema"], transform=lambda ctx: ctx.read("db.r"),
+                mode="overwrite", version="1").__enter__().run_epoch()
+    with lake.table("db.schema").update_schema() as update:
+        from pyiceberg.types import LongType
+
+        update.add_column("n", LongType())
+    lake.ingest("db.r", ["y"], T0 + 200)
+    now = now_ms()
+    queries = [
+        can_own_query("job-x", "db.owned", "aaaaaaaaaaaa", now=now),  # another job, no lease: refused
+        can_own_query("job-o", "db.owned", "aaaaaaaaaaaa", now=now),  # its own job again
+        can_own_query("job-x", "db.legacy", "aaaaaaaaaaaa", now=now),  # owned by its last writer
+        can_own_query("job-legacy", "db.legacy", "aaaaaaaaaaaa", now=now),
+        can_own_query("job-l", "db.live", "aaaaaaaaaaaa", now=now),  # another live instance of the job
+        can_own_query("job-l", "db.live", "aaaaaaaaaaaa", takeover=True, now=now),
+        can_own_query("job-l", "db.live", live.lease.instance, now=now),  # the holder itself
+        can_own_query("job-x", "db.live", "aaaaaaaaaaaa", takeover=True, now=now),  # takeover is for the same job
+        can_own_query("job-x", "db.empty", "aaaaaaaaaaaa", now=now),  # an empty table: anybody's
+        can_own_query("job-x", "db.missing", "aaaaaaaaaaaa", now=now),
+        edges("job-j", ["db.a"], ["db.new"]),  # job-j would read db.a, its own sink
+        edges("job-j", ["db.b"], ["db.new"]),  # db.b is downstream of job-j's db.a
+        edges("job-j", ["db.r"], ["db.new"]),  # a second sink from the same root: fine
+        edges("job-k", ["db.r"], ["db.new"]),  # job-k reads db.a (not its own): fine
+        edges("job-k", ["db.b"], ["db.new"]),  # job-k's own db.b
+        definition_query("job-d", "db.def", v1),  # unchanged
+        definition_query("job-d", "db.def", v2),  # changed
+        definition_query("job-d", "db.def", None),  # the job does not know its definition: no change
+        definition_query("job-d", "db.def", v1, rebuild=True),
+        definition_query("job-other", "db.def", v2),  # no epoch of that job on the sink
+        definition_query("job-s", "db.schema", v1),  # the sink's schema evolved since its last epoch
+        definition_query("job-x", "db.empty", v1),
+        write_plan_query("job-d", ["db.r"], ["db.def"], definition=v1),
+        write_plan_query("job-d", ["db.r"], ["db.def"], definition=v2),
+        write_plan_query("job-d", ["db.r"], ["db.def"], definition=v1, rebuild=True),
+        *(fingerprint_sql_query(text) for text in SQL_TEXTS),
+    ]
+    assert sql_definition(SQL_TEXTS[0]) == sql_definition(SQL_TEXTS[1])
+    return "owners kept after unregistration, jobs reading their own output, the definition rule", lake.metadata(
+        *names), queries
+
+
+#: statements whose fingerprints the corpus pins: the first two are the same statement (comments, white space,
+#: a trailing ';'); quoted text keeps its spaces, case and comment-like content
+SQL_TEXTS = (
+    "INSERT OVERWRITE db.t SELECT word, count(*) AS n FROM db.r GROUP BY word",
+    "/* dbt */ INSERT   OVERWRITE db.t\n  SELECT word, count(*) AS n -- the count\n  FROM db.r\tGROUP BY word ;",
+    "INSERT OVERWRITE db.t SELECT upper(word) AS word, count(*) AS n FROM db.r GROUP BY 1",
+    "INSERT INTO db.t SELECT 'a  b -- not a comment' AS s, \"Col  X\", `we  ird` FROM db.r",
+    "INSERT INTO db.t SELECT 'it''s  /* kept */' AS s FROM db.r;;",
+    "",
+)
+
+
 GENERATED: tuple[Callable[[Path], Case], ...] = (
     p01_flip_pipeline,
     p02_foreign_late_overwrite,
@@ -1020,6 +1100,7 @@ GENERATED: tuple[Callable[[Path], Case], ...] = (
     w05_multi_source,
     w06_revised,
     w07_refused,
+    w08_owners_and_definitions,
 )
 HANDWRITTEN: tuple[Callable[[], Case], ...] = (
     h01_late_snapshots,

@@ -15,7 +15,17 @@ JVM's (``conformance.Main``: ``EpochPlanner`` and ``EpochCommits``):
   updates in Iceberg's REST JSON (pyiceberg's models as its REST client sends them; Java's
   ``UpdateRequirementParser``/``MetadataUpdateParser``), the table uuid left out (the sender adds it).
 - ``"new-edges"``: ``{"job", "sources", "sinks"}``: registration's cycle check (protocol §6.1) over the
-  case's tables without the sinks' own edges: ``{"ok": true}``.
+  case's tables without the sinks' own edges, the job-level check included (a job may not read a table it
+  owns, nor anything downstream of one): ``{"ok": true}``.
+- ``"can-own"``: ``{"job", "sink", "instance", "takeover", "now"}``: registration's ownership check (§6.1-§6.2:
+  another job's table is refused whatever its lease; another live instance of the same job without takeover):
+  ``{"ok": true}``.
+- ``"definition"``: ``{"job", "sink", "definition", "rebuild"}``: the rule of §6.10 (``definition_change``):
+  ``{"revise": bool, "reason": "rebuild" | "definition" | "schema" | null, "recorded": <the last epoch's
+  fingerprint, or its schema id for "schema"> | null}``.
+- ``"fingerprint-sql"``: ``{"text"}``: ``{"fingerprint": "sql:<16 hex>"}`` of the statement (§6.10).
+- a ``"write-plan"`` may carry ``"definition"`` and ``"rebuild"``: then a sink's action may be ``revise`` (no
+  commits: the runner revises the sink and plans again).
 
 Either kind answers ``{"error": <Python exception class name>}`` when refused. The snapshots a commit
 creates get a fresh id and timestamp on every run (the genesis): ``normalised`` names them ``created-1``...
@@ -35,20 +45,38 @@ from pyiceberg.table.metadata import TableMetadataUtil
 
 from consistent_catalog import epoch_commits
 from consistent_catalog import properties as P
+from consistent_catalog.definition import definition_change, sql_definition
 from consistent_catalog.epoch_plan import EpochPlan, plan_epoch
 from consistent_catalog.exceptions import ConsistentCatalogError, TableNotFoundError
 from consistent_catalog.lineage import LineageGraph
-from consistent_catalog.ownership import genesis_snapshot
+from consistent_catalog.ownership import check_can_own, genesis_snapshot
 from consistent_catalog.state import TableState
 
-KINDS = ("write-plan", "new-edges")
+KINDS = ("write-plan", "new-edges", "can-own", "definition", "fingerprint-sql")
 #: the fixed parts of a write plan's commits: the staging attempt's id, the lease a publish renews to, the
 #: snapshot id the staged data write made (the writer's, not one of the epoch's own commits)
 FIXED = {"attempt": "0123456789ab", "lease_until": 1_701_000_000_000, "written": 7_000_000_000_000_000_001}
 
 
-def write_plan_query(job: str, sources: Iterable[str], sinks: Iterable[str]) -> dict[str, Any]:
-    return {"kind": "write-plan", "job": job, "sources": list(sources), "sinks": list(sinks), **FIXED}
+def write_plan_query(
+    job: str, sources: Iterable[str], sinks: Iterable[str], *, definition: str | None = None, rebuild: bool = False
+) -> dict[str, Any]:
+    query = {"kind": "write-plan", "job": job, "sources": list(sources), "sinks": list(sinks), **FIXED}
+    if definition is not None or rebuild:
+        query.update({"definition": definition, "rebuild": rebuild})
+    return query
+
+
+def can_own_query(job: str, sink: str, instance: str, *, takeover: bool = False, now: int) -> dict[str, Any]:
+    return {"kind": "can-own", "job": job, "sink": sink, "instance": instance, "takeover": takeover, "now": now}
+
+
+def definition_query(job: str, sink: str, definition: str | None, *, rebuild: bool = False) -> dict[str, Any]:
+    return {"kind": "definition", "job": job, "sink": sink, "definition": definition, "rebuild": rebuild}
+
+
+def fingerprint_sql_query(text: str) -> dict[str, Any]:
+    return {"kind": "fingerprint-sql", "text": text}
 
 
 def new_edges_query(job: str, sources: Iterable[str], sinks: Iterable[str]) -> dict[str, Any]:
@@ -75,10 +103,26 @@ def upstream_closure(tables: list[str], states: Mapping[str, TableState]) -> dic
 
 
 def answer(tables: Mapping[str, Any], query: Mapping[str, Any], states: Mapping[str, TableState]) -> dict[str, Any]:
-    """What the Python writer answers to a ``write-plan`` or ``new-edges`` query (normalised)."""
+    """What the Python writer answers to a query of one of ``KINDS`` (normalised)."""
+    kind = query["kind"]
+    try:
+        if kind == "fingerprint-sql":
+            return {"fingerprint": sql_definition(query["text"])}
+        if kind in ("can-own", "definition"):
+            state = states.get(query["sink"])
+            if state is None:
+                raise TableNotFoundError(f"table {query['sink']} does not exist in the catalog; check the name")
+            if kind == "can-own":
+                check_can_own(state, query["job"], query["instance"], query["takeover"], now=query["now"])
+                return {"ok": True}
+            change = definition_change(state, query["job"], query["definition"], rebuild=query["rebuild"])
+            return {"revise": change is not None, "reason": None if change is None else change.reason,
+                    "recorded": None if change is None else change.recorded}
+    except ConsistentCatalogError as exc:
+        return {"error": type(exc).__name__}
     job, sources, sinks = query["job"], list(query["sources"]), list(query["sinks"])
     try:
-        if query["kind"] == "new-edges":
+        if kind == "new-edges":
             graph = LineageGraph.from_states(s for name, s in states.items() if name not in sinks)
             graph.check_new_edges(job, sources, sinks)
             return {"ok": True}
@@ -86,7 +130,8 @@ def answer(tables: Mapping[str, Any], query: Mapping[str, Any], states: Mapping[
             if sink not in states:
                 raise TableNotFoundError(f"table {sink} does not exist in the catalog; check the name")
         closure = upstream_closure(sources, states)
-        plan = plan_epoch(job, {s: closure[s] for s in sources}, {s: states[s] for s in sinks}, upstream=closure)
+        plan = plan_epoch(job, {s: closure[s] for s in sources}, {s: states[s] for s in sinks}, upstream=closure,
+                          definition=query.get("definition"), rebuild=query.get("rebuild", False))
         commits = {sink: epoch_commit_list(plan, sink, states[sink], tables[sink], query) for sink in sinks}
     except ConsistentCatalogError as exc:
         return {"error": type(exc).__name__}
@@ -111,7 +156,7 @@ def epoch_commit_list(
     """The commits ``EpochJob`` sends for ``sink``'s action, in order, as it builds them (``epoch_commits``)."""
     sink_plan = plan.sinks[sink]
     lease_until = query["lease_until"]
-    if plan.barrier is None or sink_plan.action == "done":
+    if plan.barrier is None or sink_plan.action in ("done", "revise"):
         return []
     if sink_plan.action == "publish-staged":
         return [commit_json("publish", epoch_commits.publish(

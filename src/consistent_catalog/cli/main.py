@@ -23,6 +23,7 @@ from consistent_catalog.cli.output import (
 from consistent_catalog.exceptions import InvalidInputError, NotFreshError
 from consistent_catalog.report import Freshness
 from consistent_catalog.resolver import DEFAULT_LEVEL, LEVELS
+from consistent_catalog.util.time import now_ms
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -290,17 +291,49 @@ def _sources(sources: dict[str, int | None]) -> str | None:
 @click.pass_obj
 @command_errors
 def advance_watermark(ctx: Context, table: str, barrier: str, allow_future: bool, output: str | None) -> None:
-    """Declare an idle root TABLE complete up to BARRIER (ms or ISO-8601), so it stops holding back the DAG.
+    """Declare an idle root TABLE complete up to BARRIER (ms, ISO-8601 or `now`), so it stops holding back the DAG.
 
     A barrier in the future is refused unless --allow-future; a watermark never moves back.
 
     \b
-    Example:
+    Examples:
       consistent-catalog --catalog lake advance-watermark demo.words 2024-01-01T00:00:00Z
+      consistent-catalog --catalog lake advance-watermark demo.words now
     """
-    watermark = ctx.catalog.advance_watermark(table, barrier, allow_future=allow_future)
+    at: str | int = now_ms() if barrier.strip().lower() == "now" else barrier
+    watermark = ctx.catalog.advance_watermark(table, at, allow_future=allow_future)
     ctx.out(output).emit({"table": table, "watermark": watermark},
          lambda: click.echo(f"{table}: watermark {fmt_barrier(watermark)}"))
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--to-job", "job", required=True, help="the job that owns TABLE from now on")
+@click.option("--takeover", is_flag=True,
+              help="the current owner's instance still holds a live lease but is known dead: take the table anyway")
+@output_option
+@click.pass_obj
+@command_errors
+def reassign(ctx: Context, table: str, job: str, takeover: bool, output: str | None) -> None:
+    """Hand the derived TABLE to another job: the only way a table changes owner (a typo'd job name is refused).
+
+    The table keeps its data, history and sources; the job registers it at its next run, and its next epoch
+    revises the table if its definition differs. Refused for a root, while the owner runs, and when the new job
+    would read its own output.
+
+    \b
+    Example:
+      consistent-catalog --catalog lake reassign shop.customer_totals --to-job cust-totals
+    """
+    result = ctx.catalog.reassign(table, job, takeover=takeover)
+
+    def text() -> None:
+        if result.changed:
+            click.echo(f"{result.table}: owned by job {result.to_job} (was {result.from_job or 'nobody'})")
+        else:
+            click.echo(f"{result.table}: already owned by job {result.to_job}; nothing changed")
+
+    ctx.out(output).emit(result.to_json(), text)
 
 
 @cli.command()

@@ -19,6 +19,7 @@ from consistent_catalog import properties as P
 from consistent_catalog.barrier import BarrierLike, to_barrier
 from consistent_catalog.catalog import ConsistentCatalog
 from consistent_catalog.commit import RetryPolicy, refs_at
+from consistent_catalog.definition import job_definition, sql_definition
 from consistent_catalog.epoch import EpochJob, Staged
 from consistent_catalog.epoch_plan import EpochPlan, check_append_only
 from consistent_catalog.exceptions import FencedError, InvalidInputError
@@ -159,6 +160,8 @@ class SparkEpochJob(EpochJob):
         super().__init__(cc, job, sources=sources, sinks=sinks, transform=None, mode=mode, **options)
         self.spark = spark
         self.spark_transform = transform
+        if self.definition is None:  # no declared version: the SQL text, or the function's name and source (§6.10)
+            self.definition = sql_definition(transform) if isinstance(transform, str) else job_definition(transform=transform)
         self.keys = tuple(keys)
         self.incremental = incremental
         self.spark_catalog = spark_catalog
