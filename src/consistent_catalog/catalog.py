@@ -158,6 +158,7 @@ class ConsistentCatalog:
         lease_ms: int = DEFAULT_LEASE_MS,
         takeover: bool = False,
         instance: str | None = None,
+        application: str | None = None,
     ) -> Lease:
         """Make ``job`` the single writer of ``sinks``, reading ``sources`` (one fenced commit per sink).
 
@@ -166,7 +167,8 @@ class ConsistentCatalog:
         with CycleError if the new edges would close a cycle.
         """
         return ownership.register_job(
-            self.store, job, sources, sinks, lease_ms=lease_ms, takeover=takeover, instance=instance
+            self.store, job, sources, sinks, lease_ms=lease_ms, takeover=takeover, instance=instance,
+            application=application,
         )
 
     def unregister_job(self, lease: Lease) -> None:

@@ -185,6 +185,8 @@ class EpochJob:
         self.lease_ms = lease_ms
         self.takeover = takeover
         self.lease: Lease | None = None
+        self.application: str | None = None
+        """The Spark application this job runs in (``SparkEpochJob``), named with its lease for operators."""
         # --- the definition every staged snapshot records; a changed one revises the sinks (protocol §6.10) ---
         self.definition = job_definition(version=version, transform=transform)
         self.rebuild = rebuild
@@ -207,7 +209,8 @@ class EpochJob:
 
     # --- ownership ---------------------------------------------------------------------------
     def register(self) -> Lease:
-        self.lease = register_job(self.store, self.job, self.sources, self.sinks, lease_ms=self.lease_ms, takeover=self.takeover)
+        self.lease = register_job(self.store, self.job, self.sources, self.sinks, lease_ms=self.lease_ms,
+                                  takeover=self.takeover, application=self.application)
         return self.lease
 
     def unregister(self) -> None:

@@ -12,6 +12,9 @@ job's registration is refused, and ``reassign`` is the one way a table changes o
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -34,7 +37,39 @@ if TYPE_CHECKING:
     from pyiceberg.table.snapshots import Snapshot
 
 DEFAULT_LEASE_MS = 5 * 60 * 1000
-_OWNERSHIP_KEYS = (P.JOB, P.LEASE_HOLDER, P.LEASE_UNTIL, P.SOURCES)
+_OWNERSHIP_KEYS = (P.JOB, P.LEASE_HOLDER, P.LEASE_UNTIL, P.LEASE_HOLDER_INFO, P.SOURCES)
+_LEASE_KEYS = (P.LEASE_HOLDER, P.LEASE_UNTIL, P.LEASE_HOLDER_INFO)
+
+
+def holder_info(application: str | None = None) -> str:
+    """``consistent.lease-holder-info`` of an instance of this process registering now (protocol §6.2)."""
+    info: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid(), "since": now_ms()}
+    if application:
+        info["app"] = application
+    return json.dumps(info, sort_keys=True, separators=(",", ":"))
+
+
+def describe_holder(state: TableState) -> str:
+    """The lease holder as an operator needs it before a takeover: ``instance 6a3b6f0460c5 (host h, pid 1234,
+    Spark application local-17…, since <time>)``; just the id where no info was written (earlier versions)."""
+    text = f"instance {state.lease_holder}"
+    raw = state.properties.get(P.LEASE_HOLDER_INFO)
+    try:
+        info = json.loads(raw) if raw else {}
+    except ValueError:
+        info = {}
+    if not isinstance(info, dict):
+        return text
+    parts = []
+    if info.get("host"):
+        parts.append(f"host {info['host']}")
+    if info.get("pid") is not None:
+        parts.append(f"pid {info['pid']}")
+    if info.get("app"):
+        parts.append(f"Spark application {info['app']}")
+    if isinstance(info.get("since"), int):
+        parts.append(f"since {fmt_barrier(info['since'])}")
+    return f"{text} ({', '.join(parts)})" if parts else text
 
 
 @dataclass(frozen=True)
@@ -68,8 +103,12 @@ def register_job(
     lease_ms: int = DEFAULT_LEASE_MS,
     takeover: bool = False,
     instance: str | None = None,
+    application: str | None = None,
 ) -> Lease:
     """Make ``job`` the single writer of ``sinks``, reading ``sources`` (one fenced commit per sink).
+
+    The lease names where this instance runs (``consistent.lease-holder-info``: host, process id, the Spark
+    ``application`` id when given, since when), which refusals quote for the operator.
 
     Refused with OwnershipError when a sink is owned by another job, live or not (``reassign`` hands a table
     over), or another live instance of this job holds it (``takeover=True`` takes over from a dead one);
@@ -90,6 +129,7 @@ def register_job(
     graph.check_new_edges(job, source_names, sink_names)
 
     instance = instance or uuid.uuid4().hex[:12]
+    info = holder_info(application)
     until = now_ms() + lease_ms
     done: list[tuple[str, Mapping[str, str]]] = []
     try:
@@ -101,7 +141,7 @@ def register_job(
             # checks that (also on a table without snapshots), so of two racing registrations one wins
             genesis = genesis_updates(table, job) if state.head() is None else []
             owned = {P.JOB: job, P.SOURCES: encode_table_sources(list(source_names)), P.LEASE_HOLDER: instance,
-                     P.LEASE_UNTIL: str(until)}
+                     P.LEASE_UNTIL: str(until), P.LEASE_HOLDER_INFO: info}
             store.commit(
                 table,
                 refs_at({P.MAIN_BRANCH: None}) if genesis else [],
@@ -127,7 +167,7 @@ def owner_refusal(state: TableState, job: str, *, now: int | None = None) -> str
         return None
     live = state.lease_until is not None and state.lease_until > (now_ms() if now is None else now)
     running = (
-        f"its instance {state.lease_holder} holds a lease until {fmt_barrier(state.lease_until)}"
+        f"its {describe_holder(state)} holds a lease until {fmt_barrier(state.lease_until)}"
         if live else "no instance of it is running"
     )
     return (
@@ -146,7 +186,7 @@ def check_can_own(state: TableState, job: str, instance: str, takeover: bool, *,
     live = state.lease_until is not None and state.lease_until > (now_ms() if now is None else now)
     if state.job == job and live and state.lease_holder not in (None, instance) and not takeover:
         raise OwnershipError(
-            f"{state.identifier} is being written by another live instance ({state.lease_holder}) of job "
+            f"{state.identifier} is being written by another live {describe_holder(state)} of job "
             f"{job!r} until {fmt_barrier(state.lease_until)}; stop it, wait for the lease to lapse, or, if it is "
             "dead, take over with takeover=True (register_job / cc.job; the demo: consistent-catalog demo --takeover)"
         )
@@ -189,7 +229,7 @@ def unregister_job(store: TableStore, lease: Lease) -> None:
             store.commit(
                 table,
                 refs_at({P.FENCE_BRANCH: fence_head(table)}),
-                [RemovePropertiesUpdate(removals=[P.LEASE_HOLDER, P.LEASE_UNTIL])],
+                [RemovePropertiesUpdate(removals=[k for k in _LEASE_KEYS if k in table.metadata.properties])],
                 what=f"unregistering job {lease.job!r}",
             )
         except FencedError:
@@ -250,7 +290,7 @@ def reassign(store: TableStore, table: str, to_job: str, *, takeover: bool = Fal
     live = state.lease_until is not None and state.lease_until > now_ms() and state.lease_holder is not None
     if live and not takeover:
         raise OwnershipError(
-            f"{name} is being written by job {owner!r} (instance {state.lease_holder}, lease until "
+            f"{name} is being written by job {owner!r} ({describe_holder(state)}, lease until "
             f"{fmt_barrier(state.lease_until)}); stop that job first, or if its instance is dead, pass --takeover "
             "(takeover=True)"
         )
@@ -263,7 +303,7 @@ def reassign(store: TableStore, table: str, to_job: str, *, takeover: bool = Fal
             tbl,
             [],
             [SetPropertiesUpdate(updates={P.JOB: to_job}),
-             RemovePropertiesUpdate(removals=[k for k in (P.LEASE_HOLDER, P.LEASE_UNTIL) if k in state.properties])],
+             RemovePropertiesUpdate(removals=[k for k in _LEASE_KEYS if k in state.properties])],
             what=f"reassigning {name} to job {to_job!r}",
             take_fence=TakeFence(state.head(P.FENCE_BRANCH), "reassign", None, to_job),
         )

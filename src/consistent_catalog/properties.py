@@ -39,6 +39,10 @@ later snapshot lands above the watermark, so a completed barrier never changes (
 BARRIER_OVERRIDES: Final = "consistent.barrier-overrides"
 """JSON object ``{"<snapshot id>": barrier}``: effective barriers that an earlier watermark raised,
 kept when the watermark moves on so that they never drop back (see docs/protocol.md)."""
+LEASE_HOLDER_INFO: Final = "consistent.lease-holder-info"
+"""Where the lease holder runs: compact JSON ``{"app": <Spark application id>, "host": ..., "pid": ..., "since": ms}``
+(``app`` only for Spark writers), written with the lease, removed with it, so that an operator can tell whether a
+holder is really dead before a takeover (protocol §6.2)."""
 REVISION: Final = "consistent.revision"
 """Integer bumped each time a revision rolls the table back."""
 
@@ -59,7 +63,7 @@ compare-and-swap refuses it after any such change."""
 TAG_PREFIX: Final = "consistent-"
 
 TABLE_PROPERTIES: Final = (
-    JOB, SOURCES, LEASE_UNTIL, LEASE_HOLDER, WATERMARK, WATERMARK_SNAPSHOT, BARRIER_OVERRIDES, REVISION, CLOCK_SKEW,
+    JOB, SOURCES, LEASE_UNTIL, LEASE_HOLDER, LEASE_HOLDER_INFO, WATERMARK, WATERMARK_SNAPSHOT, BARRIER_OVERRIDES, REVISION, CLOCK_SKEW,
     IDLE_AFTER,
 )
 NO_SNAPSHOT: Final = "-1"

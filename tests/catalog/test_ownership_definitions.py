@@ -237,3 +237,19 @@ def test_an_epoch_that_read_a_source_before_its_first_data_warns(cc, catalog, fl
         cc.ingest(WORDS, words("b"), barrier=1_700_000_001_000)
         assert job.run_epoch().warnings == ()  # both sources hold data at the next barrier
     assert {r["word"] for r in scan(catalog, COUNTS)} == {"a", "z"}  # T = 1700000000900: b is later
+
+
+def test_refusals_name_where_the_holder_runs(counted, catalog):
+    import os
+    import socket
+
+    lease = counted.register_job("word-count", [WORDS], [COUNTS], application="app-20261127-0001")
+    info = json.loads(properties(catalog, COUNTS)[P.LEASE_HOLDER_INFO])
+    assert info["host"] == socket.gethostname() and info["pid"] == os.getpid() and info["app"] == "app-20261127-0001"
+    with pytest.raises(OwnershipError) as refused:
+        counted.register_job("word-count", [WORDS], [COUNTS])  # a second instance while the first lives
+    message = str(refused.value)
+    assert f"instance {lease.instance} (host {socket.gethostname()}, pid {os.getpid()}, Spark application " \
+           "app-20261127-0001, since " in message
+    counted.unregister_job(lease)
+    assert P.LEASE_HOLDER_INFO not in properties(catalog, COUNTS)

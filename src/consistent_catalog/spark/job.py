@@ -160,6 +160,7 @@ class SparkEpochJob(EpochJob):
         super().__init__(cc, job, sources=sources, sinks=sinks, transform=None, mode=mode, **options)
         self.spark = spark
         self.spark_transform = transform
+        self.application = spark.sparkContext.applicationId
         if self.definition is None:  # no declared version: the SQL text, or the function's name and source (§6.10)
             self.definition = sql_definition(transform) if isinstance(transform, str) else job_definition(transform=transform)
         self.keys = tuple(keys)

@@ -598,7 +598,8 @@ def _register_from_checkpoint(job: EpochJob, checkpoint: CheckpointInstances, ta
     instance = uuid.uuid4().hex[:12]
     checkpoint.write([*earlier, instance])  # before registering: a crash right after must still count as ours
     job.lease = job.cc.register_job(
-        job.job, job.sources, job.sinks, lease_ms=job.lease_ms, takeover=takeover or ours, instance=instance
+        job.job, job.sources, job.sinks, lease_ms=job.lease_ms, takeover=takeover or ours, instance=instance,
+        application=job.application,
     )
 
 
