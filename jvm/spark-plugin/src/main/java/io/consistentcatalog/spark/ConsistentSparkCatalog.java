@@ -84,7 +84,24 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
   protected Catalog buildIcebergCatalog(String name, CaseInsensitiveStringMap options) {
     this.options = CatalogOptions.parse(name, options);
     this.session = new CutSession(name, this.options.plainName, new TableLoader(this, this.options));
-    return super.buildIcebergCatalog(this.options.plainName, options);
+    return super.buildIcebergCatalog(this.options.plainName, withJdbcConnections(options));
+  }
+
+  /**
+   * {@code type=jdbc} becomes {@link ConsistentJdbcCatalog} (Iceberg's JDBC catalog whose pool never hands out a
+   * connection a database restart broke); any other catalog is built as configured.
+   */
+  static CaseInsensitiveStringMap withJdbcConnections(CaseInsensitiveStringMap options) {
+    String type = options.get(org.apache.iceberg.CatalogUtil.ICEBERG_CATALOG_TYPE);
+    String impl = options.get(org.apache.iceberg.CatalogProperties.CATALOG_IMPL);
+    if (type == null || !type.trim().equalsIgnoreCase(org.apache.iceberg.CatalogUtil.ICEBERG_CATALOG_TYPE_JDBC)
+        || (impl != null && !impl.trim().isEmpty())) {
+      return options;
+    }
+    java.util.Map<String, String> changed = new java.util.HashMap<>(options.asCaseSensitiveMap());
+    changed.keySet().removeIf(key -> key.equalsIgnoreCase(org.apache.iceberg.CatalogUtil.ICEBERG_CATALOG_TYPE));
+    changed.put(org.apache.iceberg.CatalogProperties.CATALOG_IMPL, ConsistentJdbcCatalog.class.getName());
+    return new CaseInsensitiveStringMap(changed);
   }
 
   @Override
@@ -170,7 +187,7 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
     String name = Names.tableName(ident);
     Table loaded;
     try {
-      loaded = bypassed(() -> super.loadTable(ident));
+      loaded = retryingLoad(name, () -> bypassed(() -> super.loadTable(ident)));
     } catch (NoSuchTableException e) {
       throw notFound(ident, name, e);
     }
@@ -195,7 +212,7 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
       boolean sink = streaming.equals("toTable");
       org.apache.iceberg.Table table;
       try {
-        table = icebergCatalog().loadTable(Names.icebergIdentifier(name));
+        table = retryingLoad(name, () -> icebergCatalog().loadTable(Names.icebergIdentifier(name)));
       } catch (org.apache.iceberg.exceptions.NoSuchTableException e) {
         throw notFound(ident, name, new NoSuchTableException(ident));
       }
@@ -293,6 +310,27 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
 
   private interface Load {
     Table load() throws NoSuchTableException;
+  }
+
+  /** A load of the target of a write or a stream, catalog faults waited out ({@link Faults}, protocol §6.8). */
+  private <T> T retryingLoad(String name, Loading<T> load) throws NoSuchTableException {
+    NoSuchTableException[] missing = new NoSuchTableException[1];
+    T loaded = Faults.retrying(options.plainName, "loading " + name, options.retryDeadlineMs, () -> {
+      try {
+        return load.load();
+      } catch (NoSuchTableException e) {
+        missing[0] = e;
+        return null;
+      }
+    });
+    if (missing[0] != null) {
+      throw missing[0];
+    }
+    return loaded;
+  }
+
+  private interface Loading<T> {
+    T load() throws NoSuchTableException;
   }
 
   private static Table bypassed(Load load) throws NoSuchTableException {

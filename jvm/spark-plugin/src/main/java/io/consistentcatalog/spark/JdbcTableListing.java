@@ -46,13 +46,13 @@ final class JdbcTableListing {
     if (!enabled) {
       return null;
     }
-    if (catalog.getClass() != JdbcCatalog.class || catalogOptions.get(CatalogProperties.URI) == null) {
+    if (!(catalog.getClass() == JdbcCatalog.class || catalog.getClass() == ConsistentJdbcCatalog.class) || catalogOptions.get(CatalogProperties.URI) == null) {
       enabled = false; // another catalog (REST, Hive, Glue, a caching or custom one): its own API
       return null;
     }
     try {
       if (connection == null) {
-        connection = new JdbcClientPool(1, catalogOptions.get(CatalogProperties.URI), catalogOptions);
+        connection = new CatalogConnections(1, catalogOptions.get(CatalogProperties.URI), catalogOptions);
       }
       Map<String, String> found = new TreeMap<>();
       connection.run(
