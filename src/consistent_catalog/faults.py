@@ -105,7 +105,8 @@ def _direct_fault(exc: BaseException) -> Fault | None:
 #: SQL errors that say something is wrong that waiting does not fix (a read-only file, a missing table or
 #: database, a refused login)
 _PERMANENT_SQL = ("readonly database", "read-only", "no such table", "does not exist", "authentication failed",
-                  "password authentication", "permission denied", "unable to open database file")
+                  "password authentication", "permission denied", "unable to open database file",
+                  "no suitable driver")
 #: a connection that was never made or was closed before the statement went out: nothing was applied
 _UNAVAILABLE_SQL = ("database is locked", "database table is locked", "sqlite_busy", "connection refused",
                     "the database system is starting up", "the database system is shutting down",

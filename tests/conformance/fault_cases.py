@@ -109,6 +109,7 @@ CASES: list[tuple[dict[str, Any], dict[str, Any]]] = [
     (fault("postgresql", "3D000", 'FATAL: database "lake" does not exist'), {"fault": None}),
     (fault("postgresql", "42501", "ERROR: permission denied for table iceberg_tables"), {"fault": None}),
     (fault("postgresql", "42P01", 'ERROR: relation "iceberg_tables" does not exist'), {"fault": None}),
+    (fault("postgresql", "08001", "No suitable driver found for jdbc:postgresql://db:5432/lake"), {"fault": None}),
     # SQLite (no SQLState), as Python's sqlite3 and sqlite-jdbc word them
     (fault("sqlite", None, "database is locked"), {"fault": UNAVAILABLE}),
     (fault("sqlite", None, "[SQLITE_BUSY] The database file is locked (database is locked)"), {"fault": UNAVAILABLE}),

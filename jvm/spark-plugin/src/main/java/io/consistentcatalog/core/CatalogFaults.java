@@ -59,7 +59,8 @@ public final class CatalogFaults {
 
   /** SQL errors that waiting does not fix (as Python's {@code _PERMANENT_SQL}). */
   private static final String[] PERMANENT = {"readonly database", "read-only", "no such table", "does not exist",
-      "authentication failed", "password authentication", "permission denied", "unable to open database file"};
+      "authentication failed", "password authentication", "permission denied", "unable to open database file",
+      "no suitable driver"}; // DriverManager's (SQLState 08001): the driver jar is missing, waiting does not bring it
   /** A connection that was never made, or was closed before the statement went out: nothing was applied. */
   private static final String[] UNAVAILABLE_TEXT = {"database is locked", "database table is locked", "sqlite_busy",
       "connection refused", "the database system is starting up", "the database system is shutting down",

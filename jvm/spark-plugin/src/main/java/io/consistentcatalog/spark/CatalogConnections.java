@@ -6,7 +6,11 @@ import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
 import java.sql.Connection;
 import java.sql.SQLException;
+import java.lang.reflect.Field;
+import java.util.HashMap;
 import java.util.Map;
+import org.apache.iceberg.catalog.Catalog;
+import org.apache.iceberg.jdbc.JdbcCatalog;
 import org.apache.iceberg.CatalogProperties;
 import org.apache.iceberg.jdbc.JdbcClientPool;
 
@@ -28,12 +32,48 @@ import org.apache.iceberg.jdbc.JdbcClientPool;
  * {@link FencedCommit}); the next call tries again. Iceberg's own resend of a call after reconnecting is kept:
  * {@link FencedCommit} reads the table back before it believes a refusal, so a commit it resent that had landed
  * is found, not reported refused.
+ *
+ * <p>The consistent catalog puts one in its {@code JdbcCatalog} after Iceberg built it ({@link #install}). Not as
+ * {@code catalog-impl} of a subclass built with a pool builder: Iceberg then loads that class through another
+ * path, and a streaming query's first {@code toTable} found no JDBC driver ({@code DriverManager}'s "No suitable
+ * driver").
  */
 public class CatalogConnections extends JdbcClientPool {
   /** A connection unused this long is checked with {@link Connection#isValid} before a call runs on it. */
   static final long VALIDATE_AFTER_IDLE_MS = 1_000L;
 
   private static final int VALIDATE_TIMEOUT_S = 5;
+
+  /**
+   * Put a pool of these in place of the pool of {@code catalog} when it is Iceberg's {@code JdbcCatalog} (its field
+   * {@code connections}; the JDBC catalog offers no other way for a catalog built from Spark options), closing the
+   * pool it replaces. Any other catalog is left as it is; so is a JDBC catalog whose field is not found (another
+   * Iceberg version): it keeps Iceberg's pool.
+   */
+  static void install(Catalog catalog, Map<String, String> options) {
+    if (catalog == null || catalog.getClass() != JdbcCatalog.class || options.get(CatalogProperties.URI) == null) {
+      return;
+    }
+    try {
+      Field field = JdbcCatalog.class.getDeclaredField("connections");
+      field.setAccessible(true);
+      Object old = field.get(catalog);
+      if (!(old instanceof JdbcClientPool) || old instanceof CatalogConnections) {
+        return;
+      }
+      Field groupField = JdbcCatalog.class.getDeclaredField("closeableGroup");
+      groupField.setAccessible(true);
+      org.apache.iceberg.io.CloseableGroup group = (org.apache.iceberg.io.CloseableGroup) groupField.get(catalog);
+      CatalogConnections pool = new CatalogConnections(options.get(CatalogProperties.URI), new HashMap<>(options));
+      field.set(catalog, pool);
+      if (group != null) {
+        group.addCloseable(pool); // closed with the catalog
+      }
+      ((JdbcClientPool) old).close();
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      // another Iceberg: Iceberg's pool stays (connections a restart broke are then reconnected on their next use)
+    }
+  }
 
   public CatalogConnections(String dbUrl, Map<String, String> properties) {
     this(Integer.parseInt(properties.getOrDefault(CatalogProperties.CLIENT_POOL_SIZE,

@@ -84,24 +84,11 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
   protected Catalog buildIcebergCatalog(String name, CaseInsensitiveStringMap options) {
     this.options = CatalogOptions.parse(name, options);
     this.session = new CutSession(name, this.options.plainName, new TableLoader(this, this.options));
-    return super.buildIcebergCatalog(this.options.plainName, withJdbcConnections(options));
-  }
-
-  /**
-   * {@code type=jdbc} becomes {@link ConsistentJdbcCatalog} (Iceberg's JDBC catalog whose pool never hands out a
-   * connection a database restart broke); any other catalog is built as configured.
-   */
-  static CaseInsensitiveStringMap withJdbcConnections(CaseInsensitiveStringMap options) {
-    String type = options.get(org.apache.iceberg.CatalogUtil.ICEBERG_CATALOG_TYPE);
-    String impl = options.get(org.apache.iceberg.CatalogProperties.CATALOG_IMPL);
-    if (type == null || !type.trim().equalsIgnoreCase(org.apache.iceberg.CatalogUtil.ICEBERG_CATALOG_TYPE_JDBC)
-        || (impl != null && !impl.trim().isEmpty())) {
-      return options;
-    }
-    java.util.Map<String, String> changed = new java.util.HashMap<>(options.asCaseSensitiveMap());
-    changed.keySet().removeIf(key -> key.equalsIgnoreCase(org.apache.iceberg.CatalogUtil.ICEBERG_CATALOG_TYPE));
-    changed.put(org.apache.iceberg.CatalogProperties.CATALOG_IMPL, ConsistentJdbcCatalog.class.getName());
-    return new CaseInsensitiveStringMap(changed);
+    // the catalog connects as it initialises (the first statement that names it): faults waited out, as every call
+    Catalog built = Faults.retrying(this.options.plainName, "connecting", this.options.retryDeadlineMs,
+        () -> super.buildIcebergCatalog(this.options.plainName, options));
+    CatalogConnections.install(built, this.options.icebergOptions);
+    return built;
   }
 
   @Override

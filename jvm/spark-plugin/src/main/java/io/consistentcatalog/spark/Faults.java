@@ -20,7 +20,44 @@ final class Faults {
 
   static final long DEFAULT_DEADLINE_MS = RetryPolicy.DEFAULT_DEADLINE_MS;
 
+  /** Milliseconds between two lines about faults (those in between are not printed), as Python's WARN_EVERY. */
+  static final long WARN_EVERY_MS = 10_000L;
+
+  private static final java.util.concurrent.atomic.AtomicLong WARNED = new java.util.concurrent.atomic.AtomicLong(Long.MIN_VALUE);
+
   private Faults() {}
+
+  /**
+   * A fault met by {@code what} and about to be waited out: one line on standard error, {@code [catalog] catalog
+   * fault (unknown) on loading db.t: PSQLException: ...; retrying}, for the first and then at most one every 10 s
+   * while faults go on (a statement's output shows that it is waiting without a line per attempt).
+   */
+  static void record(String catalog, String what, Throwable fault) {
+    long now = System.nanoTime();
+    long last = WARNED.get();
+    if (last != Long.MIN_VALUE && now - last < WARN_EVERY_MS * 1_000_000L) {
+      return;
+    }
+    if (!WARNED.compareAndSet(last, now)) {
+      return;
+    }
+    CatalogFaults.Fault kind = CatalogFaults.of(fault);
+    System.err.println("[" + catalog + "] catalog fault (" + (kind == null ? "unknown" : kind.label()) + ") on " + what
+        + ": " + describe(fault) + "; retrying");
+    System.err.flush();
+  }
+
+  /** The fault as one line: the first SQL or I/O error among it and its causes (type and message), else itself. */
+  static String describe(Throwable fault) {
+    Throwable shown = fault;
+    for (Throwable e = fault; e != null && e.getCause() != e; e = e.getCause()) {
+      if (e instanceof java.sql.SQLException || e instanceof java.io.IOException) {
+        shown = e;
+        break;
+      }
+    }
+    return shown.getClass().getSimpleName() + ": " + FencedCommit.firstLine(shown);
+  }
 
   /** The catalog option {@code consistent.retry-deadline} in milliseconds ({@link Durations}); null or blank: the default. */
   static long parseDeadline(String catalog, String text) {
@@ -54,6 +91,7 @@ final class Faults {
           throw new IllegalStateException(e);
         }
         last = e;
+        record(catalog, what, e);
       }
     }
     throw unavailable(catalog, what, deadlineMs, last);
@@ -61,7 +99,7 @@ final class Faults {
 
   /** The one line past the deadline (or when the thread was interrupted while waiting): nothing landed. */
   static RuntimeException unavailable(String catalog, String what, long deadlineMs, Throwable last) {
-    String fault = last == null ? "interrupted" : last.getClass().getSimpleName() + ": " + FencedCommit.firstLine(last);
+    String fault = last == null ? "interrupted" : describe(last);
     return Errors.raise(Errors.analysis(
         "CONSISTENT_CUT.CATALOG_UNAVAILABLE",
         "catalog " + catalog + " did not answer " + what + " for " + (deadlineMs / 1000.0) + " s (last: " + fault

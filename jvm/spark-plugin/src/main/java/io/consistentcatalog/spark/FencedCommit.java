@@ -1,5 +1,6 @@
 package io.consistentcatalog.spark;
 
+import io.consistentcatalog.core.CatalogFaults;
 import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.core.ErrorKind;
 import io.consistentcatalog.core.RetryPolicy;
@@ -95,22 +96,27 @@ final class FencedCommit {
     List<UpdateRequirement> sent = new ArrayList<>(requirements);
     sent.add(new UpdateRequirement.AssertTableUUID(base.uuid()));
     RuntimeException last = null;
-    RetryPolicy.Attempts attempts = RetryPolicy.forFaults(deadlineMs).start();
+    boolean maybeLanded = false; // a fault that may have come after the commit was applied: look for it first
+    RetryPolicy.Attempts attempts = RetryPolicy.forFaults(deadlineMs).start(); // one deadline for sends and read-backs
     while (attempts.next()) {
-      if (last != null) {
-        TableMetadata now = metadata(load(ident));
-        if (landed(now, updates)) {
-          return now;
-        }
-      }
       try {
+        if (maybeLanded) {
+          TableMetadata now = metadata(catalog.loadTable(ident));
+          if (landed(now, updates)) {
+            return now;
+          }
+        }
         TableMetadata committed = send(ident, sent, updates);
-        return committed != null ? committed : metadata(load(ident));
+        if (committed != null) {
+          return committed;
+        }
+        maybeLanded = true; // landed; what it made is read now (a fault on the way: read again on the next attempt)
+        return metadata(catalog.loadTable(ident));
       } catch (CommitFailedException e) {
         // Believed only once the table is read back without the commit: after a lost answer the lost attempt may
         // have landed meanwhile (a slow server), and Iceberg's JDBC connection pool sends a statement again by
         // itself after it reconnected (JdbcClientPool), so a commit that landed can come back refused.
-        if (last != null || !(catalog instanceof RESTCatalog)) {
+        if (maybeLanded || !(catalog instanceof RESTCatalog)) {
           TableMetadata now = metadata(load(ident));
           if (recognisable(updates) && landed(now, updates)) {
             return now;
@@ -120,25 +126,26 @@ final class FencedCommit {
             ident + ": " + what + " was refused by the catalog (" + firstLine(e) + "): the table changed since it was "
                 + "planned (another writer, a takeover, a revision); nothing of this commit landed");
       } catch (RuntimeException e) {
-        if (!Faults.isFault(e)) {
+        CatalogFaults.Fault fault = CatalogFaults.of(e);
+        if (fault == null) {
           throw e;
         }
         last = e;
-        if (!recognisable(updates)) { // an unrecognisable commit is never sent twice
+        maybeLanded |= fault == CatalogFaults.Fault.UNKNOWN;
+        Faults.record(catalogName, what.contains(ident.toString()) ? what : what + " on " + ident, e);
+        if (maybeLanded && !recognisable(updates)) { // an unrecognisable commit is never sent twice
           break;
         }
       }
     }
-    if (last == null) { // interrupted before the first attempt
-      throw new ConsistentException(ErrorKind.CATALOG_UNAVAILABLE, ident.toString(),
-          "catalog " + catalogName + ": " + what + " on " + ident + " was interrupted before it was sent; landed: no");
-    }
+    String landed = maybeLanded ? "unknown" + addedSnapshot(updates) : "no";
+    String fault = last == null ? "interrupted" : "last: " + Faults.describe(last);
     throw new ConsistentException(ErrorKind.CATALOG_UNAVAILABLE, ident.toString(),
-        "catalog " + catalogName + " did not answer " + what + " on " + ident + " for " + (deadlineMs / 1000.0)
-            + " s (last: " + last.getClass().getSimpleName() + ": " + firstLine(last) + "); landed: unknown"
-            + addedSnapshot(updates) + ". Run the statement again once the catalog is up: it re-plans from the catalog "
-            + "and never doubles an epoch or a keyed ingest (the catalog option " + Faults.DEADLINE + " sets how long "
-            + "to wait)");
+        "catalog " + catalogName + " did not answer " + (what.contains(ident.toString()) ? what : what + " on " + ident)
+            + " for " + (deadlineMs / 1000.0)
+            + " s (" + fault + "); landed: " + landed + ". Check that the catalog is up and reachable, then run the "
+            + "statement again: it re-plans from the catalog and never doubles an epoch or a keyed ingest (the catalog "
+            + "option " + Faults.DEADLINE + " sets how long to wait)");
   }
 
   /** {@code " (snapshot N, which `consistent-catalog history` lists if it landed)"} for a commit that adds one. */

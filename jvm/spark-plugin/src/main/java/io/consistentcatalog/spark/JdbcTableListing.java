@@ -46,7 +46,7 @@ final class JdbcTableListing {
     if (!enabled) {
       return null;
     }
-    if (!(catalog.getClass() == JdbcCatalog.class || catalog.getClass() == ConsistentJdbcCatalog.class) || catalogOptions.get(CatalogProperties.URI) == null) {
+    if (catalog.getClass() != JdbcCatalog.class || catalogOptions.get(CatalogProperties.URI) == null) {
       enabled = false; // another catalog (REST, Hive, Glue, a caching or custom one): its own API
       return null;
     }
