@@ -1,17 +1,18 @@
 package io.consistentcatalog.spark;
 
+import java.lang.reflect.Field;
 import java.lang.reflect.InvocationHandler;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
 import java.sql.Connection;
 import java.sql.SQLException;
-import java.lang.reflect.Field;
 import java.util.HashMap;
 import java.util.Map;
-import org.apache.iceberg.catalog.Catalog;
-import org.apache.iceberg.jdbc.JdbcCatalog;
 import org.apache.iceberg.CatalogProperties;
+import org.apache.iceberg.catalog.Catalog;
+import org.apache.iceberg.io.CloseableGroup;
+import org.apache.iceberg.jdbc.JdbcCatalog;
 import org.apache.iceberg.jdbc.JdbcClientPool;
 
 /**
@@ -20,9 +21,9 @@ import org.apache.iceberg.jdbc.JdbcClientPool;
  *
  * <p>Iceberg's pool (1.10) reconnects and runs a call once more when it fails with a connection error (SQLState
  * {@code 08000}, {@code 08003}, {@code 08006}, {@code 08007}, {@code 40001}, a {@code SQLTransientException};
- * {@code jdbc.retryable_status_codes} adds states), one second later when the reconnection fails; when that
- * fails too the error is raised and the broken connection goes back to the pool, to fail the next call that
- * takes it. A connection whose server restarted while it sat in the pool is not known to be broken until a
+ * {@code jdbc.retryable_status_codes} adds states); when the reconnection or that second run fails, the first
+ * error is raised, and a connection that could not be replaced goes back to the pool, to fail the next call
+ * that takes it. A connection whose server restarted while it sat in the pool is not known to be broken until a
  * statement is sent on it: that statement fails with an EOF, and a commit failing so has an unknown outcome.
  *
  * <p>Here each pooled connection is a handle whose connection is replaced before a call runs on it when it is
@@ -63,7 +64,7 @@ public class CatalogConnections extends JdbcClientPool {
       }
       Field groupField = JdbcCatalog.class.getDeclaredField("closeableGroup");
       groupField.setAccessible(true);
-      org.apache.iceberg.io.CloseableGroup group = (org.apache.iceberg.io.CloseableGroup) groupField.get(catalog);
+      CloseableGroup group = (CloseableGroup) groupField.get(catalog);
       CatalogConnections pool = new CatalogConnections(options.get(CatalogProperties.URI), new HashMap<>(options));
       field.set(catalog, pool);
       if (group != null) {

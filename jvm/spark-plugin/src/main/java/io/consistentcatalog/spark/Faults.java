@@ -28,9 +28,10 @@ final class Faults {
   private Faults() {}
 
   /**
-   * A fault met by {@code what} and about to be waited out: one line on standard error, {@code [catalog] catalog
-   * fault (unknown) on loading db.t: PSQLException: ...; retrying}, for the first and then at most one every 10 s
-   * while faults go on (a statement's output shows that it is waiting without a line per attempt).
+   * A fault met by {@code what} and about to be waited out: one line on standard error, {@code warning: catalog
+   * fault (unknown) on loading db.t in catalog lake: PSQLException: ...; retrying} (as the Python CLI's), for the
+   * first and then at most one every 10 s while faults go on (a statement's output shows that it is waiting
+   * without a line per attempt; not a {@code [catalog]} line, which reports a statement's outcome).
    */
   static void record(String catalog, String what, Throwable fault) {
     long now = System.nanoTime();
@@ -42,8 +43,8 @@ final class Faults {
       return;
     }
     CatalogFaults.Fault kind = CatalogFaults.of(fault);
-    System.err.println("[" + catalog + "] catalog fault (" + (kind == null ? "unknown" : kind.label()) + ") on " + what
-        + ": " + describe(fault) + "; retrying");
+    System.err.println("warning: catalog fault (" + (kind == null ? "unknown" : kind.label()) + ") on " + what
+        + " in catalog " + catalog + ": " + describe(fault) + "; retrying");
     System.err.flush();
   }
 

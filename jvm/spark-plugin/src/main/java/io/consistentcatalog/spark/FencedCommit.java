@@ -131,7 +131,9 @@ final class FencedCommit {
           throw e;
         }
         last = e;
-        maybeLanded |= fault == CatalogFaults.Fault.UNKNOWN;
+        // Nothing was sent only when a SQL catalog's connection could not be had (refused, starting up, locked): a
+        // REST 503 or 429 to a commit may come from a gateway that forwarded it (as in Python, §6.8)
+        maybeLanded |= fault == CatalogFaults.Fault.UNKNOWN || catalog instanceof RESTCatalog;
         Faults.record(catalogName, what.contains(ident.toString()) ? what : what + " on " + ident, e);
         if (maybeLanded && !recognisable(updates)) { // an unrecognisable commit is never sent twice
           break;
