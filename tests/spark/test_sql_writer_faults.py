@@ -8,7 +8,9 @@ epochs of the word-count job, the first of them taking the job over from a live 
   once held down for 20 s;
 - or another process holds SQLite's catalog database in an exclusive transaction for 5 s at a time (longer than
   sqlite-jdbc's own 3 s busy timeout, so the plugin's retry is what waits);
-- or PostgreSQL stops for good while an ingest is about to commit, under a 4 s ``consistent.retry-deadline``.
+- or PostgreSQL stops for good while an ingest is about to commit, under a 4 s ``consistent.retry-deadline``;
+- and, in this process's Spark session, a native streaming root (``toTable``) and a native streaming epoch job
+  (complete mode) run while PostgreSQL restarts every other file fed.
 
 The three writers run at once (module fixture). No error reaches the statements but the last case's, which is one ``[CONSISTENT_CUT.CATALOG_UNAVAILABLE]`` line
 naming the catalog and whether anything landed. Everything is checked with plain pyiceberg: every epoch once on
@@ -53,6 +55,7 @@ ROUNDS = 6
 HELD_DOWN = 20.0
 SQLITE_HOLD = 5.0
 SQLITE_ROUNDS = 3
+STREAM_FILES = 6
 
 
 def pipeline(rounds: int = ROUNDS) -> list[str]:
@@ -221,3 +224,69 @@ def test_a_catalog_down_past_the_deadline_gives_one_line_naming_it_and_what_land
     assert "landed: no" in line and "consistent.retry-deadline" in line, line
     assert "for 4.0 s" in line, line
     assert ingest_keys(scenario.lake.table(WORDS)) == Counter(), "landed: no, yet the ingest is there"
+
+
+def test_native_streaming_root_and_job_through_postgresql_restarts(tmp_path: Path) -> None:
+    """A native streaming root (``toTable``) and a native streaming epoch job (complete mode, ``consistent.job``), in
+    this process's Spark session, while PostgreSQL restarts: neither query fails, every file lands once, every
+    published epoch equals a recount of its recorded input."""
+    import json
+
+    from consistent_catalog.spark.session import build_session
+    from tests.harness.sql_writer import DRIVER_CONF, counts_at, main_epochs, word_counter
+
+    rng = random.Random()
+    with PostgresServer.start(fast=False) as server:
+        lake = postgres_lake(server, tmp_path)
+        incoming = tmp_path / "in"
+        incoming.mkdir()
+        spark = build_session(lake.uri, lake.warehouse, app_name="streaming-restarts", extra_conf=DRIVER_CONF)
+        downs: list[float] = []
+        fed: list[str] = []
+        try:
+            root = (spark.readStream.schema("word string").json(str(incoming)).writeStream
+                    .option("checkpointLocation", str(tmp_path / "chk-root")).trigger(processingTime="0.5 seconds")
+                    .toTable(f"{CONSISTENT}.{WORDS}"))
+            job = (spark.readStream.option("consistent.waitFor", "200ms").table(f"{CONSISTENT}.{WORDS}")
+                   .groupBy("word").count().withColumnRenamed("count", "cnt").writeStream.outputMode("complete")
+                   .option("checkpointLocation", str(tmp_path / "chk-job")).option("consistent.job", JOB)
+                   .trigger(processingTime="0.5 seconds").toTable(f"{CONSISTENT}.{COUNTS}"))
+            try:
+                for index in range(1, STREAM_FILES + 1):
+                    words = batch(100 + index)
+                    temporary = incoming / f".{index}.tmp"
+                    temporary.write_text("".join(json.dumps({"word": w}) + "\n" for w in words), encoding="utf-8")
+                    temporary.rename(incoming / f"{index}.json")
+                    fed += words
+                    time.sleep(rng.uniform(0.3, 1.0))
+                    if index % 2 == 0:  # a restart every other file, down 0.5-1.5 s, the queries running meanwhile
+                        downs.append(rng.uniform(0.5, 1.5))
+                        server.restart(down_seconds=downs[-1])
+                root.processAllAvailable()
+                head = reopened(lake).table(WORDS).metadata.current_snapshot().snapshot_id
+                deadline = time.monotonic() + 120
+                while True:  # the job's epochs catch up with the root's last batch
+                    epochs = main_epochs(reopened(lake).table(COUNTS))
+                    if epochs and epochs[-1].inputs().get(WORDS) == head:
+                        break
+                    assert job.exception() is None and time.monotonic() < deadline, (
+                        f"the job did not reach the root's head {head}: {job.exception()}")
+                    time.sleep(0.5)
+            finally:
+                for query in (job, root):
+                    query.stop()
+            assert root.exception() is None and job.exception() is None
+        finally:
+            spark.stop()
+        checked = reopened(lake)
+        words_table, counts = checked.table(WORDS), checked.table(COUNTS)
+        landed = Counter(words_table.scan().to_arrow().column("word").to_pylist())
+        assert landed == Counter(batch(0)) + Counter(fed), "a file is missing or doubled in the root"
+        epochs = main_epochs(counts)
+        barriers = [e.barrier for e in epochs]
+        assert barriers == sorted(set(barriers)) and len(epochs) >= 2, barriers
+        for epoch in epochs:
+            read = json.loads(epoch.summaries[-1]["consistent.sources"])[WORDS]
+            assert counts_at(counts, epoch.head) == dict(word_counter(words_table, read)), (
+                f"barrier {epoch.barrier} differs from a recount of {WORDS} at snapshot {read} (downs {downs})")
+        assert len(downs) == STREAM_FILES // 2
