@@ -21,6 +21,7 @@ table holding every batch once.
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -221,9 +222,14 @@ def test_a_catalog_down_past_the_deadline_gives_one_line_naming_it_and_what_land
     assert scenario.status == 1 and len(errors) == 1, scenario.run.tail()
     line = errors[0]
     assert "[CONSISTENT_CUT.CATALOG_UNAVAILABLE]" in line and "catalog lake_consistent did not answer" in line, line
-    assert "landed: no" in line and "consistent.retry-deadline" in line, line
-    assert "for 4.0 s" in line, line
-    assert ingest_keys(scenario.lake.table(WORDS)) == Counter(), "landed: no, yet the ingest is there"
+    assert "consistent.retry-deadline" in line and "for 4.0 s" in line, line
+    # "no" when every attempt found no connection; "unknown" with the snapshot to look for when a statement met a
+    # connection cut under it (a pooled connection used less than a second before the stop is not checked first)
+    said = re.search(r"landed: (no|unknown \(snapshot (\d+))", line)
+    assert said is not None, line
+    words = scenario.lake.table(WORDS)
+    landed = said[2] is not None and words.metadata.snapshot_by_id(int(said[2])) is not None
+    assert ingest_keys(words) == (Counter({"down": 1}) if landed else Counter()), f"{said[0]}, yet: {ingest_keys(words)}"
 
 
 def test_native_streaming_root_and_job_through_postgresql_restarts(tmp_path: Path) -> None:
