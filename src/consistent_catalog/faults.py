@@ -5,10 +5,13 @@ A catalog call fails in one of three ways that matter to a writer:
 - *refused*: the catalog checked the commit's requirements and said no (``CommitFailedException``).
   That is an answer, not a fault; the commit layer turns it into ``FencedError``.
 - *unavailable* (``Fault.UNAVAILABLE``): nothing was applied — a 503 or 429 answer, a connection that
-  could not be opened, SQLite's ``database is locked``.
+  could not be opened or was closed before the statement went out, a PostgreSQL server starting up,
+  SQLite's ``database is locked``.
 - *unknown* (``Fault.UNKNOWN``): it may have been applied — a 500/502/504 answer to a commit, a 502
   or 504 to anything else, a timeout, a connection dropped mid-request, a SQL connection cut by a
   server restart. A plain 500 to a read is the server failing at the request, not a fault.
+
+``sql_fault`` is the SQL part, shared with the JVM (``CatalogFaults``) through the conformance corpus.
 
 ``fault_of`` sorts an exception into these; ``RetryPolicy`` says how often and how long to try again;
 ``retrying`` runs a read under a policy. Commits are settled by ``commit.TableStore``, which reads the
@@ -84,12 +87,13 @@ def _direct_fault(exc: BaseException) -> Fault | None:
         return None
     if module.startswith("sqlalchemy"):
         if "OperationalError" in names or "InterfaceError" in names or getattr(exc, "connection_invalidated", False):
-            text = str(exc).lower()
-            if any(mark in text for mark in _PERMANENT_SQL):
+            orig = getattr(exc, "orig", None)
+            state = getattr(orig, "pgcode", None) or getattr(orig, "sqlstate", None)
+            text = str(exc if orig is None else orig)
+            if _permanent_sql(text):
                 return None
-            if "database is locked" in text or "database table is locked" in text or "connection refused" in text:
-                return Fault.UNAVAILABLE
-            return Fault.UNKNOWN
+            # any other operational error of the driver: its connection may have been cut under the statement
+            return sql_fault(state, text) or Fault.UNKNOWN
         return None
     if isinstance(exc, ConnectionRefusedError):
         return Fault.UNAVAILABLE
@@ -101,7 +105,46 @@ def _direct_fault(exc: BaseException) -> Fault | None:
 #: SQL errors that say something is wrong that waiting does not fix (a read-only file, a missing table or
 #: database, a refused login)
 _PERMANENT_SQL = ("readonly database", "read-only", "no such table", "does not exist", "authentication failed",
-                  "password authentication", "permission denied", "unable to open database file")
+                  "password authentication", "permission denied", "unable to open database file",
+                  "no suitable driver")
+#: a connection that was never made or was closed before the statement went out: nothing was applied
+_UNAVAILABLE_SQL = ("database is locked", "database table is locked", "sqlite_busy", "connection refused",
+                    "the database system is starting up", "the database system is shutting down",
+                    "the database system is in recovery mode", "this connection has been closed",
+                    "connection already closed")
+#: a connection cut while a statement was under way: it may have been applied
+_UNKNOWN_SQL = ("i/o error", "server closed the connection unexpectedly", "connection reset", "broken pipe",
+                "terminating connection", "could not receive data from server", "could not send data to server",
+                "ssl syscall error", "unexpected eof", "eof detected")
+
+
+def _permanent_sql(text: str) -> bool:
+    lowered = text.lower()
+    return any(mark in lowered for mark in _PERMANENT_SQL)
+
+
+def sql_fault(sqlstate: str | None, message: str) -> Fault | None:
+    """The fault a SQL error stands for, from its SQLState (None when the driver gives none, as SQLite's) and its
+    message; the JVM's ``CatalogFaults.ofSql`` gives the same answer (the conformance corpus checks both).
+
+    Unavailable: a connection that could not be opened (``08001``, ``08004``, refused), one closed before the
+    statement was sent (``08003``), a server not accepting connections yet (``57P03``: starting up, shutting
+    down, in recovery), SQLite's ``database is locked``. Unknown: a connection cut while a statement was under
+    way (the rest of class ``08``, PostgreSQL's ``57P01``/``57P02`` shutdown of the session, an EOF, a reset).
+    """
+    text = message.lower()
+    if _permanent_sql(text):
+        return None
+    state = (sqlstate or "").upper()
+    if state in ("08001", "08003", "08004", "57P03"):
+        return Fault.UNAVAILABLE
+    if state.startswith("08") or state in ("57P01", "57P02"):
+        return Fault.UNKNOWN
+    if any(mark in text for mark in _UNAVAILABLE_SQL):
+        return Fault.UNAVAILABLE
+    if any(mark in text for mark in _UNKNOWN_SQL):
+        return Fault.UNKNOWN
+    return None
 
 
 def _status(exc: BaseException) -> int | None:

@@ -10,7 +10,8 @@ case's tables, or (``"kind": "component"``) the cut the Spark plugin serves for 
 component. An answer is the cut ``{"level", "barrier", "tables": {name: {"snapshot_id", "barrier",
 "branch", "revision"}}}``, ``{"cut": <cut or null>, "blocked": {name: <error class>}}`` for a
 component, or ``{"error": <Python exception class name>}``. A write-plan query (``"kind": "write-plan"`` or
-``"new-edges"``) asks the writers instead: the epoch a job plans and the commits it sends (``write_plans``).
+``"new-edges"``) asks the writers instead: the epoch a job plans and the commits it sends (``write_plans``); a
+``"fault"`` or ``"duration"`` query asks how a catalog error is classified and what a duration is (``fault_cases``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from consistent_catalog.loading import table_state
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut
 from consistent_catalog.resolver import component_cut as resolver_component_cut
 from consistent_catalog.state import TableState
-from tests.conformance import write_plans
+from tests.conformance import fault_cases, write_plans
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).resolve().parent / "cases"
@@ -87,6 +88,8 @@ def python_answer(tables: Mapping[str, Any], query: Mapping[str, Any]) -> dict[s
     """What the Python resolver (or, for a write plan, the Python writer) answers to one query of a case."""
     if query.get("kind") in write_plans.KINDS:
         return write_plans.answer(tables, query, states_of(tables))
+    if query.get("kind") in fault_cases.KINDS:
+        return fault_cases.answer(query)
     level = query.get("level", DEFAULT_LEVEL)
     as_of = query.get("as_of")
     try:

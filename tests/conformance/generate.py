@@ -39,6 +39,7 @@ import pyarrow as pa
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import SnapshotRecord
 from consistent_catalog.state import TableState, encode_summary_sources, encode_table_sources
+from tests.conformance import fault_cases
 from tests.conformance.corpus import CASES, make_case, metadata_json, python_answer, write_case
 from tests.conformance.write_plans import can_own_query, definition_query, fingerprint_sql_query, write_plan_query
 from tests.conformance.write_plans import new_edges_query as edges
@@ -513,7 +514,17 @@ def h14_write_plans() -> Case:
     return "write plans on hand-written histories (compaction, floors, staged branches, sinks without main)", tables, queries
 
 
+def h15_faults_and_durations() -> Case:
+    """Catalog faults (protocol §6.8) as PostgreSQL's and SQLite's drivers raise them, and the duration grammar."""
+    return ("fault classes of PostgreSQL's and SQLite's errors (§6.8) and durations: one classification, one grammar",
+            {}, [query for query, _ in fault_cases.CASES])
+
+
 HAND: dict[str, dict[int, Callable[[dict[str, Any]], bool]]] = {
+    # the protocol's answer for every fault and duration query (fault_cases.CASES)
+    "h15_faults_and_durations": {
+        index: (lambda a, want=want: a == want) for index, (_, want) in enumerate(fault_cases.CASES)
+    },
     # worked out by hand from the protocol §3 rules (not from the resolver)
     "h01_late_snapshots": {
         1: lambda a: a["tables"]["db.events"]["snapshot_id"] == 1 and a["barrier"] == T0 + 250,  # snap(250) = s1 (b=100)
@@ -1117,6 +1128,7 @@ HANDWRITTEN: tuple[Callable[[], Case], ...] = (
     h12_no_complete_barrier,
     h13_revisions_tags_branches,
     h14_write_plans,
+    h15_faults_and_durations,
 )
 
 

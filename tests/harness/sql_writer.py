@@ -121,6 +121,8 @@ def writer_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--catalog-uri", required=True)
     parser.add_argument("--warehouse", required=True)
     parser.add_argument("--app-name", default="sql-writer")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting of the session (e.g. a catalog option)")
     parser.add_argument("script", type=Path)
     args = parser.parse_args(argv)
     from consistent_catalog.spark.session import build_session
@@ -131,7 +133,8 @@ def writer_main(argv: Sequence[str] | None = None) -> int:
         print(f"[sql-writer] {time.monotonic() - started:6.2f}s {text}", file=sys.stderr, flush=True)
 
     statements = split_statements(args.script.read_text(encoding="utf-8"))
-    spark = build_session(args.catalog_uri, args.warehouse, app_name=args.app_name, extra_conf=DRIVER_CONF)
+    conf = dict(DRIVER_CONF, **dict(item.split("=", 1) for item in args.conf))
+    spark = build_session(args.catalog_uri, args.warehouse, app_name=args.app_name, extra_conf=conf)
     say(f"session {spark.sparkContext.applicationId} pid {os.getpid()}")
     for number, statement in enumerate(statements, 1):
         say(f"statement {number}: {statement.splitlines()[0][:120]}")
@@ -143,6 +146,7 @@ def writer_main(argv: Sequence[str] | None = None) -> int:
                 say(f"the driver JVM exited with {status} during statement {number}")
                 return status
             say(f"error in statement {number}: {_one_line(exc)}")
+            print(str(exc), file=sys.stderr, flush=True)  # the whole error, the JVM's stack included
             _exit_jvm(spark)
             return 1
     status = _exit_jvm(spark)
@@ -246,7 +250,7 @@ def create_lake(catalog: Any, uri: str, warehouse: str, directory: Path) -> tupl
 
 def start_writer(
     lake: SqlLake, statements: Iterable[str], name: str, *, failpoint: str | None = None, action: str = "halt",
-    release: Path | None = None,
+    release: Path | None = None, conf: Mapping[str, str] | None = None,
 ) -> WriterRun:
     """Start one writer process running ``statements`` on ``lake``, with a failpoint when given (protocol §5.9;
     ``action``: ``halt`` as kill -9 does, or ``pause`` until ``release`` exists)."""
@@ -262,7 +266,7 @@ def start_writer(
     with stderr_path.open("wb") as err:
         process = subprocess.Popen(
             [sys.executable, "-m", "tests.harness.sql_writer", "--catalog-uri", lake.uri, "--warehouse", lake.warehouse,
-             "--app-name", name, str(script)],
+             "--app-name", name, *(f"--conf={k}={v}" for k, v in (conf or {}).items()), str(script)],
             cwd=lake.directory, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
             start_new_session=True,
         )

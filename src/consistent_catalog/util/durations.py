@@ -1,4 +1,8 @@
-"""Durations given by people: ``90s``, ``30m``, ``12h``, ``7d``, ``2w``, a timedelta, or milliseconds."""
+"""Durations given by people: ``90s``, ``30m``, ``12h``, ``7d``, ``2w``, a timedelta, or milliseconds.
+
+The one grammar of the project: the JVM plugin's ``io.consistentcatalog.core.Durations`` is a port (the conformance
+corpus checks both).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from datetime import timedelta
 
 from consistent_catalog.exceptions import InvalidInputError
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d|w)?\s*$", re.IGNORECASE)
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d|w)?\s*$", re.IGNORECASE | re.ASCII)
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3600_000, "d": 86_400_000, "w": 7 * 86_400_000}
 
 

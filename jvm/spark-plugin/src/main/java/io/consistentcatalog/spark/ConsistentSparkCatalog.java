@@ -84,7 +84,11 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
   protected Catalog buildIcebergCatalog(String name, CaseInsensitiveStringMap options) {
     this.options = CatalogOptions.parse(name, options);
     this.session = new CutSession(name, this.options.plainName, new TableLoader(this, this.options));
-    return super.buildIcebergCatalog(this.options.plainName, options);
+    // the catalog connects as it initialises (the first statement that names it): faults waited out, as every call
+    Catalog built = Faults.retrying(this.options.plainName, "connecting", this.options.retryDeadlineMs,
+        () -> super.buildIcebergCatalog(this.options.plainName, options));
+    CatalogConnections.install(built, this.options.icebergOptions);
+    return built;
   }
 
   @Override
@@ -170,7 +174,7 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
     String name = Names.tableName(ident);
     Table loaded;
     try {
-      loaded = bypassed(() -> super.loadTable(ident));
+      loaded = retryingLoad(name, () -> bypassed(() -> super.loadTable(ident)));
     } catch (NoSuchTableException e) {
       throw notFound(ident, name, e);
     }
@@ -195,7 +199,7 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
       boolean sink = streaming.equals("toTable");
       org.apache.iceberg.Table table;
       try {
-        table = icebergCatalog().loadTable(Names.icebergIdentifier(name));
+        table = retryingLoad(name, () -> icebergCatalog().loadTable(Names.icebergIdentifier(name)));
       } catch (org.apache.iceberg.exceptions.NoSuchTableException e) {
         throw notFound(ident, name, new NoSuchTableException(ident));
       }
@@ -293,6 +297,27 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
 
   private interface Load {
     Table load() throws NoSuchTableException;
+  }
+
+  /** A load of the target of a write or a stream, catalog faults waited out ({@link Faults}, protocol §6.8). */
+  private <T> T retryingLoad(String name, Loading<T> load) throws NoSuchTableException {
+    NoSuchTableException[] missing = new NoSuchTableException[1];
+    T loaded = Faults.retrying(options.plainName, "loading " + name, options.retryDeadlineMs, () -> {
+      try {
+        return load.load();
+      } catch (NoSuchTableException e) {
+        missing[0] = e;
+        return null;
+      }
+    });
+    if (missing[0] != null) {
+      throw missing[0];
+    }
+    return loaded;
+  }
+
+  private interface Loading<T> {
+    T load() throws NoSuchTableException;
   }
 
   private static Table bypassed(Load load) throws NoSuchTableException {

@@ -1,96 +1,78 @@
 package io.consistentcatalog.spark;
 
-import java.io.FileNotFoundException;
-import java.io.IOException;
-import java.io.InterruptedIOException;
-import java.nio.channels.ClosedByInterruptException;
-import java.nio.file.NoSuchFileException;
-import java.sql.SQLException;
-import java.sql.SQLRecoverableException;
-import java.sql.SQLTransientException;
-import java.util.IdentityHashMap;
-import java.util.Locale;
-import java.util.Map;
+import io.consistentcatalog.core.CatalogFaults;
+import io.consistentcatalog.core.Durations;
+import io.consistentcatalog.core.RetryPolicy;
 import java.util.concurrent.Callable;
-import java.util.concurrent.ThreadLocalRandom;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
-import javax.net.ssl.SSLException;
-import org.apache.iceberg.exceptions.RESTException;
-import org.apache.iceberg.exceptions.ServiceFailureException;
-import org.apache.iceberg.exceptions.ServiceUnavailableException;
 
 /**
- * Catalog faults met while resolving a cut (protocol §6.8): a REST catalog answering 5xx or 429, a
- * connection refused or cut, a request timing out, a JDBC catalog's database locked or restarting. The
- * plugin only reads, so every fault is retried (exponential backoff from 50 ms to 2 s with full jitter)
- * until the catalog option {@code consistent.retry-deadline} (default {@code 2m}, {@code 0}: no retry);
- * then one {@code [CONSISTENT_CUT.CATALOG_UNAVAILABLE]} error names the catalog, what was being read and
- * the last fault. Anything else (a missing table, a bug) is not a fault and is raised as it is.
+ * Catalog faults met by the plugin (protocol §6.8): a REST catalog answering 5xx or 429, a connection refused or
+ * cut, a request timing out, a JDBC catalog's database locked or restarting ({@link CatalogFaults} sorts them).
+ * Reads and other calls that are safe to repeat are retried here under the one {@link RetryPolicy} (50 ms
+ * doubling to 2 s with full jitter) until the catalog option {@code consistent.retry-deadline} (default
+ * {@code 2m}, {@code 0}: no retry); then one {@code [CONSISTENT_CUT.CATALOG_UNAVAILABLE]} error names the
+ * catalog, what was attempted, the last fault and that nothing landed. Commits are settled by
+ * {@link FencedCommit}. Anything else (a missing table, a bug) is not a fault and is raised as it is.
  */
 final class Faults {
-  /** Catalog option: how long a resolution waits out a catalog fault. */
-  static final String DEADLINE = "consistent.retry-deadline";
+  /** Catalog option: how long a call waits out a catalog fault. */
+  static final String DEADLINE = RetryPolicy.DEADLINE_OPTION;
 
-  static final long DEFAULT_DEADLINE_MS = 120_000L;
-  private static final Pattern DURATION = Pattern.compile("\\s*(\\d+(?:\\.\\d+)?)\\s*(ms|s|m|h)?\\s*", Pattern.CASE_INSENSITIVE);
+  static final long DEFAULT_DEADLINE_MS = RetryPolicy.DEFAULT_DEADLINE_MS;
+
+  /** Milliseconds between two lines about faults (those in between are not printed), as Python's WARN_EVERY. */
+  static final long WARN_EVERY_MS = 10_000L;
+
+  private static final java.util.concurrent.atomic.AtomicLong WARNED = new java.util.concurrent.atomic.AtomicLong(Long.MIN_VALUE);
 
   private Faults() {}
 
-  /** Milliseconds of {@code text} ({@code 500ms}, {@code 30s}, {@code 2m}, {@code 1h}; a bare number is ms); null: the default. */
+  /**
+   * A fault met by {@code what} and about to be waited out: one line on standard error, {@code warning: catalog
+   * fault (unknown) on loading db.t in catalog lake: PSQLException: ...; retrying} (as the Python CLI's), for the
+   * first and then at most one every 10 s while faults go on (a statement's output shows that it is waiting
+   * without a line per attempt; not a {@code [catalog]} line, which reports a statement's outcome).
+   */
+  static void record(String catalog, String what, Throwable fault) {
+    long now = System.nanoTime();
+    long last = WARNED.get();
+    if (last != Long.MIN_VALUE && now - last < WARN_EVERY_MS * 1_000_000L) {
+      return;
+    }
+    if (!WARNED.compareAndSet(last, now)) {
+      return;
+    }
+    CatalogFaults.Fault kind = CatalogFaults.of(fault);
+    System.err.println("warning: catalog fault (" + (kind == null ? "unknown" : kind.label()) + ") on " + what
+        + " in catalog " + catalog + ": " + describe(fault) + "; retrying");
+    System.err.flush();
+  }
+
+  /** The fault as one line: the first SQL or I/O error among it and its causes (type and message), else itself. */
+  static String describe(Throwable fault) {
+    Throwable shown = fault;
+    for (Throwable e = fault; e != null && e.getCause() != e; e = e.getCause()) {
+      if (e instanceof java.sql.SQLException || e instanceof java.io.IOException) {
+        shown = e;
+        break;
+      }
+    }
+    return shown.getClass().getSimpleName() + ": " + FencedCommit.firstLine(shown);
+  }
+
+  /** The catalog option {@code consistent.retry-deadline} in milliseconds ({@link Durations}); null or blank: the default. */
   static long parseDeadline(String catalog, String text) {
-    if (text == null || text.trim().isEmpty()) {
-      return DEFAULT_DEADLINE_MS;
-    }
-    Matcher m = DURATION.matcher(text);
-    if (!m.matches()) {
-      throw new IllegalArgumentException("spark.sql.catalog." + catalog + "." + DEADLINE + "=" + text
-          + " is not a duration; write e.g. 30s, 2m or 500ms (0: no retry)");
-    }
-    double value = Double.parseDouble(m.group(1));
-    String unit = m.group(2) == null ? "ms" : m.group(2).toLowerCase(Locale.ROOT);
-    long factor = unit.equals("h") ? 3_600_000L : unit.equals("m") ? 60_000L : unit.equals("s") ? 1_000L : 1L;
-    return (long) (value * factor);
+    return RetryPolicy.deadlineOption(catalog, text);
+  }
+
+  /** Milliseconds of a duration ({@link Durations}: the grammar of the whole project). */
+  static long parseDuration(String text) {
+    return Durations.parseMs(text);
   }
 
   /** Whether {@code error} (or what caused it) is a fault of the catalog's availability. */
   static boolean isFault(Throwable error) {
-    Map<Throwable, Boolean> seen = new IdentityHashMap<>();
-    for (Throwable e = error; e != null && seen.put(e, Boolean.TRUE) == null; e = e.getCause()) {
-      if (e instanceof ServiceUnavailableException) {
-        return true; // 503 (and 429) from a REST catalog
-      }
-      if (e instanceof ServiceFailureException) {
-        return false; // a plain 500: the server failing at the request, not a passing fault (as in Python)
-      }
-      if (e.getClass() == RESTException.class) {
-        return true; // what Iceberg's handlers map no subclass to: 502, 504, 429, an I/O error on the way
-      }
-      if (e instanceof InterruptedIOException || e instanceof ClosedByInterruptException) {
-        return false; // the statement was cancelled: stop, do not wait
-      }
-      if (e instanceof FileNotFoundException || e instanceof NoSuchFileException) {
-        return false; // a file that is gone stays gone
-      }
-      if (e instanceof SSLException) {
-        return false; // a TLS misconfiguration, raised at once as in Python
-      }
-      if (e instanceof IOException) {
-        return true; // refused, reset, timed out (java.net, Apache HttpClient)
-      }
-      if (e instanceof SQLTransientException || e instanceof SQLRecoverableException) {
-        return true;
-      }
-      if (e instanceof SQLException) {
-        String state = ((SQLException) e).getSQLState();
-        String message = String.valueOf(e.getMessage()).toLowerCase(Locale.ROOT);
-        if ((state != null && state.startsWith("08")) // connection exceptions (PostgreSQL restarting)
-            || message.contains("database is locked") || message.contains("sqlite_busy")) {
-          return true;
-        }
-      }
-    }
-    return false;
+    return CatalogFaults.of(error) != null;
   }
 
   /**
@@ -98,10 +80,8 @@ final class Faults {
    * are raised as they are (unchecked ones as they are; checked ones wrapped).
    */
   static <T> T retrying(String catalog, String what, long deadlineMs, Callable<T> call) {
-    long end = System.nanoTime() + deadlineMs * 1_000_000L;
-    Exception last;
-    int attempt = 1;
-    while (true) {
+    Exception last = null;
+    for (RetryPolicy.Attempts attempts = RetryPolicy.forFaults(deadlineMs).start(); attempts.next(); ) {
       try {
         return call.call();
       } catch (Exception e) {
@@ -112,25 +92,19 @@ final class Faults {
           throw new IllegalStateException(e);
         }
         last = e;
-      }
-      long left = (end - System.nanoTime()) / 1_000_000L;
-      if (left <= 0) {
-        break;
-      }
-      long wait = ThreadLocalRandom.current().nextLong(Math.min(2_000L, 50L << Math.min(attempt - 1, 10)) + 1);
-      attempt++;
-      try {
-        Thread.sleep(Math.min(wait, left));
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        break;
+        record(catalog, what, e);
       }
     }
-    String first = String.valueOf(last.getMessage()).split("\\R", 2)[0];
-    throw Errors.raise(Errors.analysis(
+    throw unavailable(catalog, what, deadlineMs, last);
+  }
+
+  /** The one line past the deadline (or when the thread was interrupted while waiting): nothing landed. */
+  static RuntimeException unavailable(String catalog, String what, long deadlineMs, Throwable last) {
+    String fault = last == null ? "interrupted" : describe(last);
+    return Errors.raise(Errors.analysis(
         "CONSISTENT_CUT.CATALOG_UNAVAILABLE",
-        "catalog " + catalog + " did not answer " + what + " for " + (deadlineMs / 1000.0) + " s (last: "
-            + last.getClass().getSimpleName() + ": " + first + "); check that the catalog is up and reachable, then "
-            + "run the statement again (the catalog option " + DEADLINE + " sets how long to wait)"));
+        "catalog " + catalog + " did not answer " + what + " for " + (deadlineMs / 1000.0) + " s (last: " + fault
+            + "); landed: no. Check that the catalog is up and reachable, then run the statement again (the catalog "
+            + "option " + DEADLINE + " sets how long to wait)"));
   }
 }

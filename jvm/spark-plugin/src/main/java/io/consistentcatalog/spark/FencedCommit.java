@@ -1,13 +1,14 @@
 package io.consistentcatalog.spark;
 
+import io.consistentcatalog.core.CatalogFaults;
 import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.core.ErrorKind;
+import io.consistentcatalog.core.RetryPolicy;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.concurrent.ThreadLocalRandom;
 import org.apache.iceberg.BaseTable;
 import org.apache.iceberg.HasTableOperations;
 import org.apache.iceberg.MetadataUpdate;
@@ -20,7 +21,6 @@ import org.apache.iceberg.catalog.Catalog;
 import org.apache.iceberg.catalog.ImmutableTableCommit;
 import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.iceberg.exceptions.CommitFailedException;
-import org.apache.iceberg.exceptions.CommitStateUnknownException;
 import org.apache.iceberg.rest.CatalogHandlers;
 import org.apache.iceberg.rest.RESTCatalog;
 import org.apache.iceberg.rest.requests.UpdateTableRequest;
@@ -78,6 +78,11 @@ final class FencedCommit {
     return Faults.retrying(catalogName, "loading " + ident, deadlineMs, () -> catalog.loadTable(ident));
   }
 
+  /** {@code call} (a read, or a call safe to repeat) with faults waited out until the deadline ({@link Faults#retrying}). */
+  <T> T retrying(String what, java.util.concurrent.Callable<T> call) {
+    return Faults.retrying(catalogName, what, deadlineMs, call);
+  }
+
   static TableMetadata metadata(Table table) {
     return ((HasTableOperations) table).operations().current();
   }
@@ -90,23 +95,30 @@ final class FencedCommit {
       TableIdentifier ident, TableMetadata base, List<UpdateRequirement> requirements, List<MetadataUpdate> updates, String what) {
     List<UpdateRequirement> sent = new ArrayList<>(requirements);
     sent.add(new UpdateRequirement.AssertTableUUID(base.uuid()));
-    long end = System.nanoTime() + deadlineMs * 1_000_000L;
     RuntimeException last = null;
-    int attempt = 0;
-    while (true) {
-      if (last != null) {
-        TableMetadata now = metadata(load(ident));
-        if (landed(now, updates)) {
-          return now;
-        }
-      }
+    boolean maybeLanded = false; // a fault that may have come after the commit was applied: look for it first
+    RetryPolicy.Attempts attempts = RetryPolicy.forFaults(deadlineMs).start(); // one deadline for sends and read-backs
+    while (attempts.next()) {
       try {
-        TableMetadata committed = send(ident, sent, updates);
-        return committed != null ? committed : metadata(load(ident));
-      } catch (CommitFailedException e) {
-        if (last != null) { // refused after a lost answer: the lost attempt may have landed meanwhile (a slow server)
-          TableMetadata now = metadata(load(ident));
+        if (maybeLanded) {
+          TableMetadata now = metadata(catalog.loadTable(ident));
           if (landed(now, updates)) {
+            return now;
+          }
+        }
+        TableMetadata committed = send(ident, sent, updates);
+        if (committed != null) {
+          return committed;
+        }
+        maybeLanded = true; // landed; what it made is read now (a fault on the way: read again on the next attempt)
+        return metadata(catalog.loadTable(ident));
+      } catch (CommitFailedException e) {
+        // Believed only once the table is read back without the commit: after a lost answer the lost attempt may
+        // have landed meanwhile (a slow server), and Iceberg's JDBC connection pool sends a statement again by
+        // itself after it reconnected (JdbcClientPool), so a commit that landed can come back refused.
+        if (maybeLanded || !(catalog instanceof RESTCatalog)) {
+          TableMetadata now = metadata(load(ident));
+          if (recognisable(updates) && landed(now, updates)) {
             return now;
           }
         }
@@ -114,27 +126,39 @@ final class FencedCommit {
             ident + ": " + what + " was refused by the catalog (" + firstLine(e) + "): the table changed since it was "
                 + "planned (another writer, a takeover, a revision); nothing of this commit landed");
       } catch (RuntimeException e) {
-        if (!(e instanceof CommitStateUnknownException) && !Faults.isFault(e)) {
+        CatalogFaults.Fault fault = CatalogFaults.of(e);
+        if (fault == null) {
           throw e;
         }
         last = e;
-      }
-      long left = (end - System.nanoTime()) / 1_000_000L;
-      if (left <= 0 || !recognisable(updates)) { // an unrecognisable commit is never sent twice
-        throw new ConsistentException(ErrorKind.CATALOG_UNAVAILABLE, ident.toString(),
-            "catalog " + catalogName + " did not answer " + what + " on " + ident + " for " + (deadlineMs / 1000.0)
-                + " s (last: " + last.getClass().getSimpleName() + ": " + firstLine(last) + "); whether it landed is "
-                + "unknown — run the statement again once the catalog is up: it re-plans from the catalog and never "
-                + "doubles an epoch");
-      }
-      long wait = ThreadLocalRandom.current().nextLong(Math.min(2_000L, 50L << Math.min(attempt++, 10)) + 1);
-      try {
-        Thread.sleep(Math.min(wait, left));
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw last;
+        // Nothing was sent only when a SQL catalog's connection could not be had (refused, starting up, locked): a
+        // REST 503 or 429 to a commit may come from a gateway that forwarded it (as in Python, §6.8)
+        maybeLanded |= fault == CatalogFaults.Fault.UNKNOWN || catalog instanceof RESTCatalog;
+        Faults.record(catalogName, what.contains(ident.toString()) ? what : what + " on " + ident, e);
+        if (maybeLanded && !recognisable(updates)) { // an unrecognisable commit is never sent twice
+          break;
+        }
       }
     }
+    String landed = maybeLanded ? "unknown" + addedSnapshot(updates) : "no";
+    String fault = last == null ? "interrupted" : "last: " + Faults.describe(last);
+    throw new ConsistentException(ErrorKind.CATALOG_UNAVAILABLE, ident.toString(),
+        "catalog " + catalogName + " did not answer " + (what.contains(ident.toString()) ? what : what + " on " + ident)
+            + " for " + (deadlineMs / 1000.0)
+            + " s (" + fault + "); landed: " + landed + ". Check that the catalog is up and reachable, then run the "
+            + "statement again: it re-plans from the catalog and never doubles an epoch or a keyed ingest (the catalog "
+            + "option " + Faults.DEADLINE + " sets how long to wait)");
+  }
+
+  /** {@code " (snapshot N, which `consistent-catalog history` lists if it landed)"} for a commit that adds one. */
+  private static String addedSnapshot(List<MetadataUpdate> updates) {
+    for (MetadataUpdate update : updates) {
+      if (update instanceof MetadataUpdate.AddSnapshot) {
+        return " (snapshot " + ((MetadataUpdate.AddSnapshot) update).snapshot().snapshotId()
+            + ", which `consistent-catalog history TABLE` lists if it landed)";
+      }
+    }
+    return "";
   }
 
   /** Sends one commit; returns the metadata it produced when the catalog's answer carries it (null: load it). */

@@ -16,7 +16,8 @@ import org.apache.iceberg.io.LocationProvider;
  * fence and the planned heads still hold, inside the catalog's compare-and-swap (protocol §5.9). The snapshot
  * Iceberg built and its ref update are sent as they are ({@code metadata.changes()}) through
  * {@link FencedCommit}; a refusal is {@code FENCED} (a {@code CleanableFailure}: Iceberg and Spark delete
- * what the write produced) and is never retried by Iceberg.
+ * what the write produced) and is never retried by Iceberg. Iceberg's reads of the table inside the write
+ * ({@link #current}, {@link #refresh}) wait out catalog faults under the catalog's retry deadline (protocol §6.8).
  */
 final class FencedOperations implements TableOperations {
   private final TableOperations delegate;
@@ -62,13 +63,13 @@ final class FencedOperations implements TableOperations {
   @Override
   public TableMetadata current() {
     TableMetadata known = primed;
-    return known != null ? known : delegate.current();
+    return known != null ? known : committer.retrying("loading " + ident, delegate::current);
   }
 
   @Override
   public TableMetadata refresh() {
     TableMetadata known = primed;
-    return known != null ? known : delegate.refresh();
+    return known != null ? known : committer.retrying("loading " + ident, delegate::refresh);
   }
 
   /** The metadata the last commit through these operations produced (null before any). */

@@ -52,7 +52,7 @@ final class JdbcTableListing {
     }
     try {
       if (connection == null) {
-        connection = new JdbcClientPool(1, catalogOptions.get(CatalogProperties.URI), catalogOptions);
+        connection = new CatalogConnections(1, catalogOptions.get(CatalogProperties.URI), catalogOptions);
       }
       Map<String, String> found = new TreeMap<>();
       connection.run(

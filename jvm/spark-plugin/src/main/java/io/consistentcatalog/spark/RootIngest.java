@@ -4,6 +4,7 @@ import io.consistentcatalog.core.Barriers;
 import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.core.ErrorKind;
 import io.consistentcatalog.core.Keys;
+import io.consistentcatalog.core.RetryPolicy;
 import io.consistentcatalog.core.TableState;
 import java.util.Collections;
 import java.util.LinkedHashMap;
@@ -22,7 +23,8 @@ import org.apache.iceberg.spark.CommitMetadata;
  * streaming sink ({@link StreamingIngest}): Spark's own commit of the rows lands on main through
  * {@link FencedOperations} with {@code consistent.barrier = max(barrier, W + 1)} (and the idempotency key), requiring
  * the fence and main as read; refused because main moved (another ingest landed), it is sent again after the key
- * and the barrier are checked against the new head.
+ * and the barrier are checked against the new head, after a jittered wait ({@link RetryPolicy#replans}). Catalog
+ * faults on the way are waited out by {@link FencedCommit} and {@link FencedOperations} (protocol §6.8).
  */
 final class RootIngest {
   static final int ATTEMPTS = 10;
@@ -92,7 +94,8 @@ final class RootIngest {
    * allowance.
    */
   Outcome land(String key, Long barrier, String futureHint, SparkCommit spark) {
-    for (int attempt = 1; attempt <= ATTEMPTS; attempt++) {
+    RetryPolicy.Attempts attempts = RetryPolicy.replans(ATTEMPTS).start(); // refused: again after a jittered wait
+    while (attempts.next()) {
       TableMetadata read = FencedCommit.metadata(committer.load(ident));
       fenced.prime(read); // Spark's commit builds on what the key and the barrier were checked against
       TableState state = TableState.fromMetadata(sink, read);

@@ -185,7 +185,7 @@ final class Settings {
       long leaseMs = JobRegistration.DEFAULT_LEASE_MS;
       if (lease != null) {
         try {
-          leaseMs = Faults.parseDeadline("", lease);
+          leaseMs = Faults.parseDuration(lease);
         } catch (IllegalArgumentException e) {
           throw Errors.raise(setting(PREFIX + LEASE + "=" + lease + " is not a duration; write e.g. 5m, 30s or 90000ms"));
         }

@@ -173,7 +173,7 @@ final class SqlEpoch {
     requirements = EpochCommits.stagedWrite(sinkPlan, base);
     org.apache.iceberg.SnapshotRef staged = current.refs().get(Keys.STAGED_BRANCH);
     if (staged == null || staged.snapshotId() != base) {
-      ((HasTableOperations) current).operations().refresh(); // the reset just committed: Spark checks the branch
+      committer().retrying("loading " + ident, ((HasTableOperations) current).operations()::refresh); // the reset just committed: Spark checks the branch
     }
     fenced = new FencedOperations(((HasTableOperations) current).operations(), committer(), ident, () -> requirements,
         "staging barrier " + Barriers.format(plan.barrier));

@@ -1,13 +1,11 @@
 package io.consistentcatalog.spark;
 
+import io.consistentcatalog.core.Durations;
 import io.consistentcatalog.core.Barriers;
 import io.consistentcatalog.core.TableState;
 import java.util.EnumSet;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.iceberg.spark.source.SparkTable;
 import org.apache.spark.sql.SparkSession;
@@ -52,7 +50,6 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
   static final String LEASE = "consistent.lease";
   /** A job's declared definition version (§6.10, kind {@code version}); without it, the query's plan fingerprint. */
   static final String VERSION = "consistent.version";
-  private static final Pattern DURATION = Pattern.compile("\\s*(\\d+(?:\\.\\d+)?)\\s*(ms|s|m|h)\\s*", Pattern.CASE_INSENSITIVE);
 
   private final ConsistentSparkCatalog catalog;
   private final org.apache.iceberg.Table table;
@@ -188,14 +185,12 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
   }
 
   static long duration(String option, String text) {
-    Matcher m = DURATION.matcher(text);
-    if (!m.matches()) {
+    try {
+      return Durations.parseMs(text, true);
+    } catch (IllegalArgumentException e) {
       throw Errors.raise(Errors.setting("option " + option + "=" + text + " is not a duration with a unit; write e.g. "
-          + "2s, 500ms, 5m or 1h"));
+          + "2s, 500ms, 5m or 1h (" + e.getMessage() + ")"));
     }
-    String unit = m.group(2).toLowerCase(Locale.ROOT);
-    long factor = unit.equals("h") ? 3_600_000L : unit.equals("m") ? 60_000L : unit.equals("s") ? 1_000L : 1L;
-    return (long) (Double.parseDouble(m.group(1)) * factor);
   }
 
   @Override

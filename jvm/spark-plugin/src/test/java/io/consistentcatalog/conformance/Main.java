@@ -87,6 +87,9 @@ public final class Main {
           TableMetadata m = parsed.computeIfAbsent(name, k -> TableMetadataParser.fromJson(node.toString()));
           return TableState.fromMetadata(name, m);
         };
+    if (FaultCases.handles(query)) {
+      return FaultCases.answer(query);
+    }
     if (WritePlans.handles(query)) {
       return WritePlans.answer(metadata, name -> {
         JsonNode node = metadata.get(name);
