@@ -38,6 +38,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -77,6 +78,19 @@ EPOCH = ("SET spark.sql.consistent.job=word-count",
          "INSERT OVERWRITE lake_consistent.demo.word_counts "
          "SELECT word, count(*) AS cnt FROM lake_consistent.demo.words GROUP BY word")
 REFUSED_DELETE = "DELETE FROM lake_consistent.demo.words WHERE word = 'beeline-epoch'"
+
+
+def readme_thrift_command(properties: Path, port: int, *, extra: list[str]) -> str:
+    """The README's ``spark-submit ... HiveThriftServer2 ... spark-internal`` line (issue 34, item 6), as a bash
+    command: its properties file and port replaced by the test's, ``extra`` options put before ``spark-internal``."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("spark-submit --class org.apache.spark.sql.hive.thriftserver.HiveThriftServer2")
+    end = readme.index("spark-internal", start)
+    line = readme[start:end].replace("\\\n", " ")
+    assert line.count("lake/spark-defaults.conf") == 2 and "thrift.port=10000" in line, line
+    line = line.replace("lake/spark-defaults.conf", shlex.quote(str(properties)))
+    line = line.replace("thrift.port=10000", f"thrift.port={port}")
+    return f"exec {BIN}/{line} {' '.join(shlex.quote(word) for word in extra)} spark-internal"
 
 
 # --- the independent recount ----------------------------------------------------------------------------------
@@ -207,28 +221,21 @@ def thrift(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Thrift]:
 
     port = _free_port()
     hive = root / "hive"
-    hiveconf = {
-        "hive.server2.thrift.port": str(port),
-        "hive.server2.thrift.bind.host": "127.0.0.1",
+    hiveconf = {  # besides the README's: the Hive session's directories inside the test's
         "hive.exec.local.scratchdir": str(hive / "scratch"),
         "hive.exec.scratchdir": str(hive / "scratch-dfs"),
         "hive.downloaded.resources.dir": str(hive / "resources"),
         "hive.server2.logging.operation.log.location": str(hive / "operation_logs"),
     }
-    command = [
-        str(BIN / "spark-submit"), "--class", "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2",
-        "--name", "consistent-catalog-thrift-test", "--properties-file", str(properties),
-        "--driver-class-path", os.pathsep.join(conf["spark.jars"].split(",")),
-    ]
-    for key, value in hiveconf.items():
-        command += ["--hiveconf", f"{key}={value}"]
-    command.append("spark-internal")
+    command = readme_thrift_command(properties, port, extra=["--name", "consistent-catalog-thrift-test",
+                                                             *(w for k, v in hiveconf.items() for w in ("--hiveconf", f"{k}={v}"))])
     log = root / "thrift-server.log"
     server_dir = root / "server-cwd"
     server_dir.mkdir()
     with log.open("wb") as out:  # SPARK_LOCAL_IP: the driver's own ports on the loopback too
-        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  env={**env, "SPARK_LOCAL_IP": "127.0.0.1"}, cwd=server_dir, start_new_session=True)
+        server = subprocess.Popen(["bash", "-c", command], stdout=out, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, env={**env, "SPARK_LOCAL_IP": "127.0.0.1"},
+                                  cwd=server_dir, start_new_session=True)
     cc = ConsistentCatalog(SqlCatalog("lake", uri=f"sqlite:///{lake}/catalog.db", warehouse=f"file://{lake}/warehouse"))
     try:
         started = time.monotonic()
