@@ -240,7 +240,7 @@ final class SqlEpoch {
   }
 
   private static AnalysisException refusal(ConsistentException e) {
-    return Errors.analysis(Errors.errorClass(e.kind()), e.getMessage());
+    return Errors.statementRefusal(e);
   }
 
   /** The epoch failed with {@code error} (its FAIL event, once); returns it to be thrown as it is. */
@@ -451,10 +451,12 @@ final class SqlEpoch {
   /** One line per statement on standard error (a streaming query's batches only log it, and return it). */
   private void report(String what) {
     String line = "[" + writes.catalogName() + "] " + (job == null ? "ingest" : job) + ": " + sink + " " + what;
-    LOG.info(line);
     reported = line;
     if (streamingFence == null) {
-      System.err.println(line);
+      System.err.println(line); // once: a log at INFO on stderr too (a Thrift server's) printed it twice
+      LOG.debug(line);
+    } else {
+      LOG.info(line);
     }
   }
 }
