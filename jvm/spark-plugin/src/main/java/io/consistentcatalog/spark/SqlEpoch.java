@@ -68,6 +68,8 @@ final class SqlEpoch {
   private volatile boolean watched;
   // --- ingests
   private final String ingestKey;
+  /** An ingest statement's SQL text (null: a DataFrame write), for its OpenLineage run. */
+  String sqlText;
   private final Long skippedBy;
   /** The event-time column whose maximum is the ingest's barrier (null: the clock). */
   private EventTime eventTime;
@@ -159,6 +161,7 @@ final class SqlEpoch {
   private Table fencedWriteTable() {
     if (kind == Kind.INGEST) {
       ingest = new RootIngest(committer(), ident, sink, table, "the ingest into " + sink);
+      ingest.lineage(writes.ingestLineage(sink, table, sqlText));
       return ingest.writeTable(table.name());
     }
     Table current = table; // as the statement's analysis loaded it: the reset's requirements check it is still so
