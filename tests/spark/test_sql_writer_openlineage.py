@@ -692,3 +692,29 @@ def test_a_streaming_epoch_through_lake_consistent_sends_start_and_complete(
         assert epoch_facet(event)["barrier"] == int(main[P.BARRIER])
     assert complete["outputs"][0]["facets"]["version"]["datasetVersion"] == str(snapshot_id)
     assert epoch_facet(complete)["sinks"] == {sink: {"action": "published", "attempt": main[P.ATTEMPT]}}
+
+
+def test_a_native_streaming_roots_batch_is_an_ingest_run(lake: Lake, ns: str, collector: Collector) -> None:
+    """Issue 34, item 7: each micro-batch a streaming query lands in a root through ``lake_consistent`` is a run of
+    ``ingest:<root>``, its key the batch's (``<query id>/<batch id>``), validated and checked against pyiceberg."""
+    cc, spark = lake.cc, lake.spark
+    arriving = lake.cwd / f"arriving-{ns}"
+    arriving.mkdir()
+    (arriving / "1.json").write_text('{"word": "stream"}\n{"word": "lineage"}\n', encoding="utf-8")
+    query = (spark.readStream.schema("word string").json(str(arriving)).writeStream
+             .option("checkpointLocation", str(lake.cwd / f"chk-root-{ns}")).trigger(availableNow=True)
+             .toTable(f"lake_consistent.{ns}.words"))
+    query.awaitTermination(120)
+    start, complete = collector.wait_for(2)
+    for event in (start, complete):
+        validate(event)
+    words = f"{ns}.words"
+    assert [(e["job"]["name"], e["eventType"]) for e in (start, complete)] == [
+        (f"ingest:{words}", "START"), (f"ingest:{words}", "COMPLETE")]
+    (landed,) = [s for s in main_chain(cc, words) if P.INGEST_KEY in summary(s)]
+    facet = complete["run"]["facets"]["consistentCatalog_ingest"]
+    assert (facet["snapshot"], facet["barrier"], facet["key"]) == (
+        landed.snapshot_id, int(summary(landed)[P.BARRIER]), summary(landed)[P.INGEST_KEY])
+    assert facet["key"] == f"{query.id}/0"
+    assert complete["outputs"][0]["facets"]["version"]["datasetVersion"] == str(landed.snapshot_id)
+    assert "sql" not in complete["job"]["facets"]  # a DataFrame write has no statement text
