@@ -273,3 +273,34 @@ def test_outside_a_checkout_the_shipped_template_gives_a_working_spark_sql(tmp_p
     assert without.returncode == 0
     assert not [k for k in spark_session.parse_spark_defaults(without.stdout) if k.startswith("spark.sql.catalog.lake_consistent")]
     assert "CONSISTENT_PLUGIN_JAR" in without.stderr and len(without.stderr.strip().splitlines()) == 1
+
+
+def test_a_pyspark_ingest_and_a_sql_transform_job_report_their_runs(lake: Lake, ol_env: Path, monkeypatch) -> None:
+    """Issue 34, item 7, from PySpark: ``ingest_dataframe`` is a run of ``ingest:demo.words`` and a SparkEpochJob's
+    SQL transform is its run's ``sql`` job facet; every event validated against the spec, values against pyiceberg."""
+    from pyiceberg.types import LongType
+
+    from consistent_catalog.spark.job import SparkEpochJob, ingest_dataframe
+    from tests.harness.openlineage import Collector, validate
+
+    lake.catalog.create_table("demo.ol_counts", Schema(NestedField(1, "word", StringType(), required=False),
+                                                       NestedField(2, "cnt", LongType(), required=False)))
+    transform = "SELECT word, count(*) AS cnt FROM words GROUP BY word"
+    with Collector() as collector:
+        monkeypatch.setenv("OPENLINEAGE_URL", collector.url)
+        cc = ConsistentCatalog(lake.catalog)
+        landed = ingest_dataframe(cc, lake.spark.createDataFrame([("spark",)], "word string"), "demo.words",
+                                  key="pyspark-batch-1")
+        with SparkEpochJob(cc, lake.spark, "ol-count", sources=["demo.words"], sinks=["demo.ol_counts"],
+                           transform=transform, mode="overwrite") as job:
+            job.run_epoch()
+        events = collector.wait_for(4)
+    for event in events:
+        validate(event)
+    assert [(e["job"]["name"], e["eventType"]) for e in events] == [
+        ("ingest:demo.words", "START"), ("ingest:demo.words", "COMPLETE"), ("ol-count", "START"), ("ol-count", "COMPLETE")]
+    head = lake.catalog.load_table("demo.words").metadata.snapshot_by_name("main")
+    assert events[1]["run"]["facets"]["consistentCatalog_ingest"]["snapshot"] == head.snapshot_id == landed.snapshot_id
+    assert events[1]["run"]["facets"]["consistentCatalog_ingest"]["key"] == "pyspark-batch-1"
+    for event in events[2:]:
+        assert event["job"]["facets"]["sql"]["query"] == transform and event["job"]["facets"]["sql"]["dialect"] == "spark"
