@@ -205,10 +205,16 @@ def set_up_lake(
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name):
         raise CatalogConfigError(f"catalog name {name!r}: use letters, digits and _ (Spark and pyiceberg both "
                                  "take it as an identifier), e.g. --name lake")
+    from consistent_catalog.spark.session import is_rest_uri
+
     root = Path(directory).expanduser().absolute()
     if catalog_uri is None:
         catalog_uri = f"sqlite:///{root / 'catalog.db'}"
-        warehouse = warehouse or str(root / "warehouse")
+    if not warehouse:
+        if is_rest_uri(catalog_uri):
+            raise CatalogConfigError(f"a REST catalog ({catalog_uri}) needs --warehouse: the catalog name or location "
+                                     "its server expects")
+        warehouse = str(root / "warehouse")  # never spark-conf's .demo default
     conf_path = Path(spark_conf).expanduser().absolute() if spark_conf is not None else root / "spark-defaults.conf"
     written = write_spark_defaults(conf_path, catalog_uri, warehouse, name=name)  # creates a SQLite catalog too
     rendered = parse_spark_defaults(written.read_text(encoding="utf-8"))

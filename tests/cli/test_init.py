@@ -101,3 +101,16 @@ def test_init_print_writes_no_yaml_and_prints_the_exact_entry(place: tuple[Path,
     env["PYICEBERG_CATALOG__ANALYTICS__URI"] = f"sqlite:///{work}/lake/catalog.db"
     env["PYICEBERG_CATALOG__ANALYTICS__WAREHOUSE"] = f"file://{work}/lake/warehouse"
     run(work, env, "--catalog", "analytics", "status")
+
+
+def test_init_with_a_catalog_uri_keeps_the_warehouse_in_the_lake_directory(place: tuple[Path, dict[str, str]]) -> None:
+    work, env = place
+    done = json.loads(run(work, env, "init", "--dir", "data", "--catalog-uri", f"sqlite:///{work}/shared.db",
+                          "--print", "-o", "json").stdout)
+    assert (done["uri"], done["warehouse"]) == (f"sqlite:///{work}/shared.db", f"file://{work}/data/warehouse")
+    conf = parse_spark_defaults((work / "data" / "spark-defaults.conf").read_text(encoding="utf-8"))
+    assert conf["spark.sql.catalog.lake.warehouse"] == f"file://{work}/data/warehouse"
+    refused = run(work, env, "init", "--catalog-uri", "http://127.0.0.1:1", code=1)
+    assert refused.stderr.strip().splitlines() == [
+        "error: a REST catalog (http://127.0.0.1:1) needs --warehouse: the catalog name or location its server expects"]
+
