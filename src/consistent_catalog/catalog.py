@@ -23,7 +23,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from consistent_catalog import ingest as _ingest
-from consistent_catalog import ownership
+from consistent_catalog import openlineage_events, ownership
 from consistent_catalog import revise as _revise
 from consistent_catalog.barrier import BarrierLike
 from consistent_catalog.commit import TableStore
@@ -203,8 +203,10 @@ class ConsistentCatalog:
         ``key`` makes the ingest idempotent: an ingest whose key is already in ``main``'s history is
         skipped (``IngestResult.skipped``). See ``consistent_catalog.ingest.ingest``.
         """
-        return _ingest.ingest(
-            self.store, table, data, barrier=barrier, key=key, allow_future=allow_future, retries=retries
+        return openlineage_events.reporting_ingest(  # with OpenLineage configured: a run of job ingest:<table>
+            self.name, self.catalog.properties, table, lambda: self.store.load_table(table).schema(),
+            lambda: _ingest.ingest(self.store, table, data, barrier=barrier, key=key, allow_future=allow_future,
+                                   retries=retries),
         )
 
     def advance_watermark(self, table: str, barrier: BarrierLike, *, allow_future: bool = False) -> int:

@@ -206,6 +206,8 @@ class EpochJob:
         # OpenLineage run events (protocol §5.8): None unless the OpenLineage client is configured, so an
         # unconfigured job neither imports nor builds a client
         self.lineage_events = openlineage_events.emitter_for(job, cc.name, cc.catalog.properties)
+        if self.lineage_events is not None:  # the datasets' schema facets: each table's columns, read once
+            self.lineage_events.schema_of = lambda table: cc.store.load_table(table).schema()
 
     # --- ownership ---------------------------------------------------------------------------
     def register(self) -> Lease:

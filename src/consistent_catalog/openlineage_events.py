@@ -43,6 +43,14 @@ EPOCH_FACET = "consistentCatalog_epoch"
 """Key of our run facet in ``run.facets``."""
 EPOCH_FACET_SCHEMA = "urn:consistent-catalog:openlineage:ConsistentCatalogEpochRunFacet:1-0-0"
 """``_schemaURL`` of our run facet; the schema itself: docs/openlineage/ConsistentCatalogEpochRunFacet.json."""
+INGEST_FACET = "consistentCatalog_ingest"
+"""Key of the run facet of a root ingest in ``run.facets``."""
+INGEST_FACET_SCHEMA = "urn:consistent-catalog:openlineage:ConsistentCatalogIngestRunFacet:1-0-0"
+"""``_schemaURL`` of the ingest facet; the schema: docs/openlineage/ConsistentCatalogIngestRunFacet.json."""
+VERSION_TAG = "consistent_catalog_version"
+"""The tag of every run's ``tags`` facet: this package's version."""
+INGEST_JOB_PREFIX = "ingest:"
+"""An ingest into root ``ns.t`` is a run of the job ``ingest:ns.t`` (roots have no job of their own)."""
 DEFAULT_JOB_NAMESPACE = "consistent-catalog"
 FLUSH_SECONDS = 10.0
 """How long closing a job (and the process's exit) waits for its queued events before dropping them."""
@@ -133,6 +141,29 @@ def _epoch_facet_class() -> Any:
     return ConsistentCatalogEpochRunFacet
 
 
+@functools.cache
+def _ingest_facet_class() -> Any:
+    import attr
+    from openlineage.client.generated.base import RunFacet
+
+    @attr.define
+    class ConsistentCatalogIngestRunFacet(RunFacet):  # type: ignore[misc]
+        barrier: int
+        snapshot: int
+        key: str | None = attr.field(default=None)
+
+        @staticmethod
+        def _get_schema() -> str:
+            return INGEST_FACET_SCHEMA
+
+    return ConsistentCatalogIngestRunFacet
+
+
+def schema_fields(schema: Any) -> list[tuple[str, str]]:
+    """An Iceberg schema's top-level columns as (name, type) for the spec's ``schema`` dataset facet."""
+    return [(field.name, str(field.field_type)) for field in schema.fields]
+
+
 # --- epochs ------------------------------------------------------------------------------------------
 class EpochEmitter:
     """One job's events: a run per epoch that had work (START, then COMPLETE, FAIL or ABORT)."""
@@ -142,13 +173,29 @@ class EpochEmitter:
         self.job = job
         self.namespace = namespace
         self.job_namespace = job_ns
+        self.work = "ingest" if job.startswith(INGEST_JOB_PREFIX) else "epoch"
+        """What a failed event never stops (in warnings)."""
         from openlineage.client import event_v2
-        from openlineage.client.facet_v2 import dataset_version_dataset, error_message_run
+        from openlineage.client.facet_v2 import (
+            dataset_version_dataset,
+            error_message_run,
+            schema_dataset,
+            sql_job,
+            tags_run,
+        )
 
         self._ev = event_v2
         self._version = dataset_version_dataset.DatasetVersionDatasetFacet
         self._error = error_message_run.ErrorMessageRunFacet
         self._facet = _epoch_facet_class()
+        self._schema = schema_dataset
+        self._sql = sql_job.SQLJobFacet
+        self._tags = tags_run
+        self.schema_of: Callable[[str], Any] | None = None
+        """The Iceberg schema of a table (set by the job): the ``schema`` facet of its datasets; None: no facet."""
+        self.sql: str | None = None
+        """The job's SQL (a SQL transform): the ``sql`` job facet."""
+        self._schemas: dict[str, list[tuple[str, str]]] = {}
 
         self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._sender: threading.Thread | None = None
@@ -162,8 +209,8 @@ class EpochEmitter:
         try:
             event = build()
         except Exception as exc:  # lineage's problem, never the epoch's
-            log.warning("%s: the OpenLineage %s event could not be built (the epoch goes on): %s: %s",
-                        self.job, what, type(exc).__name__, exc)
+            log.warning("%s: the OpenLineage %s event could not be built (the %s goes on): %s: %s",
+                        self.job, what, self.work, type(exc).__name__, exc)
             return
         self._queue.put(functools.partial(self._emit, event, what))
         if self._sender is None or not self._sender.is_alive():  # first event, or after a fork
@@ -174,8 +221,8 @@ class EpochEmitter:
         try:
             self.client.emit(event)
         except Exception as exc:
-            log.warning("%s: the OpenLineage %s event could not be sent (the epoch goes on): %s: %s",
-                        self.job, what, type(exc).__name__, exc)
+            log.warning("%s: the OpenLineage %s event could not be sent (the %s goes on): %s: %s",
+                        self.job, what, self.work, type(exc).__name__, exc)
 
     def _send_queued(self) -> None:
         while True:
@@ -195,10 +242,36 @@ class EpochEmitter:
                     self.job, timeout)
         return False
 
-    def dataset(self, kind: str, table: str, version: int | None) -> Any:
-        facets = {} if version is None else {"version": self._version(datasetVersion=str(version), producer=PRODUCER)}
+    def dataset(self, kind: str, table: str, version: int | None, fields: list[tuple[str, str]] | None = None) -> Any:
+        facets: dict[str, Any] = {} if version is None else {
+            "version": self._version(datasetVersion=str(version), producer=PRODUCER)}
+        fields = fields if fields is not None else self._fields(table)
+        if fields:
+            facets["schema"] = self._schema.SchemaDatasetFacet(
+                fields=[self._schema.SchemaDatasetFacetFields(name=n, type=t) for n, t in fields], producer=PRODUCER)
         cls = self._ev.InputDataset if kind == "input" else self._ev.OutputDataset
         return cls(namespace=self.namespace, name=table, facets=facets)
+
+    def _fields(self, table: str) -> list[tuple[str, str]] | None:
+        """The table's columns, read once per emitter (a lineage problem never fails an epoch: None then)."""
+        if self.schema_of is None:
+            return None
+        if table not in self._schemas:
+            try:
+                self._schemas[table] = schema_fields(self.schema_of(table))
+            except Exception as exc:  # lineage's problem, never the epoch's
+                log.warning("%s: no schema facet for %s: %s: %s", self.job, table, type(exc).__name__, exc)
+                return None
+        return self._schemas[table]
+
+    def run_facets(self, facets: Mapping[str, Any]) -> dict[str, Any]:
+        """``facets`` and the ``tags`` run facet with this package's version (the JVM's events carry the same tag;
+        the client adds its own tags to it)."""
+        tag = self._tags.TagsRunFacetFields(key=VERSION_TAG, value=_package_version(), source="CONSISTENT_CATALOG")
+        return {**facets, "tags": self._tags.TagsRunFacet(tags=[tag], producer=PRODUCER)}
+
+    def job_facets(self) -> dict[str, Any]:
+        return {} if not self.sql else {"sql": self._sql(query=self.sql, dialect="spark", producer=PRODUCER)}
 
 
 class EpochRun:
@@ -217,8 +290,8 @@ class EpochRun:
         return e._ev.RunEvent(
             eventType=getattr(e._ev.RunState, state),
             eventTime=_now(),
-            run=e._ev.Run(runId=self.run_id, facets=dict(facets)),
-            job=e._ev.Job(namespace=e.job_namespace, name=e.job),
+            run=e._ev.Run(runId=self.run_id, facets=e.run_facets(facets)),
+            job=e._ev.Job(namespace=e.job_namespace, name=e.job, facets=e.job_facets()),
             inputs=[e.dataset("input", t, v) for t, v in sorted(inputs.items())],
             outputs=[e.dataset("output", t, outputs.get(t)) for t in sorted(sinks)],
             producer=PRODUCER,
@@ -294,6 +367,96 @@ def emitter_for(job: str, catalog_name: str, properties: Mapping[str, Any]) -> E
     return None
 
 
+# --- root ingests --------------------------------------------------------------------------------------
+_INGEST_EMITTERS: dict[tuple[str, str, str], EpochEmitter] = {}
+_INGEST_LOCK = threading.Lock()
+
+
+def _ingest_emitter(table: str, catalog_name: str, properties: Mapping[str, Any]) -> EpochEmitter | None:
+    """The emitter of ingests into ``table`` (one per job, namespace and catalog), or None when not configured."""
+    if not configured():
+        return None
+    key = (INGEST_JOB_PREFIX + table, dataset_namespace(catalog_name, properties), job_namespace())
+    with _INGEST_LOCK:
+        emitter = _INGEST_EMITTERS.get(key)
+        if emitter is None:
+            emitter = emitter_for(key[0], catalog_name, properties)
+            if emitter is None:
+                return None
+            _INGEST_EMITTERS[key] = emitter
+        return emitter
+
+
+def reporting_ingest(catalog_name: str, properties: Mapping[str, Any], table: str, schema_of: Callable[[], Any],
+                     ingest: Callable[[], Any]) -> Any:
+    """Run ``ingest`` (returning an ``IngestResult``) and report it (``report_ingest``) when OpenLineage is
+    configured: a landed ingest as START and COMPLETE, one that raised as START and FAIL, a skipped key not at all."""
+    if not configured():
+        return ingest()
+    started = _now()
+    try:
+        result = ingest()
+    except Exception as exc:
+        report_ingest(catalog_name, properties, table, schema_of, started=started, error=exc)
+        raise
+    if not result.skipped:
+        report_ingest(catalog_name, properties, result.table, schema_of, started=started,
+                      snapshot_id=result.snapshot_id, barrier=result.barrier, key=result.key)
+    return result
+
+
+def report_ingest(
+    catalog_name: str,
+    properties: Mapping[str, Any],
+    table: str,
+    schema_of: Callable[[], Any],
+    *,
+    started: str,
+    snapshot_id: int | None = None,
+    barrier: int | None = None,
+    key: str | None = None,
+    error: BaseException | None = None,
+) -> None:
+    """A root ingest as one OpenLineage run of the job ``ingest:<table>``: START (at ``started``, the time the
+    ingest began) then COMPLETE with the root at the snapshot it landed (``version``), its columns (``schema``, from
+    ``schema_of()``) and our ``consistentCatalog_ingest`` facet; FAIL with the error instead when ``error``."""
+    from consistent_catalog.util.identifiers import normalize_identifier
+
+    table = normalize_identifier(table)
+    emitter = _ingest_emitter(table, catalog_name, properties)
+    if emitter is None:
+        return
+    run_id = str(_uuid7())
+    try:
+        fields: list[tuple[str, str]] | None = schema_fields(schema_of())
+    except Exception as exc:  # lineage's problem, never the ingest's
+        log.warning("%s: no schema facet for %s: %s: %s", emitter.job, table, type(exc).__name__, exc)
+        fields = None
+
+    def event(state: str, time: str, facets: Mapping[str, Any], version: int | None) -> Any:
+        ev = emitter._ev
+        return ev.RunEvent(
+            eventType=getattr(ev.RunState, state), eventTime=time, run=ev.Run(runId=run_id, facets=emitter.run_facets(facets)),
+            job=ev.Job(namespace=emitter.job_namespace, name=emitter.job), inputs=[],
+            outputs=[emitter.dataset("output", table, version, fields)], producer=PRODUCER)
+
+    emitter.send(lambda: event("START", started, {}, None), "START")
+    if error is not None:
+        message = f"{type(error).__name__}: {error}"
+        trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        emitter.send(lambda: event("FAIL", _now(), {"errorMessage": emitter._error(
+            message=message, programmingLanguage="python", stackTrace=trace, producer=PRODUCER)}, None), "FAIL")
+        return
+    assert snapshot_id is not None and barrier is not None
+    facet = _ingest_facet_class()(barrier=barrier, snapshot=snapshot_id, key=key, producer=PRODUCER)
+    emitter.send(lambda: event("COMPLETE", _now(), {INGEST_FACET: facet}, snapshot_id), "COMPLETE")
+
+
+def now_iso() -> str:
+    """The current time as an event's ``eventTime`` (what ``report_ingest`` takes as ``started``)."""
+    return _now()
+
+
 # --- the static graph ----------------------------------------------------------------------------------
 def graph_events(graph: LineageGraph, catalog_name: str, properties: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The lineage graph as OpenLineage JobEvents (one per job, its sources as inputs, its sinks as outputs),
@@ -314,6 +477,16 @@ def graph_events(graph: LineageGraph, catalog_name: str, properties: Mapping[str
         )
         events.append(Serde.to_dict(event))
     return events
+
+
+@functools.cache
+def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("consistent-catalog")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _uuid7() -> uuid.UUID:

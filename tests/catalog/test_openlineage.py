@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from consistent_catalog import ConsistentCatalog
@@ -57,9 +58,16 @@ def test_epochs_send_start_and_complete_that_match_the_published_snapshots(lake,
         monkeypatch.setenv("OPENLINEAGE_URL", collector.url)
         monkeypatch.setenv("OPENLINEAGE_NAMESPACE", "test-pipelines")
         _pipeline(ConsistentCatalog(lake))
-    events = collector.events
+    ingest_events, events = collector.events[:2], collector.events[2:]
+    assert [(e["job"]["name"], e["eventType"]) for e in ingest_events] == [  # the root's ingest (issue 34, item 7)
+        ("ingest:demo.words", "START"), ("ingest:demo.words", "COMPLETE")]
     assert [(e["job"]["name"], e["eventType"]) for e in events] == [
         ("word-count", "START"), ("word-count", "COMPLETE"), ("count-histogram", "START"), ("count-histogram", "COMPLETE")]
+    # every dataset carries its columns (the spec's schema facet), as pyiceberg reads the table's schema
+    for event in events:
+        for dataset in event["inputs"] + event["outputs"]:
+            columns = [(f.name, str(f.field_type)) for f in lake.load_table(dataset["name"]).schema().fields]
+            assert [(f["name"], f["type"]) for f in dataset["facets"]["schema"]["fields"]] == columns
     assert set(collector.paths) == {"/api/v1/lineage"}
     for event in events:
         validate(event)
@@ -119,7 +127,8 @@ def test_a_transport_that_cannot_connect_never_fails_the_epoch(lake, ol_env, cap
         with cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite") as job:
             assert job.lineage_events is not None  # configured by ./openlineage.yml
             assert job.run_epoch().actions == {COUNTS: "published"}
-    warnings = [r.getMessage() for r in caplog.records if r.name == "consistent_catalog.openlineage_events"]
+    warnings = [r.getMessage() for r in caplog.records
+                if r.name == "consistent_catalog.openlineage_events" and r.getMessage().startswith("word-count:")]
     assert len(warnings) == 2 and all("could not be sent (the epoch goes on)" in w for w in warnings), warnings
     assert "START" in warnings[0] and "COMPLETE" in warnings[1]
 
@@ -140,6 +149,7 @@ def test_a_transport_that_never_answers_holds_no_epoch_up(lake, ol_env, caplog, 
         with caplog.at_level(logging.WARNING, logger="consistent_catalog.openlineage_events"):
             started = time.monotonic()
             with cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite") as job:
+                monkeypatch.setenv("OPENLINEAGE_DISABLED", "true")  # the ingests send nothing (the job's emitter is built)
                 for n in range(3):
                     cc.ingest(WORDS, words(f"w{n}"), barrier=1_000 + n)
                     assert job.run_epoch().actions == {COUNTS: "published"}
@@ -234,3 +244,44 @@ def test_an_interrupted_epoch_sends_abort(lake, ol_env, monkeypatch):
     validate(abort)
     assert (start["eventType"], abort["eventType"]) == ("START", "ABORT")
     assert abort["run"]["facets"]["errorMessage"]["message"].startswith("KeyboardInterrupt")
+
+
+def test_root_ingests_are_runs_validated_against_the_spec(lake, ol_env, monkeypatch):
+    """Issue 34, item 7: an ingest that lands is a run of job ``ingest:<root>`` (START, COMPLETE with the snapshot
+    it landed, the root's columns and our ingest facet); a key already landed sends nothing; an ingest refused
+    sends START and FAIL. Every event validated against the spec's schema and ours; values against pyiceberg."""
+    from consistent_catalog.exceptions import InvalidInputError
+
+    with Collector() as collector:
+        monkeypatch.setenv("OPENLINEAGE_URL", collector.url)
+        cc = ConsistentCatalog(lake)
+        landed = cc.ingest(WORDS, words("lineage", "of", "roots"), key="batch-1")
+        assert cc.ingest(WORDS, words("lineage", "of", "roots"), key="batch-1").skipped
+        cc.register_job("word-count", sources=[WORDS], sinks=[COUNTS])
+        with pytest.raises(InvalidInputError):
+            cc.ingest(COUNTS, pa.table({"word": ["x"], "cnt": [1]}))  # a derived table takes no ingest
+        events = collector.wait_for(4)
+    for event in events:
+        validate(event)
+    assert [(e["job"]["name"], e["eventType"]) for e in events] == [
+        ("ingest:demo.words", "START"), ("ingest:demo.words", "COMPLETE"),
+        ("ingest:demo.word_counts", "START"), ("ingest:demo.word_counts", "FAIL")]
+    start, complete, _, fail = events
+    assert start["run"]["runId"] == complete["run"]["runId"] and start["eventTime"] <= complete["eventTime"]
+    head = lake.load_table(WORDS).metadata.snapshot_by_name("main")
+    (out,) = complete["outputs"]
+    assert (out["namespace"], out["name"]) == (lake.properties["uri"], WORDS) and complete["inputs"] == []
+    assert out["facets"]["version"]["datasetVersion"] == str(head.snapshot_id) == str(landed.snapshot_id)
+    assert [(f["name"], f["type"]) for f in out["facets"]["schema"]["fields"]] == [("word", "string")]
+    facet = complete["run"]["facets"]["consistentCatalog_ingest"]
+    assert (facet["barrier"], facet["snapshot"], facet["key"]) == (
+        int(head.summary.additional_properties[P.BARRIER]), head.snapshot_id, "batch-1")
+    assert "version" not in start["outputs"][0]["facets"]
+    assert "InvalidInputError" in fail["run"]["facets"]["errorMessage"]["message"]
+    import consistent_catalog
+
+    for event in events:  # our version tag, and the client's own tags beside it
+        tags = {t["key"]: (t["value"], t.get("source")) for t in event["run"]["facets"]["tags"]["tags"]}
+        assert tags["consistent_catalog_version"] == (consistent_catalog.__version__, "CONSISTENT_CATALOG")
+        assert "openlineage_client_version" in tags
+

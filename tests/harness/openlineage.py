@@ -4,9 +4,9 @@ plugin's emitter) posts to, and the schemas its events must satisfy.
 The openlineage-python wheel (1.54.0) ships no JSON schema files (its classes are generated from the spec and
 only carry ``_schemaURL``s), and the suite cannot download one. ``OPENLINEAGE_SPEC`` below is the spec's
 own structure (OpenLineage.json 2-0-2, ``$defs`` RunEvent, JobEvent, Run, Job, Dataset, BaseFacet, plus the
-facets DatasetVersionDatasetFacet 1-0-1 and ErrorMessageRunFacet 1-0-1), transcribed field by field: what is
-required, the ``eventType`` enum, the formats. Our own facet is checked against the schema we publish,
-docs/openlineage/ConsistentCatalogEpochRunFacet.json.
+facets DatasetVersionDatasetFacet 1-0-1, ErrorMessageRunFacet 1-0-1, SchemaDatasetFacet 1-2-0, SQLJobFacet 1-1-0
+and TagsRunFacet 1-0-0), transcribed field by field: what is required, the ``eventType`` enum, the formats. Our
+own facets are checked against the schemas we publish, docs/openlineage/ConsistentCatalog*RunFacet.json.
 """
 
 from __future__ import annotations
@@ -22,15 +22,38 @@ import jsonschema
 
 ROOT = Path(__file__).resolve().parents[2]
 EPOCH_FACET_SCHEMA = json.loads((ROOT / "docs" / "openlineage" / "ConsistentCatalogEpochRunFacet.json").read_text())
+INGEST_FACET_SCHEMA = json.loads((ROOT / "docs" / "openlineage" / "ConsistentCatalogIngestRunFacet.json").read_text())
 
 _FACET = {"type": "object", "required": ["_producer", "_schemaURL"],
           "properties": {"_producer": {"type": "string", "format": "uri"}, "_schemaURL": {"type": "string", "format": "uri"}}}
+_SCHEMA_FIELD = {"type": "object", "required": ["name"],
+                 "properties": {"name": {"type": "string"}, "type": {"type": "string"},
+                                "description": {"type": "string"},
+                                "fields": {"type": "array", "items": {"$ref": "#/$defs/SchemaDatasetFacetFields"}}}}
 _DATASET_FACETS = {
     "type": "object",
     "additionalProperties": {"$ref": "#/$defs/BaseFacet"},
-    "properties": {"version": {"allOf": [{"$ref": "#/$defs/BaseFacet"}, {
-        "type": "object", "required": ["datasetVersion"], "properties": {"datasetVersion": {"type": "string"}}}]}},
+    "properties": {
+        "version": {"allOf": [{"$ref": "#/$defs/BaseFacet"}, {
+            "type": "object", "required": ["datasetVersion"], "properties": {"datasetVersion": {"type": "string"}}}]},
+        # SchemaDatasetFacet 1-2-0: fields, each a name with an optional type, description and nested fields
+        "schema": {"allOf": [{"$ref": "#/$defs/BaseFacet"}, {
+            "type": "object", "properties": {"fields": {"type": "array",
+                                                        "items": {"$ref": "#/$defs/SchemaDatasetFacetFields"}}}}]},
+    },
 }
+_JOB_FACETS = {
+    "type": "object",
+    "additionalProperties": {"$ref": "#/$defs/BaseFacet"},
+    # SQLJobFacet 1-1-0: the query, an optional dialect
+    "properties": {"sql": {"allOf": [{"$ref": "#/$defs/BaseFacet"}, {
+        "type": "object", "required": ["query"],
+        "properties": {"query": {"type": "string"}, "dialect": {"type": "string"}}}]}},
+}
+_TAGS_RUN_FACET = {"allOf": [{"$ref": "#/$defs/BaseFacet"}, {  # TagsRunFacet 1-0-0: key, value (required), source
+    "type": "object", "properties": {"tags": {"type": "array", "items": {
+        "type": "object", "required": ["key", "value"],
+        "properties": {"key": {"type": "string"}, "value": {"type": "string"}, "source": {"type": "string"}}}}}}]}
 _DATASET = {"type": "object", "required": ["namespace", "name"],
             "properties": {"namespace": {"type": "string"}, "name": {"type": "string"}, "facets": _DATASET_FACETS}}
 OPENLINEAGE_SPEC: dict[str, Any] = {
@@ -38,13 +61,14 @@ OPENLINEAGE_SPEC: dict[str, Any] = {
     "$defs": {
         "BaseFacet": _FACET,
         "Dataset": _DATASET,
+        "SchemaDatasetFacetFields": _SCHEMA_FIELD,
         "Job": {"type": "object", "required": ["namespace", "name"],
-                "properties": {"namespace": {"type": "string"}, "name": {"type": "string"},
-                               "facets": {"type": "object", "additionalProperties": {"$ref": "#/$defs/BaseFacet"}}}},
+                "properties": {"namespace": {"type": "string"}, "name": {"type": "string"}, "facets": _JOB_FACETS}},
         "Run": {"type": "object", "required": ["runId"],
                 "properties": {"runId": {"type": "string", "format": "uuid"},
                                "facets": {"type": "object", "additionalProperties": {"$ref": "#/$defs/BaseFacet"},
-                                          "properties": {"errorMessage": {"allOf": [{"$ref": "#/$defs/BaseFacet"}, {
+                                          "properties": {"tags": _TAGS_RUN_FACET,
+                                                         "errorMessage": {"allOf": [{"$ref": "#/$defs/BaseFacet"}, {
                                               "type": "object", "required": ["message", "programmingLanguage"],
                                               "properties": {"message": {"type": "string"},
                                                              "programmingLanguage": {"type": "string"},
@@ -74,9 +98,10 @@ def validate(event: dict[str, Any], kind: str = "RunEvent") -> None:
     schema = {**OPENLINEAGE_SPEC, "$ref": f"#/$defs/{kind}"}
     jsonschema.validate(event, schema, format_checker=jsonschema.FormatChecker())
     assert event["schemaURL"].endswith(f"/OpenLineage.json#/$defs/{kind}"), event["schemaURL"]
-    facet = event.get("run", {}).get("facets", {}).get("consistentCatalog_epoch")
-    if facet is not None:
-        jsonschema.validate(facet, EPOCH_FACET_SCHEMA, format_checker=jsonschema.FormatChecker())
+    for key, schema in (("consistentCatalog_epoch", EPOCH_FACET_SCHEMA), ("consistentCatalog_ingest", INGEST_FACET_SCHEMA)):
+        facet = event.get("run", {}).get("facets", {}).get(key)
+        if facet is not None:
+            jsonschema.validate(facet, schema, format_checker=jsonschema.FormatChecker())
 
 
 class Collector:

@@ -258,10 +258,11 @@ def test_outside_a_checkout_the_shipped_template_gives_a_working_spark_sql(tmp_p
     assert conf["spark.hadoop.javax.jdo.option.ConnectionURL"].startswith("jdbc:derby:memory:")
     assert conf["spark.sql.catalog.lake_consistent.plain-catalog"] == "lake"
     run = subprocess.run([str(binaries / "spark-sql"), "--properties-file", "spark-defaults.conf", "-S", "-e",
-                          "SHOW NAMESPACES IN lake"], cwd=elsewhere, env=env, capture_output=True, text=True,
-                         timeout=300)
+                          "CREATE NAMESPACE lake.shop; SHOW NAMESPACES IN lake"], cwd=elsewhere, env=env,
+                         capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.splitlines()[0].strip() == "namespace"  # results come with their column names
+    # the namespace created, and nothing else: no header, no "Response code" line after the DDL (issue 34, item 5)
+    assert [line.strip() for line in run.stdout.splitlines() if line.strip()] == ["shop"], run.stdout
     assert not (elsewhere / "metastore_db").exists() and not (elsewhere / "derby.log").exists()
 
     without = subprocess.run(
@@ -272,3 +273,34 @@ def test_outside_a_checkout_the_shipped_template_gives_a_working_spark_sql(tmp_p
     assert without.returncode == 0
     assert not [k for k in spark_session.parse_spark_defaults(without.stdout) if k.startswith("spark.sql.catalog.lake_consistent")]
     assert "CONSISTENT_PLUGIN_JAR" in without.stderr and len(without.stderr.strip().splitlines()) == 1
+
+
+def test_a_pyspark_ingest_and_a_sql_transform_job_report_their_runs(lake: Lake, ol_env: Path, monkeypatch) -> None:
+    """Issue 34, item 7, from PySpark: ``ingest_dataframe`` is a run of ``ingest:demo.words`` and a SparkEpochJob's
+    SQL transform is its run's ``sql`` job facet; every event validated against the spec, values against pyiceberg."""
+    from pyiceberg.types import LongType
+
+    from consistent_catalog.spark.job import SparkEpochJob, ingest_dataframe
+    from tests.harness.openlineage import Collector, validate
+
+    lake.catalog.create_table("demo.ol_counts", Schema(NestedField(1, "word", StringType(), required=False),
+                                                       NestedField(2, "cnt", LongType(), required=False)))
+    transform = "SELECT word, count(*) AS cnt FROM words GROUP BY word"
+    with Collector() as collector:
+        monkeypatch.setenv("OPENLINEAGE_URL", collector.url)
+        cc = ConsistentCatalog(lake.catalog)
+        landed = ingest_dataframe(cc, lake.spark.createDataFrame([("spark",)], "word string"), "demo.words",
+                                  key="pyspark-batch-1")
+        with SparkEpochJob(cc, lake.spark, "ol-count", sources=["demo.words"], sinks=["demo.ol_counts"],
+                           transform=transform, mode="overwrite") as job:
+            job.run_epoch()
+        events = collector.wait_for(4)
+    for event in events:
+        validate(event)
+    assert [(e["job"]["name"], e["eventType"]) for e in events] == [
+        ("ingest:demo.words", "START"), ("ingest:demo.words", "COMPLETE"), ("ol-count", "START"), ("ol-count", "COMPLETE")]
+    head = lake.catalog.load_table("demo.words").metadata.snapshot_by_name("main")
+    assert events[1]["run"]["facets"]["consistentCatalog_ingest"]["snapshot"] == head.snapshot_id == landed.snapshot_id
+    assert events[1]["run"]["facets"]["consistentCatalog_ingest"]["key"] == "pyspark-batch-1"
+    for event in events[2:]:
+        assert event["job"]["facets"]["sql"]["query"] == transform and event["job"]["facets"]["sql"]["dialect"] == "spark"

@@ -38,6 +38,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -77,6 +78,19 @@ EPOCH = ("SET spark.sql.consistent.job=word-count",
          "INSERT OVERWRITE lake_consistent.demo.word_counts "
          "SELECT word, count(*) AS cnt FROM lake_consistent.demo.words GROUP BY word")
 REFUSED_DELETE = "DELETE FROM lake_consistent.demo.words WHERE word = 'beeline-epoch'"
+
+
+def readme_thrift_command(properties: Path, port: int, *, extra: list[str]) -> str:
+    """The README's ``spark-submit ... HiveThriftServer2 ... spark-internal`` line (issue 34, item 6), as a bash
+    command: its properties file and port replaced by the test's, ``extra`` options put before ``spark-internal``."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("spark-submit --class org.apache.spark.sql.hive.thriftserver.HiveThriftServer2")
+    end = readme.index("spark-internal", start)
+    line = readme[start:end].replace("\\\n", " ")
+    assert line.count("lake/spark-defaults.conf") == 2 and "thrift.port=10000" in line, line
+    line = line.replace("lake/spark-defaults.conf", shlex.quote(str(properties)))
+    line = line.replace("thrift.port=10000", f"thrift.port={port}")
+    return f"exec {BIN}/{line} {' '.join(shlex.quote(word) for word in extra)} spark-internal"
 
 
 # --- the independent recount ----------------------------------------------------------------------------------
@@ -207,28 +221,26 @@ def thrift(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Thrift]:
 
     port = _free_port()
     hive = root / "hive"
-    hiveconf = {
-        "hive.server2.thrift.port": str(port),
-        "hive.server2.thrift.bind.host": "127.0.0.1",
+    hiveconf = {  # besides the README's: the Hive session's directories inside the test's
         "hive.exec.local.scratchdir": str(hive / "scratch"),
         "hive.exec.scratchdir": str(hive / "scratch-dfs"),
         "hive.downloaded.resources.dir": str(hive / "resources"),
         "hive.server2.logging.operation.log.location": str(hive / "operation_logs"),
     }
-    command = [
-        str(BIN / "spark-submit"), "--class", "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2",
-        "--name", "consistent-catalog-thrift-test", "--properties-file", str(properties),
-        "--driver-class-path", os.pathsep.join(conf["spark.jars"].split(",")),
-    ]
-    for key, value in hiveconf.items():
-        command += ["--hiveconf", f"{key}={value}"]
-    command.append("spark-internal")
+    command = readme_thrift_command(properties, port, extra=["--name", "consistent-catalog-thrift-test",
+                                                             *(w for k, v in hiveconf.items() for w in ("--hiveconf", f"{k}={v}"))])
     log = root / "thrift-server.log"
     server_dir = root / "server-cwd"
     server_dir.mkdir()
+    # (d) pauses an epoch after staging while this file is missing (Failpoints; present, every epoch passes)
+    release = root / "failpoint-release"
+    release.touch()
+    failpoint = {"CONSISTENT_FAILPOINT": "after-stage", "CONSISTENT_FAILPOINT_ACTION": "pause",
+                 "CONSISTENT_FAILPOINT_RELEASE": str(release)}
     with log.open("wb") as out:  # SPARK_LOCAL_IP: the driver's own ports on the loopback too
-        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  env={**env, "SPARK_LOCAL_IP": "127.0.0.1"}, cwd=server_dir, start_new_session=True)
+        server = subprocess.Popen(["bash", "-c", command], stdout=out, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, env={**env, "SPARK_LOCAL_IP": "127.0.0.1", **failpoint},
+                                  cwd=server_dir, start_new_session=True)
     cc = ConsistentCatalog(SqlCatalog("lake", uri=f"sqlite:///{lake}/catalog.db", warehouse=f"file://{lake}/warehouse"))
     try:
         started = time.monotonic()
@@ -348,7 +360,66 @@ def test_an_epoch_statement_through_beeline_publishes_one_epoch_and_a_delete_sta
     assert refused.returncode != 0, refused.describe()
     error = next((line for line in refused.stderr.splitlines() if "CONSISTENT_WRITE.REFUSED" in line), None)
     assert error is not None, refused.describe()
+    assert not [line for line in refused.stderr.splitlines() if line.lstrip().startswith(("at ", "Caused by"))], \
+        refused.describe()  # one line, no stack trace (spark.sql.hive.thriftServer.async false: issue 34, item 4)
     assert "lake_consistent.demo.words" in error and "revise" in error, error
     words_after = cc.load_table(WORDS).metadata
     assert words_after.snapshot_by_name("main").snapshot_id == words_head and len(words_after.snapshots) == snapshots
     assert cc.load_table(COUNTS).metadata.snapshot_by_name("main").snapshot_id == head.snapshot_id
+
+
+# --- (d) a fenced epoch statement: one line, safe to rerun; each plugin line once in the server's log -------------
+def test_a_fenced_epoch_is_one_line_in_beeline_says_a_rerun_is_safe_and_the_log_has_each_line_once(
+    thrift: Thrift,
+) -> None:
+    """Issue 34, item 4: the Thrift server's epoch pauses after staging (the failpoint); meanwhile a Python instance
+    takes the job over and publishes; released, the statement's publish is refused inside the catalog's
+    compare-and-swap. beeline shows one ``[CONSISTENT_WRITE.FENCED]`` line, no stack trace, saying that nothing was
+    published and a rerun is safe; the rerun is refused or done, and nothing is ever published twice."""
+    import threading
+
+    from consistent_catalog.demo import count_words
+
+    cc = thrift.cc
+    release = thrift.root / "failpoint-release"
+    cc.ingest(WORDS, pa.table({"word": ["fenced-statement"]}, schema=SCHEMAS[WORDS]))
+    barrier = int(cc.load_table(WORDS).metadata.snapshot_by_name("main").summary.additional_properties[P.BARRIER])
+    paused_before = thrift.log.read_text(encoding="utf-8", errors="replace").count("[failpoint] after-stage")
+    release.unlink()
+    results: list[Beeline] = []
+    statement = threading.Thread(target=lambda: results.append(thrift.beeline(*EPOCH)))
+    statement.start()
+    try:
+        deadline = time.monotonic() + BEELINE_TIMEOUT
+        while thrift.log.read_text(encoding="utf-8", errors="replace").count("[failpoint] after-stage") == paused_before:
+            assert statement.is_alive() and time.monotonic() < deadline, f"no pause; {thrift.server_log()}"
+            time.sleep(0.5)
+        with cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite",
+                    takeover=True) as job:
+            job.run_until_caught_up()  # publishes the staged epoch of barrier (or recomputes it)
+    finally:
+        release.touch()
+        statement.join(BEELINE_TIMEOUT)
+    (fenced,) = results
+    assert fenced.returncode != 0, fenced.describe()
+    said = [line for line in (fenced.stdout + fenced.stderr).splitlines() if line.strip()]
+    errors = [line for line in said if "CONSISTENT_WRITE.FENCED" in line]
+    assert len(errors) == 1, fenced.describe()
+    assert not [line for line in said if line.lstrip().startswith(("at ", "Caused by", "..."))], fenced.describe()
+    assert "nothing of this statement was published" in errors[0] and "safe" in errors[0], errors[0]
+
+    epochs = main_epochs(cc.load_table(COUNTS).metadata)[0]
+    assert [e.barrier for e in epochs].count(barrier) == 1 and epochs[-1].barrier == barrier, epochs
+    assert exactly_once_problems(COUNTS, cc.load_table(COUNTS).metadata) == []
+    head = cc.load_table(COUNTS).metadata.snapshot_by_name("main").snapshot_id
+
+    rerun = thrift.beeline(*EPOCH)  # the Python instance released the job on exit: the rerun registers again
+    assert rerun.returncode == 0, rerun.describe()
+    assert cc.load_table(COUNTS).metadata.snapshot_by_name("main").snapshot_id == head  # done: nothing republished
+
+    # each [lake_consistent] line of the server once in its log (not once from the log and once from stderr)
+    log = thrift.log.read_text(encoding="utf-8", errors="replace")
+    lines = [line[line.index("[lake_consistent] "):] for line in log.splitlines() if "[lake_consistent] word-count:" in line]
+    assert lines and len(lines) == len(set(lines)), "\n".join(lines)
+    assert sum(f"barrier {barrier} " in line and "done" in line for line in lines) == 1, "\n".join(lines)
+

@@ -411,7 +411,14 @@ def test_an_sql_epoch_sends_start_and_complete_matching_what_it_published(
     assert namespace == cc.catalog.properties["uri"]
     holder = cc.catalog.load_table(sink).metadata.properties[P.LEASE_HOLDER]
     for event in (start, complete):
-        assert event["job"] == {"namespace": JOB_NAMESPACE, "name": "word-count", "facets": {}}
+        job = event["job"]
+        assert (job["namespace"], job["name"], set(job["facets"])) == (JOB_NAMESPACE, "word-count", {"sql"})
+        assert (job["facets"]["sql"]["query"], job["facets"]["sql"]["dialect"]) == (overwrite(ns), "spark")  # as sent
+        (tag,) = event["run"]["facets"]["tags"]["tags"]  # the tags run facet, as Python's events carry one
+        assert tag["key"] == "consistent_catalog_version" and tag["source"] == "CONSISTENT_CATALOG"
+        for dataset in event["inputs"] + event["outputs"]:  # the columns, as pyiceberg reads the table's schema
+            columns = [(f.name, str(f.field_type)) for f in cc.catalog.load_table(dataset["name"]).schema().fields]
+            assert [(f["name"], f["type"]) for f in dataset["facets"]["schema"]["fields"]] == columns
         (inp,), (out,) = event["inputs"], event["outputs"]
         assert (inp["namespace"], inp["name"], out["namespace"], out["name"]) == (namespace, source, namespace, sink)
         assert inp["facets"]["version"]["datasetVersion"] == str(recorded[source])
@@ -484,21 +491,48 @@ def test_a_plan_that_fails_sends_fail_alone(lake: Lake, ns: str, collector: Coll
     fail = collector.wait_for(3)[2]
     validate(fail)
     assert fail["eventType"] == "FAIL" and fail["run"]["runId"] != collector.events[0]["run"]["runId"]
-    assert set(fail["run"]["facets"]) == {"errorMessage"}
+    assert set(fail["run"]["facets"]) == {"errorMessage", "tags"}
     assert fail["run"]["facets"]["errorMessage"]["message"].startswith("AnalysisException: [CONSISTENT_CUT.UNTRACKED_WRITE]")
-    assert fail["inputs"] == [{"namespace": fail["inputs"][0]["namespace"], "name": f"{ns}.words", "facets": {},
-                               "inputFacets": {}}]
+    (source,) = fail["inputs"]
+    assert (source["name"], source["inputFacets"], set(source["facets"])) == (f"{ns}.words", {}, {"schema"})  # no version
 
 
-def test_ingests_send_nothing(lake: Lake, ns: str, collector: Collector) -> None:
-    """A write into a root is an ingest, not an epoch: no run, as Python's ``ingest`` sends none."""
+def test_an_sql_ingest_is_a_run_of_its_roots_ingest_job_validated_against_the_spec(
+    lake: Lake, ns: str, collector: Collector,
+) -> None:
+    """Issue 34, item 7: a write into a root is an ingest, a run of the job ``ingest:<root>`` as Python's ingests are
+    (START, COMPLETE with the snapshot landed, the root's columns, the statement and our ingest facet); a key that
+    landed already writes nothing and sends nothing. Checked against the spec and pyiceberg's reading of the root."""
     cc, spark = lake.cc, lake.spark
-    sql(spark, f"INSERT INTO lake_consistent.{ns}.words VALUES ('a'), ('b')")
+    insert = f"INSERT INTO lake_consistent.{ns}.words VALUES ('a'), ('b')"
+    sql(spark, "SET spark.sql.consistent.ingestKey=sql-batch-1")
+    sql(spark, insert)
+    sql(spark, insert)  # the same key: nothing written, no run
+    sql(spark, "RESET spark.sql.consistent.ingestKey")
     sql(spark, "SET spark.sql.consistent.job=word-count")
     sql(spark, overwrite(ns))
-    events = collector.wait_for(2)
-    assert [(e["job"]["name"], e["eventType"]) for e in events] == [("word-count", "START"), ("word-count", "COMPLETE")]
-    assert published(cc, f"{ns}.word_counts")[1][P.ATTEMPT] == epoch_facet(events[1])["sinks"][f"{ns}.word_counts"]["attempt"]
+    events = collector.wait_for(4)
+    time.sleep(0.5)
+    assert len(collector.events) == 4, [(e["job"]["name"], e["eventType"]) for e in collector.events]
+    for event in events:
+        validate(event)
+    words = f"{ns}.words"
+    assert [(e["job"]["name"], e["eventType"]) for e in events] == [
+        (f"ingest:{words}", "START"), (f"ingest:{words}", "COMPLETE"), ("word-count", "START"), ("word-count", "COMPLETE")]
+    start, complete = events[:2]
+    assert start["run"]["runId"] == complete["run"]["runId"] and start["eventTime"] <= complete["eventTime"]
+    landed = [s for s in main_chain(cc, words) if summary(s).get(P.INGEST_KEY) == "sql-batch-1"]
+    assert len(landed) == 1
+    (out,) = complete["outputs"]
+    assert (out["name"], out["facets"]["version"]["datasetVersion"]) == (words, str(landed[0].snapshot_id))
+    assert [(f["name"], f["type"]) for f in out["facets"]["schema"]["fields"]] == [
+        (f.name, str(f.field_type)) for f in cc.catalog.load_table(words).schema().fields]
+    assert complete["run"]["facets"]["consistentCatalog_ingest"] == {
+        "_producer": "https://pypi.org/project/consistent-catalog/",
+        "_schemaURL": "urn:consistent-catalog:openlineage:ConsistentCatalogIngestRunFacet:1-0-0",
+        "barrier": int(summary(landed[0])[P.BARRIER]), "snapshot": landed[0].snapshot_id, "key": "sql-batch-1"}
+    assert complete["job"]["facets"]["sql"]["query"] == insert and complete["inputs"] == []
+    assert published(cc, f"{ns}.word_counts")[1][P.ATTEMPT] == epoch_facet(events[3])["sinks"][f"{ns}.word_counts"]["attempt"]
 
 
 def test_an_unreachable_endpoint_fails_no_epoch(lake: Lake, ns: str) -> None:
@@ -575,8 +609,9 @@ def test_python_and_jvm_epochs_send_events_of_the_same_structure(
     lake: Lake, ol_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
 ) -> None:
     """The same job (word count, demo.words -> demo.word_counts) as a SQL statement and as a Python EpochJob: START,
-    COMPLETE, then a failing epoch's START and FAIL have the same keys, facets and value types. Only the facets the
-    openlineage-python client adds by itself (``tags``: its version) are Python's alone."""
+    COMPLETE, then a failing epoch's START and FAIL have the same keys, facets and value types. Only the client's own
+    tag (its version) is Python's alone, and the statement's ``sql`` job facet the JVM's (the Python transform is a
+    function)."""
     cc, spark = lake.cc, lake.spark
     tables = ("demo.words", "demo.word_counts")
     cc.catalog.create_namespace("demo")
@@ -611,10 +646,16 @@ def test_python_and_jvm_epochs_send_events_of_the_same_structure(
         with python_cc.job("word-count", sources=[tables[0]], sinks=[tables[1]], transform=broken,
                            mode="overwrite") as job, pytest.raises(ValueError):
             job.run_epoch()
-        python_events = found.wait_for(4)
+        python_events = [e for e in found.wait_for(8) if not e["job"]["name"].startswith("ingest:")]  # 2 ingest runs
     for python_event, jvm_event in zip(python_events, jvm_events, strict=True):
         validate(jvm_event)
-        assert python_event["run"]["facets"].pop("tags")["tags"][0]["key"] == "openlineage_client_version"
+        python_tags = {t["key"]: t for t in python_event["run"]["facets"].pop("tags")["tags"]}
+        jvm_tags = {t["key"]: t for t in jvm_event["run"]["facets"].pop("tags")["tags"]}
+        assert set(python_tags) == {"openlineage_client_version", "consistent_catalog_version"}  # the client's is Python's
+        assert set(jvm_tags) == {"consistent_catalog_version"}
+        assert jvm_tags["consistent_catalog_version"]["source"] == python_tags["consistent_catalog_version"]["source"]
+        # a statement has its SQL (the sql job facet); the Python job's transform is a function, it has none
+        assert jvm_event["job"]["facets"].pop("sql")["query"] in (overwrite("demo"), overwrite("demo", BROKEN))
         assert structure(jvm_event) == structure(python_event), jvm_event["eventType"]
         for key in ("eventType", "producer", "schemaURL", "job"):
             assert jvm_event[key] == python_event[key]
@@ -651,3 +692,29 @@ def test_a_streaming_epoch_through_lake_consistent_sends_start_and_complete(
         assert epoch_facet(event)["barrier"] == int(main[P.BARRIER])
     assert complete["outputs"][0]["facets"]["version"]["datasetVersion"] == str(snapshot_id)
     assert epoch_facet(complete)["sinks"] == {sink: {"action": "published", "attempt": main[P.ATTEMPT]}}
+
+
+def test_a_native_streaming_roots_batch_is_an_ingest_run(lake: Lake, ns: str, collector: Collector) -> None:
+    """Issue 34, item 7: each micro-batch a streaming query lands in a root through ``lake_consistent`` is a run of
+    ``ingest:<root>``, its key the batch's (``<query id>/<batch id>``), validated and checked against pyiceberg."""
+    cc, spark = lake.cc, lake.spark
+    arriving = lake.cwd / f"arriving-{ns}"
+    arriving.mkdir()
+    (arriving / "1.json").write_text('{"word": "stream"}\n{"word": "lineage"}\n', encoding="utf-8")
+    query = (spark.readStream.schema("word string").json(str(arriving)).writeStream
+             .option("checkpointLocation", str(lake.cwd / f"chk-root-{ns}")).trigger(availableNow=True)
+             .toTable(f"lake_consistent.{ns}.words"))
+    query.awaitTermination(120)
+    start, complete = collector.wait_for(2)
+    for event in (start, complete):
+        validate(event)
+    words = f"{ns}.words"
+    assert [(e["job"]["name"], e["eventType"]) for e in (start, complete)] == [
+        (f"ingest:{words}", "START"), (f"ingest:{words}", "COMPLETE")]
+    (landed,) = [s for s in main_chain(cc, words) if P.INGEST_KEY in summary(s)]
+    facet = complete["run"]["facets"]["consistentCatalog_ingest"]
+    assert (facet["snapshot"], facet["barrier"], facet["key"]) == (
+        landed.snapshot_id, int(summary(landed)[P.BARRIER]), summary(landed)[P.INGEST_KEY])
+    assert facet["key"] == f"{query.id}/0"
+    assert complete["outputs"][0]["facets"]["version"]["datasetVersion"] == str(landed.snapshot_id)
+    assert "sql" not in complete["job"]["facets"]  # a DataFrame write has no statement text

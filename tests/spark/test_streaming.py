@@ -520,24 +520,42 @@ def test_a_native_job_keeps_moving_with_an_idle_source_and_refuses_a_rewritten_s
                   for f in [task.file]}
     written = {str(p) for p in Path(urlparse(table.location()).path, "data").rglob("*.parquet")}
     assert {urlparse(p).path for p in referenced} == written
-    # word_counts is rewritten by every epoch: a stream reads its first snapshot whole, then refuses the rewrite
+    # A table whose epochs rewrite it is refused when the stream is defined (issue 34, item 3), naming the epoch's
+    # job and rewriting snapshot; one whose job has not run yet is streamed: its first micro-batch reads it whole,
+    # and the first rewrite after it ends the stream.
+    from pyspark.errors import AnalysisException
+
+    def count_words(ctx):
+        return ctx.read(words).group_by("word").aggregate([("word", "count")]).rename_columns(["word", "cnt"])
+
+    recounts = f"{name}.recounts"
+    catalog.create_table(recounts, schema=COUNTS_SCHEMA)
     catalog.create_table(hist, schema=pa.schema([("cnt", pa.int64()), ("words", pa.int64())]))
-    reading = native_job(spark.readStream.table(f"lake_consistent.{counts}").groupBy("cnt").count()
-                         .withColumnRenamed("count", "words"), base, hist, f"{name}-hist", mode="complete",
-                         checkpoint="chk-hist")
-    try:
-        wait_for(lambda: published_epochs(catalog, hist), what="the first epoch of a whole first read")
-        assert {r["cnt"]: r["words"] for r in rows(catalog, hist)} == {1: 2}
-        cc.ingest(words, pa.table({"word": ["a"]}))
-        again = native_job(spark.readStream.table(f"lake_consistent.{words}").groupBy("word").count()
-                           .withColumnRenamed("count", "cnt"), base, counts, f"{name}-count", mode="complete",
-                           trigger=None)
-        again.awaitTermination(120)  # (availableNow) word_counts rewritten: {a: 2, b: 1}
-        with pytest.raises(StreamingQueryException, match=r"CONSISTENT_READ.NOT_INCREMENTAL.*rewrites rows"):
-            reading.awaitTermination(120)
-    finally:
-        reading.stop()
+    recount = cc.job(f"{name}-recount", sources=[words], sinks=[recounts], transform=count_words, mode="overwrite")
+    with recount:  # registered: recounts is derived, with no epoch yet
+        reading = native_job(spark.readStream.table(f"lake_consistent.{recounts}").groupBy("cnt").count()
+                             .withColumnRenamed("count", "words"), base, hist, f"{name}-hist", mode="complete",
+                             checkpoint="chk-hist")
+        try:
+            recount.run_epoch()
+            wait_for(lambda: published_epochs(catalog, hist), what="the first epoch of a whole first read")
+            assert {r["cnt"]: r["words"] for r in rows(catalog, hist)} == {1: 2}
+            cc.ingest(words, pa.table({"word": ["a"]}))
+            recount.run_epoch()  # recounts rewritten: {a: 2, b: 1}
+            with pytest.raises(StreamingQueryException, match=r"CONSISTENT_READ.NOT_INCREMENTAL.*rewrites rows"):
+                reading.awaitTermination(120)
+        finally:
+            reading.stop()
     assert len(published_epochs(catalog, hist)) == 1
+    for table, job in ((counts, f"{name}-count"), (recounts, f"{name}-recount")):  # complete mode; an overwrite job
+        chain = main_chain(catalog.load_table(table))
+        rewrite = [s for s in chain if s.summary.operation.value not in ("append", "replace")][-1]
+        with pytest.raises(AnalysisException) as refused:
+            spark.readStream.table(f"lake_consistent.{table}")
+        message = str(refused.value).splitlines()[0]
+        assert message.startswith(f"[CONSISTENT_READ.NOT_INCREMENTAL] lake_consistent.{table}: its job {job} rewrites"), message
+        assert f"committed snapshot {rewrite.snapshot_id} as {rewrite.summary.operation.value}" in message
+        assert rewrite.summary.additional_properties[P.BARRIER] in message
 
 
 # --- streaming epoch jobs -------------------------------------------------------------------------------

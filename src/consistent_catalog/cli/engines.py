@@ -12,9 +12,10 @@ from consistent_catalog.resolver import DEFAULT_LEVEL, LEVELS
 @click.option("--write", "path", type=click.Path(dir_okay=False), default=None,
               help="write the rendered file here (default: print it)")
 @click.option("--catalog-uri", default=None,
-              help="pyiceberg SQL URI or SQLite path (default: .demo/catalog.db of the checkout you are in, else of "
-                   "the current directory)")
-@click.option("--warehouse", default=None, help="warehouse path or URI (default: .demo/warehouse, as for --catalog-uri)")
+              help="pyiceberg SQL URI or SQLite path (default: .demo/catalog.db of the checkout you are in, else "
+                   "lake/catalog.db of the current directory, as consistent-catalog init makes it)")
+@click.option("--warehouse", default=None, help="warehouse path or URI (default: .demo/warehouse, or lake/warehouse, "
+                                                "as for --catalog-uri)")
 @click.option("--name", default="lake", show_default=True, help="catalog name, the same in Spark and pyiceberg")
 @click.option("--template", default=None, help="template to render (default: the one shipped in the package, which a "
                                                "checkout's spark-conf/spark-defaults.conf.template links to)")
@@ -25,7 +26,8 @@ def spark_conf(ctx: Context, path: str | None, catalog_uri: str | None, warehous
                template: str | None, no_init_catalog: bool) -> None:
     """Render spark-defaults.conf for an Iceberg catalog shared by Spark and pyiceberg.
 
-    Stock shells use it directly: spark-sql --properties-file PATH. The consistent catalog
+    Stock shells use it directly: spark-sql --properties-file PATH. This writes no .pyiceberg.yaml entry:
+    consistent-catalog init sets up a lake for Spark, the CLI and Python at once. The consistent catalog
     (<name>_consistent) is included when its jar is found: $CONSISTENT_PLUGIN_JAR, else the jar inside
     the installed package, else build/jvm/spark-plugin.jar of a checkout (scripts/build_jvm.sh builds it).
 
@@ -37,8 +39,15 @@ def spark_conf(ctx: Context, path: str | None, catalog_uri: str | None, warehous
     import tempfile
     from pathlib import Path
 
-    from consistent_catalog.spark.session import parse_spark_defaults, write_spark_defaults
+    from consistent_catalog.lake_setup import DEFAULT_DIR
+    from consistent_catalog.spark.session import TEMPLATE_RELPATH, parse_spark_defaults, repo_root, write_spark_defaults
 
+    if catalog_uri is None and not (repo_root() / TEMPLATE_RELPATH).is_file():
+        # outside a checkout there is no demo: the lake `init` sets up (a directory named for real data)
+        catalog_uri = f"sqlite:///{Path(DEFAULT_DIR, 'catalog.db').absolute()}"
+        warehouse = warehouse or str(Path(DEFAULT_DIR, "warehouse").absolute())
+        click.echo(f"note: the CLI and Python do not know this catalog yet: consistent-catalog init --dir {DEFAULT_DIR} "
+                   "also adds it to .pyiceberg.yaml", err=True)
     if path is None:
         with tempfile.TemporaryDirectory() as tmp:
             written = write_spark_defaults(Path(tmp) / "spark-defaults.conf", catalog_uri, warehouse, name=name,

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from consistent_catalog.cli import engines, retention
+from consistent_catalog.cli import engines, lake, retention
 from consistent_catalog.cli.output import (
     EX_TEMPFAIL,
     OUTPUT,
@@ -37,6 +37,9 @@ def cli(click_ctx: click.Context, catalog_name: str | None, output: str, verbose
 
     \b
     Example:
+      consistent-catalog init        # ./lake: the catalog, its .pyiceberg.yaml entry, Spark's properties file
+      consistent-catalog status
+      # or a catalog configured by hand:
       export PYICEBERG_CATALOG__LAKE__URI=sqlite:///$PWD/.demo/catalog.db
       export PYICEBERG_CATALOG__LAKE__WAREHOUSE=file://$PWD/.demo/warehouse
       consistent-catalog --catalog lake status
@@ -431,7 +434,7 @@ def demo(ctx: Context, directory: str, epochs: int, rows_per_epoch: int, engine:
     ctx.out(output).emit(report, lambda: None)
 
 
-for command in (*retention.COMMANDS, *engines.COMMANDS):
+for command in (*lake.COMMANDS, *retention.COMMANDS, *engines.COMMANDS):
     cli.add_command(command)
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Union
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.update import SetPropertiesUpdate, SetSnapshotRefUpdate
 
+from consistent_catalog import openlineage_events
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import BarrierLike, to_barrier
 from consistent_catalog.catalog import ConsistentCatalog
@@ -163,6 +164,8 @@ class SparkEpochJob(EpochJob):
         self.application = spark.sparkContext.applicationId
         if self.definition is None:  # no declared version: the SQL text, or the function's name and source (§6.10)
             self.definition = sql_definition(transform) if isinstance(transform, str) else job_definition(transform=transform)
+        if isinstance(transform, str) and self.lineage_events is not None:
+            self.lineage_events.sql = transform  # the job's SQL: the spec's ``sql`` job facet
         self.keys = tuple(keys)
         self.incremental = incremental
         self.spark_catalog = spark_catalog
@@ -347,8 +350,20 @@ def ingest_dataframe(
     ``key`` makes the ingest idempotent, as in ``ConsistentCatalog.ingest``: Spark writes the rows as
     a staged (write-audit-publish) snapshot that is published by one catalog commit requiring
     ``main`` to be where the key was checked, so two concurrent ingests of one key cannot both land.
+    With OpenLineage configured, an ingest that lands is a run of the job ``ingest:<table>`` (protocol §5.8).
     """
     name = normalize_identifier(table)
+    return openlineage_events.reporting_ingest(
+        cc.name, cc.catalog.properties, name, lambda: cc.store.load_table(name).schema(),
+        lambda: _ingest_dataframe(cc, frame, name, barrier=barrier, event_time_column=event_time_column, key=key,
+                                  allow_future=allow_future, spark_catalog=spark_catalog, retries=retries),
+    )
+
+
+def _ingest_dataframe(
+    cc: ConsistentCatalog, frame: DataFrame, name: str, *, barrier: BarrierLike | None, event_time_column: str | None,
+    key: str | None, allow_future: bool, spark_catalog: str, retries: int,
+) -> IngestResult:
     for _ in RetryPolicy(retries).attempts():
         loaded, state = cc.store.load(name)
         if not state.is_root:

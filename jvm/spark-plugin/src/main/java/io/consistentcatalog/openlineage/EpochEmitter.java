@@ -30,6 +30,12 @@ public final class EpochEmitter {
       "https://openlineage.io/spec/facets/1-0-1/DatasetVersionDatasetFacet.json#/$defs/DatasetVersionDatasetFacet";
   static final String ERROR_MESSAGE_SCHEMA =
       "https://openlineage.io/spec/facets/1-0-1/ErrorMessageRunFacet.json#/$defs/ErrorMessageRunFacet";
+  static final String SCHEMA_FACET_SCHEMA =
+      "https://openlineage.io/spec/facets/1-2-0/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet";
+  static final String SQL_FACET_SCHEMA = "https://openlineage.io/spec/facets/1-1-0/SQLJobFacet.json#/$defs/SQLJobFacet";
+  static final String TAGS_FACET_SCHEMA = "https://openlineage.io/spec/facets/1-0-0/TagsRunFacet.json#/$defs/TagsRunFacet";
+  /** The tag every run carries ({@code tags} run facet), as the Python side's runs do: the package's version. */
+  static final String VERSION_TAG = "consistent_catalog_version";
 
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final DateTimeFormatter EVENT_TIME = DateTimeFormatter.ofPattern("yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").withZone(ZoneOffset.UTC);
@@ -40,6 +46,9 @@ public final class EpochEmitter {
   final String namespace;
   final String jobNamespace;
   private final Transport transport;
+  private volatile java.util.function.Function<String, org.apache.iceberg.Schema> schemaOf;
+  private volatile String sql;
+  private final Map<String, java.util.List<Map<String, Object>>> fields = new java.util.concurrent.ConcurrentHashMap<>();
 
   EpochEmitter(Transport transport, String job, String namespace, String jobNamespace) {
     this.transport = transport;
@@ -67,6 +76,16 @@ public final class EpochEmitter {
     }
   }
 
+  /** How a table's Iceberg schema is found: the {@code schema} facet of its datasets (read once per emitter). */
+  public void schemaOf(java.util.function.Function<String, org.apache.iceberg.Schema> lookup) {
+    this.schemaOf = lookup;
+  }
+
+  /** The statement's SQL text (null: none, a DataFrame write): the spec's {@code sql} job facet. */
+  public void sql(String text) {
+    this.sql = text == null || text.isBlank() ? null : text;
+  }
+
   /** A run for one epoch attempt of the job, reading {@code sources} and writing {@code sinks}. */
   public EpochRun newRun(Collection<String> sources, Collection<String> sinks) {
     return new EpochRun(this, uuid7().toString(), sources, sinks);
@@ -78,7 +97,8 @@ public final class EpochEmitter {
     try {
       json = JSON.writeValueAsString(build.get());
     } catch (Exception | LinkageError e) {
-      EventSender.warn(job + ": the OpenLineage " + eventType + " event could not be built (the epoch goes on): "
+      EventSender.warn(job + ": the OpenLineage " + eventType + " event could not be built (the "
+          + (job.startsWith(IngestRun.JOB_PREFIX) ? "ingest" : "epoch") + " goes on): "
           + e.getClass().getSimpleName() + ": " + OpenLineageConfig.firstLine(e.getMessage()));
       return;
     }
@@ -93,12 +113,76 @@ public final class EpochEmitter {
       facet.put("datasetVersion", Long.toString(version));
       facets.put("version", facet);
     }
+    java.util.List<Map<String, Object>> columns = columns(table);
+    if (columns != null) {
+      Map<String, Object> facet = facet(SCHEMA_FACET_SCHEMA);
+      facet.put("fields", columns);
+      facets.put("schema", facet);
+    }
     Map<String, Object> dataset = new TreeMap<>();
     dataset.put("namespace", namespace);
     dataset.put("name", table);
     dataset.put("facets", facets);
     dataset.put(input ? "inputFacets" : "outputFacets", new TreeMap<>());
     return dataset;
+  }
+
+  /** The table's columns for its schema facet, or null (no lookup, or it failed: lineage never fails a statement). */
+  private java.util.List<Map<String, Object>> columns(String table) {
+    java.util.function.Function<String, org.apache.iceberg.Schema> lookup = schemaOf;
+    if (lookup == null) {
+      return null;
+    }
+    java.util.List<Map<String, Object>> found = fields.get(table);
+    if (found == null) {
+      try {
+        found = fieldsOf(lookup.apply(table));
+      } catch (RuntimeException e) {
+        EventSender.warn(job + ": no schema facet for " + table + ": " + e.getClass().getSimpleName() + ": "
+            + OpenLineageConfig.firstLine(e.getMessage()));
+        return null;
+      }
+      fields.put(table, found);
+    }
+    return found;
+  }
+
+  /** An Iceberg schema's top-level columns as the schema facet's {@code fields}: name and type. */
+  static java.util.List<Map<String, Object>> fieldsOf(org.apache.iceberg.Schema schema) {
+    java.util.List<Map<String, Object>> out = new java.util.ArrayList<>();
+    for (org.apache.iceberg.types.Types.NestedField field : schema.columns()) {
+      Map<String, Object> column = new TreeMap<>();
+      column.put("name", field.name());
+      column.put("type", field.type().toString());
+      column.put("fields", java.util.List.of()); // top-level columns only, as openlineage-python writes them
+      out.add(column);
+    }
+    return out;
+  }
+
+  /** The job's facets: {@code sql} when the statement's text is known. */
+  Map<String, Object> jobFacets() {
+    Map<String, Object> facets = new TreeMap<>();
+    String text = sql;
+    if (text != null) {
+      Map<String, Object> facet = facet(SQL_FACET_SCHEMA);
+      facet.put("query", text);
+      facet.put("dialect", "spark");
+      facets.put("sql", facet);
+    }
+    return facets;
+  }
+
+  /** The {@code tags} run facet: the package's version (source {@code CONSISTENT_CATALOG}). */
+  static Map<String, Object> tagsFacet() {
+    Map<String, Object> tag = new TreeMap<>();
+    tag.put("key", VERSION_TAG);
+    String version = EpochEmitter.class.getPackage().getImplementationVersion();
+    tag.put("value", version == null ? "unknown" : version);
+    tag.put("source", "CONSISTENT_CATALOG");
+    Map<String, Object> facet = facet(TAGS_FACET_SCHEMA);
+    facet.put("tags", java.util.List.of(tag));
+    return facet;
   }
 
   /** A facet's {@code _producer} and {@code _schemaURL}. */
@@ -111,6 +195,10 @@ public final class EpochEmitter {
 
   static String now() {
     return EVENT_TIME.format(Instant.now());
+  }
+
+  static String format(long epochMs) {
+    return EVENT_TIME.format(Instant.ofEpochMilli(epochMs));
   }
 
   /** A UUIDv7 run id (time-ordered, what OpenLineage recommends): 48 bits of ms, version 7, random, variant 10. */

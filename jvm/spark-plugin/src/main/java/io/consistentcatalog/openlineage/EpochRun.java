@@ -153,11 +153,13 @@ public final class EpochRun {
   private Map<String, Object> event(String type, Planned planned, Map<String, Long> outputs, Map<String, Object> facets) {
     Map<String, Object> run = new TreeMap<>();
     run.put("runId", runId);
-    run.put("facets", facets);
+    Map<String, Object> runFacets = new TreeMap<>(facets);
+    runFacets.put("tags", EpochEmitter.tagsFacet());
+    run.put("facets", runFacets);
     Map<String, Object> job = new TreeMap<>();
     job.put("namespace", emitter.jobNamespace);
     job.put("name", emitter.job);
-    job.put("facets", new TreeMap<>());
+    job.put("facets", emitter.jobFacets());
     List<Object> inputs = new ArrayList<>();
     if (planned != null) {
       planned.inputs.forEach((table, version) -> inputs.add(emitter.dataset(table, version, true)));

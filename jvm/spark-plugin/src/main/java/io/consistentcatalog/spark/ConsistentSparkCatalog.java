@@ -203,6 +203,9 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
       } catch (org.apache.iceberg.exceptions.NoSuchTableException e) {
         throw notFound(ident, name, new NoSuchTableException(ident));
       }
+      if (!sink) {
+        RewrittenSource.refuse(catalogName(), table, name); // when the query is defined, not at its second batch
+      }
       return sink ? new StreamingSinkTable(this, table, name) : new StreamSourceTable(this, table, name);
     }
     Table served;

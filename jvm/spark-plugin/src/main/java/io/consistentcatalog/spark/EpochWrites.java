@@ -182,6 +182,7 @@ final class EpochWrites {
       throw failed(e);
     }
     EpochEmitter emitter = EpochEmitter.forJob(job, catalog.plainCatalogName(), catalog.icebergOptions());
+    describe(emitter, reads);
     EpochRun lineage = emitter == null ? null : emitter.newRun(sources, Collections.singleton(sink));
     try {
       if (!job.equals(state.job()) || !instance.equals(state.leaseHolder())) {
@@ -301,6 +302,7 @@ final class EpochWrites {
     }
     EventTime eventTime = settings.eventTimeColumn == null ? null : EventTime.of(table, sink, settings.eventTimeColumn);
     SqlEpoch epoch = SqlEpoch.ingest(this, sink, sinkIdent, table, state, settings.ingestKey, eventTime);
+    epoch.sqlText = StatementText.of((LogicalPlan) write); // its OpenLineage run's sql facet
     LogicalPlan query = epoch.runsQuery() ? write.query() : noRows(write.query());
     return (LogicalPlan) write.withNewTable(withTable(target, new EpochSinkTable(table, epoch))).withNewQuery(query);
   }
@@ -451,7 +453,21 @@ final class EpochWrites {
   /** A new OpenLineage run of an epoch of {@code job} (null: OpenLineage is not configured), as a statement's. */
   EpochRun lineage(String job, java.util.Collection<String> sources, String sink) {
     EpochEmitter emitter = EpochEmitter.forJob(job, catalog.plainCatalogName(), catalog.icebergOptions());
+    describe(emitter, null);
     return emitter == null ? null : emitter.newRun(sources, Collections.singleton(sink));
+  }
+
+  /** The datasets' columns and the statement's SQL (when it has a text) on its OpenLineage events (issue 34). */
+  private void describe(EpochEmitter emitter, LogicalPlan statement) {
+    if (emitter != null) {
+      emitter.schemaOf(name -> committer.load(Names.icebergIdentifier(name)).schema());
+      emitter.sql(statement == null ? null : StatementText.of(statement));
+    }
+  }
+
+  /** The OpenLineage run of an ingest into {@code sink} (sent only when OpenLineage is configured when it lands). */
+  IngestLineage ingestLineage(String sink, Table table, String sql) {
+    return new IngestLineage(catalog.plainCatalogName(), catalog.icebergOptions(), sink, table, sql);
   }
 
   // --- instances ------------------------------------------------------------------------------------

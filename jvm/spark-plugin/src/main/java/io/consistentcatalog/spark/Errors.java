@@ -109,6 +109,19 @@ final class Errors {
     }
   }
 
+  /**
+   * A statement's epoch or ingest refused when it commits. {@code FENCED} there means the catalog refused its commit
+   * inside its compare-and-swap: nothing of the statement landed, so the message says that running it again is safe.
+   */
+  static AnalysisException statementRefusal(ConsistentException e) {
+    String message = e.getMessage();
+    if (e.kind() == ErrorKind.FENCED && !message.contains("run the statement again")) {
+      message += "; nothing of this statement was published, so running it again is safe: it plans afresh (an epoch "
+          + "another writer published meanwhile is found done, not written twice)";
+    }
+    return analysis(errorClass(e.kind()), message);
+  }
+
   static AnalysisException setting(String message) {
     return analysis("CONSISTENT_CUT.INVALID_SETTING", message);
   }

@@ -76,6 +76,13 @@ final class RootIngest {
   /** What the next fenced commit requires: the fence and main as last read. */
   private volatile List<UpdateRequirement> requirements = Collections.emptyList();
 
+  private IngestLineage lineage;
+
+  /** The OpenLineage run of each ingest that lands (null: none). */
+  void lineage(IngestLineage lineage) {
+    this.lineage = lineage;
+  }
+
   RootIngest(FencedCommit committer, TableIdentifier ident, String sink, Table table, String what) {
     this.committer = committer;
     this.ident = ident;
@@ -94,6 +101,7 @@ final class RootIngest {
    * allowance.
    */
   Outcome land(String key, Long barrier, String futureHint, SparkCommit spark) {
+    long began = System.currentTimeMillis();
     RetryPolicy.Attempts attempts = RetryPolicy.replans(ATTEMPTS).start(); // refused: again after a jittered wait
     while (attempts.next()) {
       TableMetadata read = FencedCommit.metadata(committer.load(ident));
@@ -142,7 +150,11 @@ final class RootIngest {
         return new Outcome(null, null, EpochWrites.state(sink, committer.load(ident)).head());
       }
       Failpoints.at("after-ingest");
-      return new Outcome(written, TableState.fromMetadata(sink, committed).head(), null);
+      Long snapshot = TableState.fromMetadata(sink, committed).head();
+      if (lineage != null && snapshot != null) {
+        lineage.landed(began, written, snapshot, key); // OpenLineage, when configured (issue 34)
+      }
+      return new Outcome(written, snapshot, null);
     }
     spark.abort();
     throw new ConsistentException(ErrorKind.FENCED, sink, sink + ": the ingest kept losing the race to other ingests ("

@@ -68,6 +68,8 @@ final class SqlEpoch {
   private volatile boolean watched;
   // --- ingests
   private final String ingestKey;
+  /** An ingest statement's SQL text (null: a DataFrame write), for its OpenLineage run. */
+  String sqlText;
   private final Long skippedBy;
   /** The event-time column whose maximum is the ingest's barrier (null: the clock). */
   private EventTime eventTime;
@@ -166,6 +168,7 @@ final class SqlEpoch {
   private Table fencedWriteTable() {
     if (kind == Kind.INGEST) {
       ingest = new RootIngest(committer(), ident, sink, table, "the ingest into " + sink);
+      ingest.lineage(writes.ingestLineage(sink, table, sqlText));
       return ingest.writeTable(table.name());
     }
     Table current = table; // as the statement's analysis loaded it: the reset's requirements check it is still so
@@ -247,7 +250,7 @@ final class SqlEpoch {
   }
 
   private static AnalysisException refusal(ConsistentException e) {
-    return Errors.analysis(Errors.errorClass(e.kind()), e.getMessage());
+    return Errors.statementRefusal(e);
   }
 
   /** The epoch failed with {@code error} (its FAIL event, once); returns it to be thrown as it is. */
@@ -467,10 +470,12 @@ final class SqlEpoch {
   /** One line per statement on standard error (a streaming query's batches only log it, and return it). */
   private void report(String what) {
     String line = "[" + writes.catalogName() + "] " + (job == null ? "ingest" : job) + ": " + sink + " " + what;
-    LOG.info(line);
     reported = line;
     if (streamingFence == null) {
-      System.err.println(line);
+      System.err.println(line); // once: a log at INFO on stderr too (a Thrift server's) printed it twice
+      LOG.debug(line);
+    } else {
+      LOG.info(line);
     }
   }
 }

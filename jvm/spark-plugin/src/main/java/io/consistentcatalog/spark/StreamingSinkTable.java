@@ -206,6 +206,7 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
       return new Builder(this, iceberg, null, fence, info.queryId(), options);
     }
     RootIngest ingest = new RootIngest(committer, ident, name, loaded, "a micro-batch into " + name);
+    ingest.lineage(catalog.writes().ingestLineage(name, loaded, null)); // each batch that lands: an OpenLineage run
     WriteBuilder iceberg = new SparkTable(ingest.writeTable(table.name()), false).newWriteBuilder(attempt);
     startWatcher(info.queryId(), options);
     return new Builder(this, iceberg, ingest, null, info.queryId(), options);
