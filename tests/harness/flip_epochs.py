@@ -70,12 +70,15 @@ def epoch_problems(catalog: Any, sink: str) -> list[str]:
 
 
 def lineage_problems(catalog: Any, sink: str) -> list[str]:
-    """After its job's process exited: the lineage kept (``consistent.sources``), the job and its lease gone."""
+    """After its job's process exited: the lineage kept (``consistent.sources``), the job still the owner
+    (``consistent.job``, protocol §6.2), its lease gone."""
     properties = catalog.load_table(sink).metadata.properties
-    _, source = FLIP_JOBS[sink]
+    job, source = FLIP_JOBS[sink]
     problems = []
     if properties.get(SOURCES) != json.dumps([source], separators=(",", ":")):
         problems.append(f"{sink}: lineage {properties.get(SOURCES)!r}, not [{source!r}]")
-    if JOB in properties or LEASE_HOLDER in properties:
-        problems.append(f"{sink}: still registered to {properties.get(JOB)!r} ({properties.get(LEASE_HOLDER)!r})")
+    if properties.get(JOB) != job:
+        problems.append(f"{sink}: owned by {properties.get(JOB)!r}, not by its job {job!r}")
+    if LEASE_HOLDER in properties:
+        problems.append(f"{sink}: still leased to {properties.get(LEASE_HOLDER)!r} of {properties.get(JOB)!r}")
     return problems

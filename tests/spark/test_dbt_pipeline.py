@@ -15,8 +15,9 @@ that block is fenced ``text`` because tests/docs/test_snippets.py's work directo
     round. Then a rerun with no new word: both models ``done``, nothing written.
 (b) A failing model publishes nothing: a copy of the project whose ``word_counts`` fails while its statement
     runs, plus a model whose table does not exist; ``dbt run`` fails, the missing table is refused with the
-    materialization's advice, ``count_histogram`` is skipped, no sink's ``main`` or ``consistent-staged`` moved.
-    The real project's next run publishes those words exactly once.
+    materialization's advice, ``count_histogram`` is skipped, nothing is published; the failing model's SQL is a
+    changed definition, so both sinks were revised (emptied) before it ran (protocol §6.10). The real project's
+    next run publishes those words exactly once.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 from consistent_catalog import ConsistentCatalog
+from consistent_catalog import properties as P
 from consistent_catalog.demo import COUNTS, HISTOGRAM, SCHEMAS, TABLES, WORDS
 from tests.docs.test_snippets import parse_blocks
 from tests.harness.flip import Contents
@@ -265,7 +267,12 @@ def test_a_failing_model_publishes_nothing_and_the_next_run_publishes_its_epoch_
             in failed.stdout), described
     assert "dbt-flip test: word_counts fails while it runs" in failed.stdout, described
     assert not any(" published (" in line for line in failed.reports), described
-    assert heads(lake) == before, (before, heads(lake))  # neither main nor consistent-staged moved
+    # its SQL is another definition: the table and the one downstream were revised (emptied, protocol §6.10)
+    # before the statement ran, and nothing was published on them since
+    assert any(line.startswith("[lake_consistent] word-count: demo.word_counts definition changed (sql ")
+               and "revised with demo.count_histogram downstream" in line for line in failed.reports), described
+    assert epochs(lake) == {sink: [] for sink in MODELS}, (before, heads(lake))
+    assert all(lake.catalog.load_table(sink).metadata.properties[P.REVISION] == "1" for sink in MODELS)
     assert not lake.catalog.table_exists("demo.missing_table")
     for sink in MODELS:
         assert not lineage_problems(lake.catalog, sink), lineage_problems(lake.catalog, sink)
@@ -273,5 +280,5 @@ def test_a_failing_model_publishes_nothing_and_the_next_run_publishes_its_epoch_
     # the real project: the words that arrived before the failure, published once
     run = run_readme_dbt(lake)
     total = words_before + WORDS_BETWEEN
-    check_round(lake, run, published[COUNTS] + 1, total, total)
+    check_round(lake, run, 1, total, total)  # the revision emptied main: the real model's epoch starts it again
     assert published[COUNTS] == published[HISTOGRAM]

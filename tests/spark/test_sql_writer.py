@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from hashlib import sha256
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,7 +56,7 @@ def ns(env: tuple[ConsistentCatalog, Any], request: pytest.FixtureRequest) -> st
     cc.catalog.create_namespace(name)
     cc.catalog.create_table(f"{name}.words", schema=WORDS)
     cc.catalog.create_table(f"{name}.word_counts", schema=COUNTS)
-    for key in ("job", "takeover", "lease", "ingestKey", "eventTimeColumn"):
+    for key in ("job", "takeover", "lease", "ingestKey", "eventTimeColumn", "rebuild", "version"):
         spark.conf.unset(f"spark.sql.consistent.{key}")
     return name
 
@@ -220,12 +221,19 @@ def test_dynamic_partition_overwrite_through_the_dataframe_api(env: Any, ns: str
     spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=IdentityTransform(), name="word"))
     cc.catalog.create_table(f"{ns}.by_word", schema=COUNTS, partition_spec=spec)
     sql(spark, "SET spark.sql.consistent.job=by-word")
-    ingest(cc, ns, "a", "b", "a")
-    spark.sql(COUNT_WORDS.format(ns=ns)).writeTo(f"lake_consistent.{ns}.by_word").overwritePartitions()
-    ingest(cc, ns, "b")
-    spark.sql(f"{COUNT_WORDS.format(ns=ns)} HAVING word = 'b'").writeTo(f"lake_consistent.{ns}.by_word").overwritePartitions()
+    # the two writes compute different partitions of one definition: a declared version says so (without it,
+    # the second query is a changed definition, which revises the table first: protocol §6.10)
+    sql(spark, "SET spark.sql.consistent.version=1")
+    try:
+        ingest(cc, ns, "a", "b", "a")
+        spark.sql(COUNT_WORDS.format(ns=ns)).writeTo(f"lake_consistent.{ns}.by_word").overwritePartitions()
+        ingest(cc, ns, "b")
+        spark.sql(f"{COUNT_WORDS.format(ns=ns)} HAVING word = 'b'").writeTo(f"lake_consistent.{ns}.by_word").overwritePartitions()
+    finally:
+        sql(spark, "RESET spark.sql.consistent.version")
     assert counts_at_head(cc, f"{ns}.by_word") == {"a": 2, "b": 2}
     assert len(epoch_snapshots(cc, f"{ns}.by_word")) == 2
+    assert {e[P.DEFINITION] for e in epoch_snapshots(cc, f"{ns}.by_word")} == {"version:" + sha256(b"1").hexdigest()[:16]}
 
 
 def test_a_job_over_two_sources_never_mixes_barriers(env: Any, ns: str) -> None:

@@ -21,6 +21,7 @@ summary keys (``spark.app.id``) tell which engine wrote a snapshot.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -85,6 +86,7 @@ class Mixed:
 
 
 def sql(spark: Any, statements: list[str]) -> None:
+    spark.conf.set("spark.sql.consistent.version", VERSION)
     for statement in statements:
         spark.sql(statement)
 
@@ -99,8 +101,14 @@ def newest_epoch(lake: SqlLake) -> Any:
     return epochs[-1]
 
 
+VERSION = "1"
+"""The job's declared version (protocol §6.10): the SQL statement and the Python transform are one definition,
+so neither language's epoch revises the other's (without it their fingerprints, sql and python, differ)."""
+
+
 def python_job(cc: ConsistentCatalog) -> Any:
-    return cc.job(JOB, sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite", takeover=True)
+    return cc.job(JOB, sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite", takeover=True,
+                  version=VERSION)
 
 
 def run_rounds(env: Mixed) -> None:
@@ -220,7 +228,8 @@ def test_history_and_status_describe_both_languages_alike(mixed: Mixed) -> None:
         by_spark = writer_of[epoch.barrier] == "sql"
         for summary in epoch.summaries:
             ours = {k: v for k, v in summary.items() if k.startswith("consistent.")}
-            assert set(ours) == {P.BARRIER, P.JOB, P.SOURCES, P.ATTEMPT}, summary
+            assert set(ours) == {P.BARRIER, P.JOB, P.SOURCES, P.ATTEMPT, P.DEFINITION}, summary
+            assert ours[P.DEFINITION] == "version:" + hashlib.sha256(VERSION.encode()).hexdigest()[:16], summary
             assert ours[P.JOB] == JOB and re.fullmatch(r"[0-9a-f]{12}", ours[P.ATTEMPT]), summary
             assert ours[P.SOURCES] == json.dumps(json.loads(ours[P.SOURCES]), separators=(",", ":"), sort_keys=True)
             assert all((key in summary) == by_spark for key in SPARK_ONLY_KEYS), (writer_of[epoch.barrier], summary)

@@ -598,7 +598,7 @@ def test_a_streaming_job_aligns_sources_reads_exact_increments_and_renews_its_le
     finally:
         query.stop()
     properties = catalog.load_table(sink).metadata.properties
-    assert P.JOB not in properties and P.LEASE_HOLDER not in properties  # released on stop()
+    assert P.JOB in properties and P.LEASE_HOLDER not in properties  # the lease released on stop(), the owner kept
 
 
 def test_stop_restart_with_another_trigger_and_take_over_from_the_own_checkpoint(env, ns):

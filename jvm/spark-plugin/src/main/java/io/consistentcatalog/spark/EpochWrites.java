@@ -217,7 +217,7 @@ final class EpochWrites {
       String revised = null;
       if (plan.barrier != null && plan.sinks.get(sink).action == EpochPlanner.Action.REVISE) {
         revised = plan.sinks.get(sink).change.describe();
-        revise(sink, plan.barrier);
+        revise(job, sink, plan.barrier, revised, false);
         table = committer.load(sinkIdent);
         state = state(sink, table);
         plan = EpochPlanner.plan(job, sourceStates, Collections.singletonMap(sink, state), closure, definition, false);
@@ -396,10 +396,20 @@ final class EpochWrites {
    * §6.10: revise {@code sink} and every table downstream of it in §8's full mode (their jobs rebuild them), before the
    * epoch of {@code barrier} recomputes it.
    */
-  void revise(String sink, long barrier) {
+  void revise(String job, String sink, long barrier, String why, boolean streaming) {
     Map<String, TableState> all = catalog.cutSession().catalogStates(sink);
     Map<String, TableState> states = all == null ? new HashMap<>() : new HashMap<>(all);
-    Revisions.reviseFull(committer, sink, states, barrier);
+    List<String> emptied = Revisions.reviseFull(committer, sink, states, barrier);
+    List<String> downstream = new ArrayList<>(emptied);
+    downstream.remove(sink);
+    // said now, not only with the epoch's line: a statement that fails from here on leaves the tables emptied
+    String line = "[" + catalog.catalogName() + "] " + job + ": " + sink + " " + why + ": revised"
+        + (downstream.isEmpty() ? "" : " with " + String.join(", ", downstream) + " downstream (emptied: their jobs "
+            + "rebuild them)") + "; recomputing it at barrier " + io.consistentcatalog.core.Barriers.format(barrier);
+    LOG.info(line);
+    if (!streaming) {
+      System.err.println(line);
+    }
   }
 
   /**

@@ -151,7 +151,7 @@ final class StreamingEpoch implements StreamingWrite {
       String revised = null;
       if (plan.sinks.get(name).action == EpochPlanner.Action.REVISE) { // §6.10: a changed query recomputes its sink
         revised = plan.sinks.get(name).change.describe();
-        writes.revise(name, barrier);
+        writes.revise(options.job, name, barrier, revised, true);
         table = committer.load(ident);
         state = EpochWrites.state(name, table);
         plan = EpochPlanner.planAt(options.job, barrier, sources, Collections.singletonMap(name, state), definition, false);

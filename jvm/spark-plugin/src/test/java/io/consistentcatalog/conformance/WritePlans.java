@@ -84,8 +84,7 @@ final class WritePlans {
       } else {
         out.put("reason", change.reason);
       }
-      io.consistentcatalog.core.SnapshotRecord last = Definitions.lastEpoch(state, job);
-      String recorded = last == null ? null : last.summary.get(Keys.DEFINITION);
+      String recorded = change == null ? null : change.recorded; // for "schema": the last epoch's schema id
       if (recorded == null) {
         out.putNull("recorded");
       } else {
