@@ -125,10 +125,14 @@ def register_job(
         raise InvalidInputError(f"job {job!r} has no sinks; name at least one table it writes")
     for source in source_names:
         store.load_table(source)  # fails with TableNotFoundError
-    graph = LineageGraph.from_states(s for s in store.states(store.list_tables()) if s.identifier not in sink_names)
+    instance = instance or uuid.uuid4().hex[:12]
+    states = {s.identifier: s for s in store.states(store.list_tables())}
+    for sink in sink_names:  # whose table it is comes first: a foreign job's name is refused as such, not as a cycle
+        if sink in states:
+            check_can_own(states[sink], job, instance, takeover)
+    graph = LineageGraph.from_states(s for name, s in states.items() if name not in sink_names)
     graph.check_new_edges(job, source_names, sink_names)
 
-    instance = instance or uuid.uuid4().hex[:12]
     info = holder_info(application)
     until = now_ms() + lease_ms
     done: list[tuple[str, Mapping[str, str]]] = []

@@ -198,6 +198,12 @@ def test_a_live_owner_is_refused_too_and_reassign_hands_the_table_over(env: Any,
     as_job(spark, "wc2")
     line = error_of(spark, COUNT.format(ns=ns))
     assert "owned by job 'wc' (its instance " in line and "holds a lease until" in line, line
+    # where the holder runs, for an operator deciding on a takeover: this JVM (protocol §2.2)
+    info = json.loads(properties(cc, sink)[P.LEASE_HOLDER_INFO])
+    app = spark.sparkContext.applicationId
+    pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+    assert info["app"] == app and info["pid"] == pid and info["host"] and info["since"] <= time.time() * 1000
+    assert f"(host {info['host']}, pid {pid}, Spark application {app}, since " in line, line
 
     line = error_of(spark, f"CALL lake_consistent.system.reassign(table => '{sink}', job => 'wc2')")
     assert "CONSISTENT_WRITE.OWNERSHIP" in line and "takeover => true" in line, line
@@ -208,6 +214,7 @@ def test_a_live_owner_is_refused_too_and_reassign_hands_the_table_over(env: Any,
     assert [tuple(r) for r in rows] == [(sink, "wc", "wc2", True)]
     props = properties(cc, sink)
     assert props[P.JOB] == "wc2" and P.LEASE_HOLDER not in props and P.LEASE_UNTIL not in props
+    assert P.LEASE_HOLDER_INFO not in props
     assert fence_reason(cc, sink) == "reassign"
     before = metadata_location(cc, sink)
     rows = sql(spark, f"CALL lake_consistent.system.reassign(table => '{sink}', job => 'wc2')")

@@ -19,6 +19,8 @@ public final class Keys {
   public static final String FENCE_JOB = "consistent.fence-job";
   // table properties
   public static final String LEASE_UNTIL = "consistent.lease-until";
+  /** Where the lease holder runs: {@code {"app":..,"host":..,"pid":..,"since":..}}, read by people only (§6.2). */
+  public static final String LEASE_HOLDER_INFO = "consistent.lease-holder-info";
   public static final String LEASE_HOLDER = "consistent.lease-holder";
   public static final String WATERMARK = "consistent.watermark";
   public static final String WATERMARK_SNAPSHOT = "consistent.watermark-snapshot";

@@ -8,6 +8,37 @@ public final class Ownership {
   private Ownership() {}
 
   /**
+   * {@code describe_holder}: the lease holder as an operator needs it before a takeover, {@code instance
+   * 6a3b6f0460c5 (host h, pid 1234, Spark application local-17..., since <time>)}; just the id where no
+   * {@code consistent.lease-holder-info} was written (earlier versions).
+   */
+  public static String describeHolder(TableState state) {
+    String text = "instance " + state.leaseHolder();
+    String raw = state.properties.get(Keys.LEASE_HOLDER_INFO);
+    if (raw == null || raw.isEmpty()) {
+      return text;
+    }
+    java.util.List<String> parts = new java.util.ArrayList<>();
+    String host = jsonField(raw, "host");
+    String pid = jsonField(raw, "pid");
+    String app = jsonField(raw, "app");
+    String since = jsonField(raw, "since");
+    if (host != null) {
+      parts.add("host " + host);
+    }
+    if (pid != null) {
+      parts.add("pid " + pid);
+    }
+    if (app != null) {
+      parts.add("Spark application " + app);
+    }
+    if (since != null && since.matches("\\d{1,18}")) {
+      parts.add("since " + Barriers.format(Long.parseLong(since)));
+    }
+    return parts.isEmpty() ? text : text + " (" + String.join(", ", parts) + ")";
+  }
+
+  /**
    * Refuse registering {@code job} (instance {@code instance}) on {@code state} at {@code now}: a table owned by
    * another job, whatever that job's lease ({@link ErrorKind#OWNERSHIP}, one line naming the owner and the ways out);
    * another live instance of the same job unless {@code takeover}; a sink holding data written outside any job
@@ -25,14 +56,14 @@ public final class Ownership {
       String writeAs = streaming ? "set the query's option consistent.job=" + owner
           : "SET spark.sql.consistent.job=" + owner;
       throw new ConsistentException(ErrorKind.OWNERSHIP, state.identifier, state.identifier + " is owned by job '" + owner
-          + "' (" + (running ? "its instance " + holder + " holds a lease until " + Barriers.format(until)
+          + "' (" + (running ? "its " + describeHolder(state) + " holds a lease until " + Barriers.format(until)
               : "no instance running") + "); a table has one writer — " + writeAs + " to write it as that job, or hand "
           + "it over" + (running ? " once that instance stopped" : "") + ": CALL " + catalog + ".system.reassign(table => '"
           + state.identifier + "', job => '" + job + "')");
     }
     if (job.equals(state.job()) && live && holder != null && !holder.equals(instance) && !takeover) {
       throw new ConsistentException(ErrorKind.OWNERSHIP, state.identifier, state.identifier + " is being written by another "
-          + "live instance (" + holder + ") of job '" + job + "' until " + Barriers.format(until) + "; stop it, wait for "
+          + "live " + describeHolder(state) + " of job '" + job + "' until " + Barriers.format(until) + "; stop it, wait for "
           + "the lease to lapse, or, if it is dead, take over: SET spark.sql.consistent.takeover=true");
     }
     if (state.isRoot() && state.head() != null) {
@@ -43,5 +74,15 @@ public final class Ownership {
             + "for the job (or RESET spark.sql.consistent.job to ingest into it as a root)");
       }
     }
+  }
+
+  /** A string or number field of the flat JSON object {@code consistent.lease-holder-info} (null: absent). */
+  private static String jsonField(String json, String key) {
+    java.util.regex.Matcher m = java.util.regex.Pattern.compile(
+        "\"" + key + "\"\\s*:\\s*(?:\"((?:[^\"\\\\]|\\\\.)*)\"|(-?\\d+))").matcher(json);
+    if (!m.find()) {
+      return null;
+    }
+    return m.group(1) != null ? m.group(1) : m.group(2);
   }
 }

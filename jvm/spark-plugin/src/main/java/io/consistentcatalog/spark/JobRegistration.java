@@ -68,12 +68,13 @@ final class JobRegistration {
       FencedCommit committer, TableIdentifier ident, String sink, Table table, String job, Collection<String> sources,
       String instance, boolean takeover, long leaseMs, Map<String, TableState> catalog, String catalogName,
       boolean streaming) {
+    TableMetadata base = FencedCommit.metadata(table);
+    TableState state = TableState.fromMetadata(sink, base);
+    // whose table it is comes first: a foreign job's name is refused as such, not as the cycle it would make
+    checkCanOwn(state, job, instance, takeover, catalogName, streaming);
     Map<String, TableState> others = new LinkedHashMap<>(catalog);
     others.remove(sink);
     EpochPlanner.checkNewEdges(job, new TreeSet<>(sources), Collections.singleton(sink), others);
-    TableMetadata base = FencedCommit.metadata(table);
-    TableState state = TableState.fromMetadata(sink, base);
-    checkCanOwn(state, job, instance, takeover, catalogName, streaming);
     TableOperations ops = ((HasTableOperations) table).operations();
     List<MetadataUpdate> updates = new ArrayList<>();
     List<UpdateRequirement> requirements = new ArrayList<>();
@@ -90,6 +91,7 @@ final class JobRegistration {
     owned.put(Keys.SOURCES, EpochPlanner.encodeTableSources(sources));
     owned.put(Keys.LEASE_HOLDER, instance);
     owned.put(Keys.LEASE_UNTIL, Long.toString(System.currentTimeMillis() + leaseMs));
+    owned.put(Keys.LEASE_HOLDER_INFO, HolderInfo.json());
     updates.add(new MetadataUpdate.SetProperties(owned));
     takeFence(ops, base, state.head(Keys.FENCE_BRANCH), "register", instance, job, sequence, requirements, updates);
     return commitTakingFence(committer, ops, ident, base, requirements, updates, "registering job '" + job + "'");
@@ -211,7 +213,7 @@ final class JobRegistration {
     requirements.add(new UpdateRequirement.AssertRefSnapshotID(Keys.FENCE_BRANCH, fence == null ? null : fence.snapshotId()));
     List<MetadataUpdate> updates = new ArrayList<>();
     updates.add(new MetadataUpdate.RemoveProperties(new java.util.HashSet<>(java.util.Arrays.asList(
-        Keys.LEASE_HOLDER, Keys.LEASE_UNTIL))));
+        Keys.LEASE_HOLDER, Keys.LEASE_UNTIL, Keys.LEASE_HOLDER_INFO))));
     try {
       committer.commit(ident, base, requirements, updates, "unregistering job '" + job + "'");
     } catch (FencedCommit.Refused e) {
@@ -250,8 +252,8 @@ final class JobRegistration {
     String holder = state.leaseHolder();
     boolean live = holder != null && until != null && until > System.currentTimeMillis();
     if (live && !takeover) {
-      throw new ConsistentException(ErrorKind.OWNERSHIP, name, name + " is being written by job '" + from + "' (instance "
-          + holder + ", lease until " + Barriers.format(until) + "); stop that job first, or, if it is dead, CALL "
+      throw new ConsistentException(ErrorKind.OWNERSHIP, name, name + " is being written by job '" + from + "' ("
+          + io.consistentcatalog.core.Ownership.describeHolder(state) + ", lease until " + Barriers.format(until) + "); stop that job first, or, if it is dead, CALL "
           + catalogName + ".system.reassign(table => '" + name + "', job => '" + job + "', takeover => true)");
     }
     if (job.equals(from) && !live) {
@@ -265,7 +267,7 @@ final class JobRegistration {
     List<MetadataUpdate> updates = new ArrayList<>();
     updates.add(new MetadataUpdate.SetProperties(Collections.singletonMap(Keys.JOB, job)));
     Set<String> lease = new TreeSet<>();
-    for (String key : new String[] {Keys.LEASE_HOLDER, Keys.LEASE_UNTIL}) {
+    for (String key : new String[] {Keys.LEASE_HOLDER, Keys.LEASE_UNTIL, Keys.LEASE_HOLDER_INFO}) {
       if (base.properties().containsKey(key)) {
         lease.add(key);
       }
