@@ -474,7 +474,7 @@ def _pipeline(cc: ConsistentCatalog, names: list[str], start: int) -> list[Any]:
         cc.catalog.create_table(name, schema=XS)
     jobs = []
     for source, sink in zip(names, names[1:]):
-        job = cc.job(f"copy-{sink}", sources=[source], sinks=[sink], mode="overwrite",
+        job = cc.job(f"copy-{sink}", sources=[source], sinks=[sink], mode="overwrite", version="copy-1",
                      transform=lambda ctx, s=source: ctx.read(s))
         job.register()
         jobs.append(job)
@@ -550,7 +550,7 @@ def test_the_component_cut_is_what_resolve_component_answers(lake: Lake) -> None
     _pipeline(lake.cc, ["lag.r", "lag.a", "lag.b"], now - 60_000)
     lake.cc.ingest("lag.r", pa.table({"x": [2]}, schema=XS), barrier=now - 30_000, key="k2")
     first = lake.cc.job("copy-lag.a", sources=["lag.r"], sinks=["lag.a"], mode="overwrite", takeover=True,
-                        transform=lambda ctx: ctx.read("lag.r"))
+                        version="copy-1", transform=lambda ctx: ctx.read("lag.r"))  # the copy job's one definition
     with first:
         first.run_until_caught_up()  # lag.b's job does not run: it lags one barrier behind
     plain = lake.cc.resolve(["lag.r"])
