@@ -13,7 +13,8 @@ from pathlib import Path
 
 JAR_IN_WHEEL = "consistent_catalog/jars/spark-plugin.jar"
 #: The dbt package (``consistent-catalog dbt-path``): in the wheel and, under src/, in the sdist.
-DBT_PACKAGE_FILES = ("consistent_catalog/dbt/dbt_project.yml", "consistent_catalog/dbt/macros/epoch.sql")
+DBT_PACKAGE_FILES = ("consistent_catalog/dbt/dbt_project.yml", "consistent_catalog/dbt/macros/epoch.sql",
+                     "consistent_catalog/dbt/macros/seed.sql", "consistent_catalog/dbt/macros/freshness.sql")
 MANIFEST_KEYS = ("Implementation-Version", "Spark-Version", "Scala-Version", "Iceberg-Version", "Build-Jdk-Spec")
 
 

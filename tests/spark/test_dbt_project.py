@@ -1,17 +1,20 @@
 """A dbt project of a user's shape on the consistent catalog (issue 33): ``tests/spark/dbt_shop``.
 
-The project is not ours in shape: sources that are root tables of the catalog (``raw.customers``, ``raw.orders``,
-``raw.payments``, ingested with pyiceberg), ephemeral staging models, two marts (``orders``, and ``customers`` which
-reads it) with ``+materialized: epoch`` set in ``dbt_project.yml``, schema tests. It installs the dbt package the
-installed product ships (``packages.yml`` names ``consistent-catalog dbt-path``; ``dbt deps``) and runs with the
-profile ``consistent-catalog spark-conf --dbt-profile`` renders. No DDL is written by hand anywhere.
+The project is not ours in shape: a seed (``payment_methods``), sources that are root tables of the catalog
+(``raw.customers``, ``raw.orders``, ``raw.payments``, ingested with pyiceberg), ephemeral staging models, two marts
+(``orders``, and ``customers`` which reads it) with ``+materialized: epoch`` set in ``dbt_project.yml``, schema
+tests. It installs the dbt package the installed product ships (``packages.yml`` names ``consistent-catalog
+dbt-path``; ``dbt deps``; ``dispatch`` routes dbt's seed and freshness macros to it) and runs with the profile
+``consistent-catalog spark-conf --dbt-profile`` renders. No DDL is written by hand anywhere.
 
-One test, invocation after invocation (each dbt invocation starts Spark: ~15 s): dbt run (the tables created from
-the models' output schemas, the jobs registered), dbt test, new root data and dbt run again, both models edited (a
-column added, a type widened: schema evolution, then a revision), dbt run --full-refresh -s customers (a revision),
-and a change Iceberg cannot evolve, refused with the way out. After every run that published, the cut ``consistent-
-catalog resolve`` gives over the five tables is read with pyiceberg and each mart is compared with its SQL
-recomputed by DuckDB over the roots at that cut (never the plugin's own output).
+One test, invocation after invocation (each dbt invocation starts Spark: 15-60 s on a busy 2-core machine):
+dbt seed (a keyed root ingest into a table made from the CSV), the sources' first load, dbt build (the seed lands
+nothing; the tables created from the models' output schemas, the jobs registered; the schema tests pass), new
+source data and dbt build again, dbt source freshness (the sources' watermarks), both models edited (a column
+added, a type widened: schema evolution, then a revision), dbt run --full-refresh -s customers (a revision), and a
+change Iceberg cannot evolve, refused with the way out. After every run that published, the cut ``consistent-
+catalog resolve`` gives over the six tables is read with pyiceberg and each mart is compared with its SQL
+recomputed by DuckDB over the roots (seed included) at that cut (never the plugin's own output).
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 PROJECT = Path(__file__).resolve().parent / "dbt_shop"
 BIN = Path(sys.executable).parent
 DBT_TIMEOUT = 300
-ROOTS = ("raw.customers", "raw.orders", "raw.payments")
+ROOTS = ("raw.customers", "raw.orders", "raw.payments", "shop.payment_methods")  # the last one: a seed
+SEED_ROWS = 3
 MARTS = ("shop.orders", "shop.customers")
 
 SCHEMAS = {
@@ -57,12 +61,13 @@ SCHEMAS = {
 
 # The marts' SQL over the roots, as DuckDB runs it (the staging models inlined), by version of the models.
 EXPECTED_ORDERS = {
-    1: """WITH paid AS (SELECT order_id, sum(amount / 100.0) AS amount FROM payments GROUP BY order_id)
+    1: """WITH paid AS (SELECT order_id, sum(amount / 100.0) AS amount
+                        FROM payments JOIN payment_methods USING (payment_method) GROUP BY order_id)
           SELECT o.id AS order_id, o.user_id AS customer_id, o.order_date, o.status,
                  coalesce(p.amount, 0) AS amount
           FROM orders o LEFT JOIN paid p ON o.id = p.order_id""",
     2: """WITH paid AS (SELECT order_id, sum(amount / 100.0) AS amount, count(*) AS payments
-                        FROM payments GROUP BY order_id)
+                        FROM payments JOIN payment_methods USING (payment_method) GROUP BY order_id)
           SELECT o.id AS order_id, o.user_id AS customer_id, o.order_date, o.status,
                  coalesce(p.amount, 0) AS amount, coalesce(p.payments, 0) AS payments
           FROM orders o LEFT JOIN paid p ON o.id = p.order_id""",
@@ -165,11 +170,12 @@ class DbtRun:
                     line for line in self.stderr.splitlines()[-400:] if " WARN " not in line)[-4000:])
 
 
-def dbt(shop: Shop, *args: str) -> DbtRun:
+def dbt(shop: Shop, *args: str, profiles: Path | None = None) -> DbtRun:
     results = shop.project / "target" / "run_results.json"
     results.unlink(missing_ok=True)
     started = time.monotonic()
-    command = [str(BIN / "dbt"), *args, "--project-dir", str(shop.project), "--profiles-dir", str(shop.profiles)]
+    command = [str(BIN / "dbt"), *args, "--project-dir", str(shop.project), "--profiles-dir",
+               str(profiles or shop.profiles)]
     process = subprocess.Popen(command, cwd=shop.root, env=shop.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                stdin=subprocess.DEVNULL, text=True, start_new_session=True)
     try:
@@ -235,6 +241,31 @@ def heads(shop: Shop) -> dict[str, int | None]:
     return found
 
 
+def seed_loads(shop: Shop) -> int:
+    """The seed table's snapshots on main that landed rows (its keyed ingests), after checking its rows."""
+    table = shop.catalog.load_table("shop.payment_methods")
+    rows = table.scan().to_arrow()
+    assert rows.num_rows == SEED_ROWS and sorted(rows.column("payment_method").to_pylist()) == ["bank", "card", "coupon"]
+    keys = [s.summary.additional_properties.get("consistent.ingest-key") for s in table.snapshots()]
+    return len([k for k in keys if k and k.startswith("dbt-seed:payment_methods:")])
+
+
+def seed_snapshot(shop: Shop) -> int:
+    return shop.catalog.load_table("shop.payment_methods").metadata.snapshot_by_name("main").snapshot_id
+
+
+def seed_key(shop: Shop) -> str:
+    """The first 16 hex digits of dbt's checksum of the seed file (SHA-256 of its text, stripped)."""
+    import hashlib
+
+    text = (shop.project / "seeds" / "payment_methods.csv").read_text(encoding="utf-8").strip()
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def model_reports(run: DbtRun) -> list[str]:
+    return [line for line in run.reports if not line.startswith("[lake_consistent] ingest: ")]
+
+
 def write_model(shop: Shop, name: str, text: str) -> None:
     (shop.project / "models" / "marts" / f"{name}.sql").write_text(text, encoding="utf-8")
 
@@ -245,12 +276,13 @@ def customers_model(number_of_orders: str, first_order: str = "min(o.order_date)
             "GROUP BY c.customer_id, c.first_name, c.last_name\n")
 
 
-def ingest_round(shop: Shop, round_: int) -> None:
-    """One load of the three roots at one barrier (as a loader that lands them together would)."""
+def ingest_round(shop: Shop, round_: int) -> int:
+    """One load of the three roots at one barrier (as a loader that lands them together would); that barrier."""
     start, barrier = 1 + (round_ - 1) * 10, int(time.time() * 1000)
     shop.cc.ingest("raw.customers", _rows("raw.customers", start, 5), key=f"customers-{round_}", barrier=barrier)
     shop.cc.ingest("raw.orders", _rows("raw.orders", start, 10), key=f"orders-{round_}", barrier=barrier)
     shop.cc.ingest("raw.payments", _rows("raw.payments", start, 10), key=f"payments-{round_}", barrier=barrier)
+    return barrier
 
 
 # --- the project, invocation after invocation ------------------------------------------------------------------
@@ -258,30 +290,62 @@ def test_a_user_shaped_project_runs_with_no_ddl_by_hand_and_every_cut_recounts(s
     deps = dbt(shop, "deps")
     assert deps.returncode == 0, deps.describe()
     write_model(shop, "customers", customers_model(CUSTOMERS_INT))
+    # dbt seed: the seed's table created from the CSV, its rows one keyed root ingest. Before the sources' first
+    # load, so that their barrier is the newer one: an epoch computes at the newest barrier at which every source is
+    # complete, and a seed loaded after the sources would be read empty (the plugin warns so)
+    seeded = dbt(shop, "seed")
+    assert seeded.returncode == 0 and seeded.statuses == {"payment_methods": "success"}, seeded.describe()
+    assert [line.split(" landed in ")[0].split(" at barrier ")[0] for line in seeded.reports] == [
+        "[lake_consistent] ingest: shop.payment_methods ingest"], seeded.describe()
+    assert seed_loads(shop) == 1
     ingest_round(shop, 1)
 
-    # 1. the first run: namespace and tables created from the models' output schemas, jobs registered, one epoch each
-    first = dbt(shop, "run")
-    assert first.returncode == 0 and first.statuses == {"orders": "success", "customers": "success"}, first.describe()
+    # 1. dbt build: the seed again (the same file: its key is in the table's history, nothing lands); the models'
+    # namespace and tables created from their output schemas, jobs registered, one epoch each; the schema tests pass
+    first = dbt(shop, "build")
+    assert first.returncode == 0, first.describe()
+    assert {k: v for k, v in first.statuses.items() if k in ("payment_methods", "orders", "customers")} == {
+        "payment_methods": "success", "orders": "success", "customers": "success"}, first.describe()
+    assert sorted(v for k, v in first.statuses.items() if k not in ("payment_methods", "orders", "customers")) == [
+        "pass"] * 5, first.describe()
+    assert seed_loads(shop) == 1
     assert "CREATE TABLE `lake`.`shop`.`orders` (`order_id` bigint, `customer_id` bigint, `order_date` date, " \
            "`status` string, `amount` decimal(" in first.stdout, first.describe()
-    assert [line.split(":")[0] for line in first.reports] == [
+    assert [line for line in first.reports if line.startswith("[lake_consistent] ingest: ")] == [
+        "[lake_consistent] ingest: shop.payment_methods ingest key 'dbt-seed:payment_methods:"
+        f"{seed_key(shop)}' already landed in snapshot {seed_snapshot(shop)}; nothing written"], first.describe()
+    assert [line.split(":")[0] for line in model_reports(first)] == [
         "[lake_consistent] orders", "[lake_consistent] customers"], first.describe()
-    assert all(" published (" in line for line in first.reports), first.describe()
+    assert all(" published (" in line for line in model_reports(first)), first.describe()
     assert {m: epochs(shop, m) for m in MARTS} == dict.fromkeys(MARTS, 1)
     assert shop.catalog.load_table("shop.customers").schema().find_field("number_of_orders").field_type.__str__() == "int"
     check_cut(shop, 1)
 
-    # 2. dbt's schema tests read the tables through the consistent catalog
-    tested = dbt(shop, "test")
-    assert tested.returncode == 0, tested.describe()
-    assert set(tested.statuses.values()) == {"pass"} and len(tested.statuses) == 5, tested.describe()
-
-    # 3. new root data, dbt run again: one epoch more each
-    ingest_round(shop, 2)
-    second = dbt(shop, "run")
+    # 2./3. new root data, dbt build again: the seed (unchanged file) lands nothing, one epoch more per model,
+    # dbt's schema tests read the tables through the consistent catalog
+    loaded = ingest_round(shop, 2)
+    second = dbt(shop, "build")
     assert second.returncode == 0, second.describe()
-    assert all(" published (" in line for line in second.reports) and len(second.reports) == 2, second.describe()
+    assert all(" published (" in line for line in model_reports(second)) and len(model_reports(second)) == 2, (
+        second.describe())
+    assert len(second.reports) == 3 and " nothing written" in second.reports[0], second.describe()
+    assert seed_loads(shop) == 1, second.describe()
+    assert sorted(second.statuses.values()).count("pass") == 5, second.describe()
+
+    # dbt source freshness: each source's watermark (the barrier of its last load), not max(loaded_at) of its rows
+    fresh = dbt(shop, "source", "freshness")
+    assert fresh.returncode == 0, fresh.describe()
+    sources = json.loads((shop.project / "target" / "sources.json").read_text())["results"]
+    assert len(sources) == 3 and {r["status"] for r in sources} == {"pass"}, sources
+    for result in sources:
+        at = dt.datetime.fromisoformat(result["max_loaded_at"].replace("Z", "+00:00"))
+        at = at if at.tzinfo else at.replace(tzinfo=dt.timezone.utc)
+        table = shop.catalog.load_table(result["unique_id"].split(".", 2)[2])  # source.shop.raw.orders -> raw.orders
+        head = table.metadata.snapshot_by_name("main")
+        marks = [int(head.summary.additional_properties["consistent.barrier"])]
+        if "consistent.watermark" in table.properties:  # an idle root's watermark, advanced by the epochs' plans
+            marks.append(int(table.properties["consistent.watermark"]))
+        assert max(marks) >= loaded and abs(at.timestamp() * 1000 - max(marks)) < 1000, (result, marks, loaded)
     assert {m: epochs(shop, m) for m in MARTS} == dict.fromkeys(MARTS, 2)
     check_cut(shop, 1)
 
@@ -317,3 +381,4 @@ def test_a_user_shaped_project_runs_with_no_ddl_by_hand_and_every_cut_recounts(s
     assert "DROP TABLE `lake`.`shop`.`customers`" in refused.stdout, refused.describe()
     assert heads(shop) == before
     check_cut(shop, 2)
+

@@ -38,6 +38,7 @@ def spark_conf(ctx: Context, path: str | None, catalog_uri: str | None, warehous
     Example:
       consistent-catalog spark-conf --write spark-conf/spark-defaults.conf
       consistent-catalog spark-conf --catalog-uri postgresql+psycopg2://u:p@127.0.0.1/cat --warehouse s3://bucket/wh
+      consistent-catalog spark-conf --dbt-profile jaffle_shop --write ~/.dbt/profiles.yml   # a dbt profile instead
     """
     import tempfile
     from pathlib import Path
@@ -102,10 +103,11 @@ def _write_dbt_profile(path: str | None, catalog_uri: str | None, warehouse: str
 def dbt_path() -> None:
     """Print the directory of the dbt package shipped in this install (the `epoch` materialization).
 
+    A dbt project installs it with dbt deps, its packages.yml naming that path (README.md, "dbt").
+
     \b
-    A dbt project installs it with dbt deps, its packages.yml naming that path:
-      packages:
-        - local: /path/printed/by/consistent-catalog/dbt-path
+    Example:
+      printf 'packages:\n  - local: %s\n' "$(consistent-catalog dbt-path)" > packages.yml && dbt deps
     """
     from consistent_catalog.dbt import PACKAGE_DIR
 
