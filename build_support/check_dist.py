@@ -12,6 +12,9 @@ import zipfile
 from pathlib import Path
 
 JAR_IN_WHEEL = "consistent_catalog/jars/spark-plugin.jar"
+#: The dbt package (``consistent-catalog dbt-path``): in the wheel and, under src/, in the sdist.
+DBT_PACKAGE_FILES = ("consistent_catalog/dbt/dbt_project.yml", "consistent_catalog/dbt/macros/epoch.sql",
+                     "consistent_catalog/dbt/macros/seed.sql", "consistent_catalog/dbt/macros/freshness.sql")
 MANIFEST_KEYS = ("Implementation-Version", "Spark-Version", "Scala-Version", "Iceberg-Version", "Build-Jdk-Spec")
 
 
@@ -44,10 +47,16 @@ def check(dist: Path) -> list[str]:
                    "jvm/spark-plugin/src/main/java/io/consistentcatalog/spark/ConsistentSparkCatalog.java"):
         if needed not in names:
             raise SystemExit(f"check_dist: {sdists[0].name} lacks {needed} (MANIFEST.in)")
+    for needed in DBT_PACKAGE_FILES:
+        if f"src/{needed}" not in names:
+            raise SystemExit(f"check_dist: {sdists[0].name} lacks src/{needed} (package-data in pyproject.toml)")
     with zipfile.ZipFile(wheels[0]) as wheel:
         if JAR_IN_WHEEL not in wheel.namelist():
             raise SystemExit(f"check_dist: {wheels[0].name} has no {JAR_IN_WHEEL}")
         manifest = jar_manifest(wheel.read(JAR_IN_WHEEL))
+        lacking = [name for name in DBT_PACKAGE_FILES if name not in wheel.namelist()]
+    if lacking:
+        raise SystemExit(f"check_dist: {wheels[0].name} lacks the dbt package's {lacking} (package-data in pyproject.toml)")
     missing = [key for key in MANIFEST_KEYS if key not in manifest]
     if missing:
         raise SystemExit(f"check_dist: the jar's manifest lacks {missing}")
@@ -55,7 +64,7 @@ def check(dist: Path) -> list[str]:
         f"{sdists[0].name}: sources, including jvm/spark-plugin and its build script",
         f"{wheels[0].name}: {JAR_IN_WHEEL} {manifest['Implementation-Version']} for Spark "
         f"{manifest['Spark-Version']} (Scala {manifest['Scala-Version']}), Iceberg {manifest['Iceberg-Version']}, "
-        f"Java {manifest['Build-Jdk-Spec']}",
+        f"Java {manifest['Build-Jdk-Spec']}; the dbt package consistent_catalog/dbt",
     ]
 
 

@@ -168,6 +168,9 @@ def test_make_dist_builds_an_sdist_of_sources_and_a_wheel_with_the_versioned_plu
         manifest = _manifest(wheel.read(JAR_IN_WHEEL))
         assert "consistent_catalog/spark/spark-defaults.conf.template" in wheel.namelist()
         assert "consistent_catalog/spark/flip_pipeline.sql" in wheel.namelist()  # README: the pipeline as SQL
+        # the dbt package (README: dbt; consistent-catalog dbt-path prints where it is installed)
+        assert {"consistent_catalog/dbt/dbt_project.yml", "consistent_catalog/dbt/macros/epoch.sql"} <= set(
+            wheel.namelist())
     # The versions, checked against this venv's own Spark and Iceberg jars (what the README promises).
     import pyspark
 

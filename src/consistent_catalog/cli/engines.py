@@ -20,10 +20,15 @@ from consistent_catalog.resolver import DEFAULT_LEVEL, LEVELS
 @click.option("--template", default=None, help="template to render (default: the one shipped in the package, which a "
                                                "checkout's spark-conf/spark-defaults.conf.template links to)")
 @click.option("--no-init-catalog", is_flag=True, help="do not create the SQLite catalog database with pyiceberg")
+@click.option("--dbt-profile", "dbt_profile", default=None, metavar="PROFILE",
+              help="render a dbt profiles.yml with the profile PROFILE instead (dbt-spark's session method, these "
+                   "settings inline, the consistent catalog as default catalog)")
+@click.option("--dbt-schema", default="analytics", show_default=True,
+              help="with --dbt-profile: the profile's schema, the Iceberg namespace of the models")
 @click.pass_obj
 @command_errors
 def spark_conf(ctx: Context, path: str | None, catalog_uri: str | None, warehouse: str | None, name: str,
-               template: str | None, no_init_catalog: bool) -> None:
+               template: str | None, no_init_catalog: bool, dbt_profile: str | None, dbt_schema: str) -> None:
     """Render spark-defaults.conf for an Iceberg catalog shared by Spark and pyiceberg.
 
     Stock shells use it directly: spark-sql --properties-file PATH. This writes no .pyiceberg.yaml entry:
@@ -35,6 +40,7 @@ def spark_conf(ctx: Context, path: str | None, catalog_uri: str | None, warehous
     Example:
       consistent-catalog spark-conf --write spark-conf/spark-defaults.conf
       consistent-catalog spark-conf --catalog-uri postgresql+psycopg2://u:p@127.0.0.1/cat --warehouse s3://bucket/wh
+      consistent-catalog spark-conf --dbt-profile jaffle_shop --write ~/.dbt/profiles.yml   # a dbt profile instead
     """
     import tempfile
     from pathlib import Path
@@ -48,6 +54,9 @@ def spark_conf(ctx: Context, path: str | None, catalog_uri: str | None, warehous
         warehouse = warehouse or str(Path(DEFAULT_DIR, "warehouse").absolute())
         click.echo(f"note: the CLI and Python do not know this catalog yet: consistent-catalog init --dir {DEFAULT_DIR} "
                    "also adds it to .pyiceberg.yaml", err=True)
+    if dbt_profile is not None:
+        _write_dbt_profile(path, catalog_uri, warehouse, name, dbt_profile, dbt_schema, not no_init_catalog)
+        return
     if path is None:
         with tempfile.TemporaryDirectory() as tmp:
             written = write_spark_defaults(Path(tmp) / "spark-defaults.conf", catalog_uri, warehouse, name=name,
@@ -66,6 +75,52 @@ def spark_conf(ctx: Context, path: str | None, catalog_uri: str | None, warehous
     if "spark.jars.packages" in conf:
         click.echo(f"  from Maven: {conf['spark.jars.packages']} (needs network access to Maven Central)")
     click.echo(f"run: spark-sql --properties-file {written}")
+
+
+def _write_dbt_profile(path: str | None, catalog_uri: str | None, warehouse: str | None, name: str, profile: str,
+                       schema: str, init_catalog: bool) -> None:
+    from pathlib import Path
+
+    from consistent_catalog.dbt import dbt_profile
+    from consistent_catalog.spark.session import (
+        DEMO_CATALOG,
+        DEMO_WAREHOUSE,
+        ensure_sql_catalog,
+        is_rest_uri,
+        parse_catalog_uri,
+        repo_root,
+    )
+
+    root = repo_root()
+    catalog_uri = catalog_uri if catalog_uri is not None else f"sqlite:///{(root / DEMO_CATALOG).absolute()}"
+    warehouse = warehouse if warehouse is not None else str(root / DEMO_WAREHOUSE)
+    text = dbt_profile(catalog_uri, warehouse, name=name, profile=profile, schema=schema)
+    if init_catalog:
+        ensure_sql_catalog(catalog_uri, warehouse, name=name)
+    if path is None:
+        click.echo(text, nl=False)
+        return
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    if not is_rest_uri(catalog_uri) and parse_catalog_uri(catalog_uri).password is not None:
+        target.chmod(0o600)  # it holds the catalog database password
+    click.echo(f"wrote {target} (dbt profile {profile}, schema {schema}): dbt run --profiles-dir {target.parent}")
+
+
+@click.command("dbt-path")
+def dbt_path() -> None:
+    """Print the directory of the dbt package shipped in this install (the `epoch` materialization).
+
+    A dbt project installs it with dbt deps, its packages.yml naming that path (README.md, "dbt").
+
+    \b
+    Example:
+      printf 'packages:\n  - local: %s\n' "$(consistent-catalog dbt-path)" > packages.yml && dbt deps
+    """
+    from consistent_catalog.dbt import PACKAGE_DIR
+
+    click.echo(str(PACKAGE_DIR))
 
 
 def _note_missing_plugin(conf: dict[str, str], name: str) -> None:
@@ -101,4 +156,4 @@ def duckdb(ctx: Context, tables: tuple[str, ...], level: str, as_of: str | None,
     click.echo("\n".join(cut_statements(cc, cut, secret=secret)))
 
 
-COMMANDS = (spark_conf, duckdb)
+COMMANDS = (spark_conf, duckdb, dbt_path)

@@ -1,0 +1,429 @@
+"""A dbt project of a user's shape on the consistent catalog (issue 33): ``tests/spark/dbt_shop``.
+
+The project is not ours in shape: a seed (``payment_methods``), sources that are root tables of the catalog
+(``raw.customers``, ``raw.orders``, ``raw.payments``, ingested with pyiceberg), ephemeral staging models, two marts
+(``orders``, and ``customers`` which reads it) with ``+materialized: epoch`` set in ``dbt_project.yml``, schema
+tests. It installs the dbt package the installed product ships (``packages.yml`` names ``consistent-catalog
+dbt-path``; ``dbt deps``; ``dispatch`` routes dbt's seed and freshness macros to it) and runs with the profile
+``consistent-catalog spark-conf --dbt-profile`` renders. No DDL is written by hand anywhere.
+
+One test, invocation after invocation (each dbt invocation starts Spark: 15-60 s on a busy 2-core machine):
+dbt seed (a keyed root ingest into a table made from the CSV), the sources' first load, dbt build (the seed lands
+nothing; the tables created from the models' output schemas, the jobs registered; the schema tests pass), new
+source data and dbt build again, dbt source freshness (the sources' watermarks), both models edited (a column
+added, a type widened: schema evolution, then a revision), dbt run --full-refresh -s customers (a revision), and a
+change Iceberg cannot evolve, refused with the way out. After every run that published, the cut ``consistent-
+catalog resolve`` gives over the six tables is read with pyiceberg and each mart is compared with its SQL
+recomputed by DuckDB over the roots (seed included) at that cut (never the plugin's own output).
+
+A second test kills a dbt run once its first model published and reruns it (taking the dead instance's leases
+over): nothing is computed twice, and the marts still equal their recounts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.schema import Schema
+from pyiceberg.types import DateType, LongType, NestedField, StringType
+
+from consistent_catalog import ConsistentCatalog
+from tests.harness.main_epochs import main_epochs
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
+
+PROJECT = Path(__file__).resolve().parent / "dbt_shop"
+BIN = Path(sys.executable).parent
+DBT_TIMEOUT = 300
+ROOTS = ("raw.customers", "raw.orders", "raw.payments", "shop.payment_methods")  # the last one: a seed
+SEED_ROWS = 3
+MARTS = ("shop.orders", "shop.customers")
+
+SCHEMAS = {
+    "raw.customers": Schema(NestedField(1, "id", LongType()), NestedField(2, "first_name", StringType()),
+                            NestedField(3, "last_name", StringType())),
+    "raw.orders": Schema(NestedField(1, "id", LongType()), NestedField(2, "user_id", LongType()),
+                         NestedField(3, "order_date", DateType()), NestedField(4, "status", StringType())),
+    "raw.payments": Schema(NestedField(1, "id", LongType()), NestedField(2, "order_id", LongType()),
+                           NestedField(3, "payment_method", StringType()), NestedField(4, "amount", LongType())),
+}
+
+# The marts' SQL over the roots, as DuckDB runs it (the staging models inlined), by version of the models.
+EXPECTED_ORDERS = {
+    1: """WITH paid AS (SELECT order_id, sum(amount / 100.0) AS amount
+                        FROM payments JOIN payment_methods USING (payment_method) GROUP BY order_id)
+          SELECT o.id AS order_id, o.user_id AS customer_id, o.order_date, o.status,
+                 coalesce(p.amount, 0) AS amount
+          FROM orders o LEFT JOIN paid p ON o.id = p.order_id""",
+    2: """WITH paid AS (SELECT order_id, sum(amount / 100.0) AS amount, count(*) AS payments
+                        FROM payments JOIN payment_methods USING (payment_method) GROUP BY order_id)
+          SELECT o.id AS order_id, o.user_id AS customer_id, o.order_date, o.status,
+                 coalesce(p.amount, 0) AS amount, coalesce(p.payments, 0) AS payments
+          FROM orders o LEFT JOIN paid p ON o.id = p.order_id""",
+}
+EXPECTED_CUSTOMERS = """
+    SELECT c.id AS customer_id, c.first_name, c.last_name, count(o.order_id) AS number_of_orders,
+           min(o.order_date) AS first_order
+    FROM customers c LEFT JOIN ({orders}) o ON c.id = o.customer_id
+    GROUP BY c.id, c.first_name, c.last_name"""
+
+# the edited models (version 2): orders gains a column, customers' number_of_orders widens from int to bigint
+ORDERS_V2 = """\
+WITH paid AS (
+    SELECT order_id, sum(amount) AS amount, count(*) AS payments FROM {{ ref('stg_payments') }} GROUP BY order_id
+)
+SELECT o.order_id, o.customer_id, o.order_date, o.status, coalesce(p.amount, 0) AS amount,
+       coalesce(p.payments, 0) AS payments
+FROM {{ ref('stg_orders') }} AS o LEFT JOIN paid AS p ON o.order_id = p.order_id
+"""
+CUSTOMERS_INT = "CAST(count(o.order_id) AS int) AS number_of_orders"
+CUSTOMERS_BIGINT = "count(o.order_id) AS number_of_orders"
+
+
+def _rows(table: str, start: int, n: int) -> pa.Table:
+    """Rows ``start`` .. ``start + n - 1`` of a root: deterministic, a few orders per customer, payments per order."""
+    ids = list(range(start, start + n))
+    arrow_schema = SCHEMAS[table].as_arrow()
+    if table == "raw.customers":
+        data = {"id": ids, "first_name": [f"first{i}" for i in ids], "last_name": [f"last{i % 7}" for i in ids]}
+    elif table == "raw.orders":
+        data = {"id": ids, "user_id": [1 + i % 5 for i in ids],
+                "order_date": [dt.date(2026, 1, 1) + dt.timedelta(days=i % 40) for i in ids],
+                "status": [("placed", "shipped", "completed", "returned")[i % 4] for i in ids]}
+    else:
+        data = {"id": ids, "order_id": [1 + i % (n + start) // 2 for i in ids],
+                "payment_method": [("card", "coupon", "bank")[i % 3] for i in ids], "amount": [100 + 37 * i for i in ids]}
+    return pa.Table.from_pydict(data, schema=arrow_schema)
+
+
+@dataclass
+class Shop:
+    root: Path
+    project: Path
+    profiles: Path
+    catalog: SqlCatalog
+    cc: ConsistentCatalog
+    env: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
+    if not (BIN / "dbt").is_file():
+        message = f"no dbt next to {sys.executable}: pip install -e '.[dev]' (make setup) installs the [dbt] extra"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    root = tmp_path_factory.mktemp("dbt-shop")
+    (root / "warehouse").mkdir()
+    uri = f"sqlite:///{root}/catalog.db"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("DBT_", "PYICEBERG_")) and k not in ("SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS")}
+    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", PYSPARK_PYTHON=sys.executable,
+               PYICEBERG_CATALOG__LAKE__URI=uri, PYICEBERG_CATALOG__LAKE__WAREHOUSE=f"file://{root}/warehouse")
+    # the profile, rendered by the product (it creates the catalog database too), and the package's path
+    subprocess.run([str(BIN / "consistent-catalog"), "spark-conf", "--catalog-uri", uri, "--warehouse",
+                    str(root / "warehouse"), "--dbt-profile", "shop", "--dbt-schema", "shop",
+                    "--write", str(root / "profiles" / "profiles.yml")],
+                   check=True, capture_output=True, timeout=120, env=env, cwd=root)
+    package = subprocess.run([str(BIN / "consistent-catalog"), "dbt-path"], check=True, capture_output=True,
+                             text=True, timeout=60, env=env).stdout.strip()
+    assert (Path(package) / "dbt_project.yml").is_file(), package
+
+    catalog = SqlCatalog("lake", uri=uri, warehouse=f"file://{root}/warehouse")
+    catalog.create_namespace("raw")
+    for table, schema in SCHEMAS.items():
+        catalog.create_table(table, schema=schema)
+    cc = ConsistentCatalog(catalog)
+
+    project = root / "shop"
+    shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns("target", "logs", "dbt_packages"))
+    (project / "packages.yml").write_text(f"packages:\n  - local: {package}\n", encoding="utf-8")
+    yield Shop(root, project, root / "profiles", catalog, cc, env)
+
+
+@dataclass(frozen=True)
+class DbtRun:
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    statuses: dict[str, str]
+
+    @property
+    def reports(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if line.startswith("[lake_consistent] ")]
+
+    def describe(self) -> str:
+        return (f"dbt exit {self.returncode} after {self.seconds:.0f} s, {self.statuses}\n--- stdout ---\n"
+                f"{self.stdout[-5000:]}\n--- stderr ---\n" + "\n".join(
+                    line for line in self.stderr.splitlines()[-400:] if " WARN " not in line)[-4000:])
+
+
+def dbt(shop: Shop, *args: str, profiles: Path | None = None) -> DbtRun:
+    results = shop.project / "target" / "run_results.json"
+    results.unlink(missing_ok=True)
+    started = time.monotonic()
+    command = [str(BIN / "dbt"), *args, "--project-dir", str(shop.project), "--profiles-dir",
+               str(profiles or shop.profiles)]
+    process = subprocess.Popen(command, cwd=shop.root, env=shop.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=DBT_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        pytest.fail(f"{command} did not finish within {DBT_TIMEOUT} s\n{stdout[-3000:]}\n{stderr[-3000:]}")
+    statuses = ({r["unique_id"].split(".")[-1]: r["status"] for r in json.loads(results.read_text())["results"]}
+                if results.is_file() else {})
+    return DbtRun(process.returncode, stdout, stderr, time.monotonic() - started, statuses)
+
+
+# --- recounts --------------------------------------------------------------------------------------------------
+def resolve(shop: Shop) -> dict:
+    answer = subprocess.run([str(BIN / "consistent-catalog"), "-c", "lake", "-o", "json", "resolve", *ROOTS, *MARTS],
+                            env=shop.env, capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(answer.stdout)
+
+
+def _normal(value: object) -> object:
+    return round(float(value), 2) if isinstance(value, (float, Decimal)) else value
+
+
+def _sorted_rows(table: pa.Table, columns: list[str]) -> list[tuple]:
+    data = table.select(columns).to_pylist()
+    return sorted((tuple(_normal(row[c]) for c in columns) for row in data), key=repr)
+
+
+def check_cut(shop: Shop, version: int) -> dict:
+    """At the resolved cut, each mart equals its SQL recomputed by DuckDB over the roots at that cut."""
+    import duckdb
+
+    cut = resolve(shop)
+    ids = {table: part["snapshot_id"] for table, part in cut["tables"].items()}
+    assert {cut["tables"][mart]["barrier"] for mart in MARTS} == {cut["barrier"]}, cut
+    scans = {table: shop.catalog.load_table(table).scan(snapshot_id=ids[table]).to_arrow() for table in (*ROOTS, *MARTS)}
+    connection = duckdb.connect()
+    for table in ROOTS:
+        connection.register(table.split(".")[1], scans[table])
+    orders_sql = EXPECTED_ORDERS[version]
+    expected = {
+        "shop.orders": connection.sql(orders_sql).fetch_arrow_table(),
+        "shop.customers": connection.sql(EXPECTED_CUSTOMERS.format(orders=orders_sql)).fetch_arrow_table(),
+    }
+    for mart in MARTS:
+        columns = expected[mart].column_names
+        assert sorted(scans[mart].column_names) == sorted(columns), (mart, scans[mart].schema, columns)
+        assert _sorted_rows(scans[mart], columns) == _sorted_rows(expected[mart], columns), mart
+    assert scans["shop.orders"].num_rows == scans["raw.orders"].num_rows > 0
+    return cut
+
+
+def epochs(shop: Shop, table: str) -> int:
+    return len(main_epochs(shop.catalog.load_table(table).metadata)[0])
+
+
+def heads(shop: Shop) -> dict[str, int | None]:
+    found = {}
+    for mart in MARTS:
+        main = shop.catalog.load_table(mart).metadata.snapshot_by_name("main")
+        found[mart] = None if main is None else main.snapshot_id
+    return found
+
+
+def seed_loads(shop: Shop) -> int:
+    """The seed table's snapshots on main that landed rows (its keyed ingests), after checking its rows."""
+    table = shop.catalog.load_table("shop.payment_methods")
+    rows = table.scan().to_arrow()
+    assert rows.num_rows == SEED_ROWS and sorted(rows.column("payment_method").to_pylist()) == ["bank", "card", "coupon"]
+    keys = [s.summary.additional_properties.get("consistent.ingest-key") for s in table.snapshots()]
+    return len([k for k in keys if k and k.startswith("dbt-seed:payment_methods:")])
+
+
+def seed_snapshot(shop: Shop) -> int:
+    return shop.catalog.load_table("shop.payment_methods").metadata.snapshot_by_name("main").snapshot_id
+
+
+def seed_key(shop: Shop) -> str:
+    """The first 16 hex digits of dbt's checksum of the seed file (SHA-256 of its text, stripped)."""
+    import hashlib
+
+    text = (shop.project / "seeds" / "payment_methods.csv").read_text(encoding="utf-8").strip()
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def model_reports(run: DbtRun) -> list[str]:
+    return [line for line in run.reports if not line.startswith("[lake_consistent] ingest: ")]
+
+
+def write_model(shop: Shop, name: str, text: str) -> None:
+    (shop.project / "models" / "marts" / f"{name}.sql").write_text(text, encoding="utf-8")
+
+
+def customers_model(number_of_orders: str, first_order: str = "min(o.order_date) AS first_order") -> str:
+    return (f"SELECT c.customer_id, c.first_name, c.last_name,\n       {number_of_orders},\n       {first_order}\n"
+            "FROM {{ ref('stg_customers') }} AS c LEFT JOIN {{ ref('orders') }} AS o ON c.customer_id = o.customer_id\n"
+            "GROUP BY c.customer_id, c.first_name, c.last_name\n")
+
+
+def ingest_round(shop: Shop, round_: int) -> int:
+    """One load of the three roots at one barrier (as a loader that lands them together would); that barrier."""
+    start, barrier = 1 + (round_ - 1) * 10, int(time.time() * 1000)
+    shop.cc.ingest("raw.customers", _rows("raw.customers", start, 5), key=f"customers-{round_}", barrier=barrier)
+    shop.cc.ingest("raw.orders", _rows("raw.orders", start, 10), key=f"orders-{round_}", barrier=barrier)
+    shop.cc.ingest("raw.payments", _rows("raw.payments", start, 10), key=f"payments-{round_}", barrier=barrier)
+    return barrier
+
+
+# --- the project, invocation after invocation ------------------------------------------------------------------
+def test_a_user_shaped_project_runs_with_no_ddl_by_hand_and_every_cut_recounts(shop: Shop) -> None:
+    deps = dbt(shop, "deps")
+    assert deps.returncode == 0, deps.describe()
+    write_model(shop, "customers", customers_model(CUSTOMERS_INT))
+    # dbt seed: the seed's table created from the CSV, its rows one keyed root ingest. Before the sources' first
+    # load, so that their barrier is the newer one: an epoch computes at the newest barrier at which every source is
+    # complete, and a seed loaded after the sources would be read empty (the plugin warns so)
+    seeded = dbt(shop, "seed")
+    assert seeded.returncode == 0 and seeded.statuses == {"payment_methods": "success"}, seeded.describe()
+    assert [line.split(" landed in ")[0].split(" at barrier ")[0] for line in seeded.reports] == [
+        "[lake_consistent] ingest: shop.payment_methods ingest"], seeded.describe()
+    assert seed_loads(shop) == 1
+    ingest_round(shop, 1)
+
+    # 1. dbt build: the seed again (the same file: its key is in the table's history, nothing lands); the models'
+    # namespace and tables created from their output schemas, jobs registered, one epoch each; the schema tests pass
+    first = dbt(shop, "build")
+    assert first.returncode == 0, first.describe()
+    assert {k: v for k, v in first.statuses.items() if k in ("payment_methods", "orders", "customers")} == {
+        "payment_methods": "success", "orders": "success", "customers": "success"}, first.describe()
+    assert sorted(v for k, v in first.statuses.items() if k not in ("payment_methods", "orders", "customers")) == [
+        "pass"] * 5, first.describe()
+    assert seed_loads(shop) == 1
+    assert "CREATE TABLE `lake`.`shop`.`orders` (`order_id` bigint, `customer_id` bigint, `order_date` date, " \
+           "`status` string, `amount` decimal(" in first.stdout, first.describe()
+    assert [line for line in first.reports if line.startswith("[lake_consistent] ingest: ")] == [
+        "[lake_consistent] ingest: shop.payment_methods ingest key 'dbt-seed:payment_methods:"
+        f"{seed_key(shop)}' already landed in snapshot {seed_snapshot(shop)}; nothing written"], first.describe()
+    assert [line.split(":")[0] for line in model_reports(first)] == [
+        "[lake_consistent] orders", "[lake_consistent] customers"], first.describe()
+    assert all(" published (" in line for line in model_reports(first)), first.describe()
+    assert {m: epochs(shop, m) for m in MARTS} == dict.fromkeys(MARTS, 1)
+    assert shop.catalog.load_table("shop.customers").schema().find_field("number_of_orders").field_type.__str__() == "int"
+    check_cut(shop, 1)
+
+    # 2./3. new root data, dbt build again: the seed (unchanged file) lands nothing, one epoch more per model,
+    # dbt's schema tests read the tables through the consistent catalog
+    loaded = ingest_round(shop, 2)
+    second = dbt(shop, "build")
+    assert second.returncode == 0, second.describe()
+    assert all(" published (" in line for line in model_reports(second)) and len(model_reports(second)) == 2, (
+        second.describe())
+    assert len(second.reports) == 3 and " nothing written" in second.reports[0], second.describe()
+    assert seed_loads(shop) == 1, second.describe()
+    assert sorted(second.statuses.values()).count("pass") == 5, second.describe()
+
+    # dbt source freshness: each source's watermark (the barrier of its last load), not max(loaded_at) of its rows
+    fresh = dbt(shop, "source", "freshness")
+    assert fresh.returncode == 0, fresh.describe()
+    sources = json.loads((shop.project / "target" / "sources.json").read_text())["results"]
+    assert len(sources) == 3 and {r["status"] for r in sources} == {"pass"}, sources
+    for result in sources:
+        at = dt.datetime.fromisoformat(result["max_loaded_at"].replace("Z", "+00:00"))
+        at = at if at.tzinfo else at.replace(tzinfo=dt.timezone.utc)
+        table = shop.catalog.load_table(result["unique_id"].split(".", 2)[2])  # source.shop.raw.orders -> raw.orders
+        head = table.metadata.snapshot_by_name("main")
+        marks = [int(head.summary.additional_properties["consistent.barrier"])]
+        if "consistent.watermark" in table.properties:  # an idle root's watermark, advanced by the epochs' plans
+            marks.append(int(table.properties["consistent.watermark"]))
+        assert max(marks) >= loaded and abs(at.timestamp() * 1000 - max(marks)) < 1000, (result, marks, loaded)
+    assert {m: epochs(shop, m) for m in MARTS} == dict.fromkeys(MARTS, 2)
+    check_cut(shop, 1)
+
+    # 4. both models edited: a column added, a type widened (Iceberg schema evolution), then revisions
+    write_model(shop, "orders", ORDERS_V2)
+    write_model(shop, "customers", customers_model(CUSTOMERS_BIGINT))
+    edited = dbt(shop, "run")
+    assert edited.returncode == 0, edited.describe()
+    assert "ALTER TABLE `lake`.`shop`.`orders` ADD COLUMNS (`payments` bigint)" in edited.stdout, edited.describe()
+    assert "ALTER TABLE `lake`.`shop`.`customers` ALTER COLUMN `number_of_orders` TYPE bigint" in edited.stdout, (
+        edited.describe())
+    # orders' definition and schema changed: a revision of it and, in full mode, of customers downstream (emptied),
+    # whose own epoch then recomputes it at the same barrier
+    assert len(edited.reports) == 2, edited.describe()
+    assert "shop.orders definition changed" in edited.reports[0], edited.describe()
+    assert " revised at barrier " in edited.reports[0] and " published (" in edited.reports[1], edited.describe()
+    assert str(shop.catalog.load_table("shop.customers").schema().find_field("number_of_orders").field_type) == "long"
+    check_cut(shop, 2)
+
+    # 5. --full-refresh of one model: a revision of it, recomputed at the current barrier
+    refreshed = dbt(shop, "run", "--full-refresh", "-s", "customers")
+    assert refreshed.returncode == 0 and refreshed.statuses == {"customers": "success"}, refreshed.describe()
+    assert len(refreshed.reports) == 1 and " revised at barrier " in refreshed.reports[0], refreshed.describe()
+    check_cut(shop, 2)
+
+    # 6. a change Iceberg cannot evolve (date -> string): refused with the way out, nothing written
+    before = heads(shop)
+    write_model(shop, "customers", customers_model(CUSTOMERS_BIGINT, "CAST(min(o.order_date) AS string) AS first_order"))
+    refused = dbt(shop, "run", "-s", "customers")
+    assert refused.returncode == 1 and refused.statuses == {"customers": "error"}, refused.describe()
+    assert ("column first_order changes type from date to string, which Iceberg cannot evolve in place"
+            in refused.stdout), refused.describe()
+    assert "DROP TABLE `lake`.`shop`.`customers`" in refused.stdout, refused.describe()
+    assert heads(shop) == before
+    check_cut(shop, 2)
+
+
+# --- killed mid-run ----------------------------------------------------------------------------------------------
+def test_a_run_killed_mid_way_reruns_without_duplicates(shop: Shop) -> None:
+    """Killed once orders published, before customers did: the rerun (taking over the dead instance's leases, as
+    the README's dbt-flip section says) computes what is missing once; every mart still equals its recount."""
+    import yaml
+
+    write_model(shop, "customers", customers_model(CUSTOMERS_BIGINT))  # the first test left a refused edit behind
+    before = {mart: epochs(shop, mart) for mart in MARTS}
+    ingest_round(shop, 3)
+    command = [str(BIN / "dbt"), "run", "--project-dir", str(shop.project), "--profiles-dir", str(shop.profiles)]
+    process = subprocess.Popen(command, cwd=shop.root, env=shop.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+    killed_after = None
+    try:
+        deadline = time.monotonic() + DBT_TIMEOUT
+        for line in process.stderr:  # the plugin's lines, as they come
+            if line.startswith("[lake_consistent] orders: ") and " published (" in line:
+                os.killpg(process.pid, signal.SIGKILL)
+                killed_after = line.strip()
+                break
+            assert time.monotonic() < deadline, "dbt run did not publish orders in time"
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+    assert killed_after is not None
+    assert epochs(shop, "shop.orders") == before["shop.orders"] + 1
+
+    # the rerun takes the jobs over from the killed instance (its leases would otherwise hold for 5 minutes)
+    takeover = shop.root / "profiles-takeover"
+    takeover.mkdir(exist_ok=True)
+    profile = yaml.safe_load((shop.profiles / "profiles.yml").read_text(encoding="utf-8"))
+    profile["shop"]["outputs"]["lake_consistent"]["server_side_parameters"]["spark.sql.consistent.takeover"] = "true"
+    (takeover / "profiles.yml").write_text(yaml.safe_dump(profile), encoding="utf-8")
+    rerun = dbt(shop, "run", profiles=takeover)
+    assert rerun.returncode == 0, rerun.describe()
+    reports = model_reports(rerun)
+    assert len(reports) == 2 and " done: the sink already holds it" in reports[0], rerun.describe()
+    assert " published (" in reports[1] or " republished " in reports[1], rerun.describe()
+    assert {mart: epochs(shop, mart) for mart in MARTS} == {mart: n + 1 for mart, n in before.items()}
+    check_cut(shop, 2)
