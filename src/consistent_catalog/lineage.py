@@ -10,6 +10,16 @@ from consistent_catalog.exceptions import CycleError
 from consistent_catalog.state import TableState
 
 
+def check_not_own_source(job: str, sources: Iterable[str], sinks: Iterable[str]) -> None:
+    """Raise CycleError when a table is both a source and a sink of ``job``."""
+    both = set(sources) & set(sinks)
+    if both:
+        raise CycleError(
+            f"job {job!r} would read and write {sorted(both)[0]}: a table cannot be its own source; "
+            "write to a new table instead"
+        )
+
+
 @dataclass(frozen=True)
 class JobInfo:
     job: str
@@ -151,12 +161,7 @@ class LineageGraph:
         over any number of registrations or statements) may not include its sinks or anything downstream of
         them (protocol §6.1). The graph holds the catalog's tables without ``sinks``' own edges."""
         sources, sinks = set(sources), set(sinks)
-        both = sources & sinks
-        if both:
-            raise CycleError(
-                f"job {job!r} would read and write {sorted(both)[0]}: a table cannot be its own source; "
-                "write to a new table instead"
-            )
+        check_not_own_source(job, sources, sinks)
         reachable = self.descendants(sinks) | sinks
         closing = sorted(sources & reachable)
         if closing:

@@ -27,7 +27,7 @@ from consistent_catalog import properties as P
 from consistent_catalog._pyiceberg import empty_snapshot
 from consistent_catalog.commit import TableStore, TakeFence, fence_head, refs_at
 from consistent_catalog.exceptions import ConsistentCatalogError, FencedError, InvalidInputError, OwnershipError
-from consistent_catalog.lineage import LineageGraph
+from consistent_catalog.lineage import LineageGraph, check_not_own_source
 from consistent_catalog.state import TableState, encode_table_sources
 from consistent_catalog.util.identifiers import normalize_identifier
 from consistent_catalog.util.time import fmt_barrier, now_ms
@@ -125,6 +125,7 @@ def register_job(
         raise InvalidInputError(f"job {job!r} has no sinks; name at least one table it writes")
     for source in source_names:
         store.load_table(source)  # fails with TableNotFoundError
+    check_not_own_source(job, source_names, sink_names)
     instance = instance or uuid.uuid4().hex[:12]
     states = {s.identifier: s for s in store.states(store.list_tables())}
     for sink in sink_names:  # whose table it is comes first: a foreign job's name is refused as such, not as a cycle

@@ -22,7 +22,10 @@ import pytest
 from consistent_catalog import properties as P
 from consistent_catalog.demo import COUNTS, HISTOGRAM, WORDS
 from tests.harness.flip_epochs import scan
-from tests.spark.test_dbt_pipeline import BIN, PROJECT, Lake, _run, _words, lake, run_project  # noqa: F401 (fixture)
+from tests.spark import test_dbt_pipeline
+from tests.spark.test_dbt_pipeline import BIN, PROJECT, Lake, _run, _words, run_project
+
+lake = test_dbt_pipeline.lake  # the module's fixture, shared
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 import time
-from hashlib import sha256
 from collections import Counter
 from collections.abc import Iterator
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
