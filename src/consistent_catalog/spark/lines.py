@@ -64,6 +64,7 @@ SPARK_LINES: dict[str, SparkLine] = {
     line.line: line
     for line in (
         SparkLine("3.5", "2.12", "1.10.2"),
+        SparkLine("4.0", "2.13", "1.11.0"),  # Iceberg 1.12 has no Spark 4.0 runtime
     )
 }
 """Every supported line, oldest first (keep in step with jvm/pom.xml's modules)."""
