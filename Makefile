@@ -4,8 +4,15 @@ DEMO_DIR ?= .demo
 EPOCHS ?= 6
 ROWS ?= 1000
 PYTEST_ARGS ?=
+# The Spark line: empty is the default line (consistent_catalog.spark.lines.DEFAULT_LINE, .venv, the whole suite);
+# another (make test SPARK=4.0) runs the plugin's tier on that line with its own venv (.venv-spark<line>).
+SPARK ?=
+DEFAULT_SPARK := 3.5
+OTHER_SPARK_LINES := 4.0
+# The plugin's tier: what runs on every supported line.
+PLUGIN_TIER ?= tests/spark/test_spark_catalog_plugin.py tests/spark/test_sql_writer.py tests/conformance
 
-.PHONY: setup setup-demo test test-fast lint-imports demo bench bench-all dist clean
+.PHONY: setup setup-demo test test-line test-fast lint-imports demo bench bench-all dist clean
 
 # the test set-up: everything (scripts/setup.sh test); the demo's fetches only what the demo needs
 setup:
@@ -14,8 +21,19 @@ setup:
 setup-demo:
 	@bash scripts/setup.sh demo
 
+ifeq ($(filter-out $(DEFAULT_SPARK),$(SPARK)),)
+# the whole suite on the default line, then the plugin's tier on every other line, one venv per line, in sequence
 test: setup lint-imports
 	$(PY) -m pytest $(PYTEST_ARGS)
+	@for line in $(OTHER_SPARK_LINES); do $(MAKE) --no-print-directory test-line SPARK=$$line || exit 1; done
+else
+test: test-line
+endif
+
+# the plugin's tier on one Spark line (SPARK=4.0): its venv, the JVM reactor built, its plugin jar picked by pyspark
+test-line: setup
+	@py=$$(bash scripts/line_venv.sh $(SPARK)) && echo "== the plugin's tier on Spark $(SPARK) ($$py)" && \
+	  $$py -m pytest $(PLUGIN_TIER) $(PYTEST_ARGS)
 
 test-fast: setup lint-imports
 	$(PY) -m pytest -m "not spark and not slow and not integration and not notebook" $(PYTEST_ARGS)
@@ -41,8 +59,10 @@ bench-all: bench
 	$(PY) -m bench.bench_sql_writer
 	$(PY) -m bench.bench_streaming_sink
 
-# dist/: the sdist and a wheel with the Spark plugin jar inside, checked (twine check, jar manifest)
-dist: setup
+# dist/: the sdist and a wheel with the Spark plugin jar of each line inside, checked (twine check, jar manifests).
+# Needs a JDK and Maven only (scripts/build_jvm.sh installs them with apt where missing), not the test set-up.
+dist:
+	@bash scripts/build_jvm.sh --tools-only
 	@bash scripts/dist.sh
 
 clean:

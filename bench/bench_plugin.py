@@ -155,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the consistent catalogs' load-threads option (default: the plugin's own default)")
     args = parser.parse_args(argv)
 
-    from consistent_catalog.spark.session import build_session
+    from consistent_catalog.spark.lines import current_line
+    from consistent_catalog.spark.session import build_session, checkout_line_dir
 
     work = args.dir or Path(tempfile.mkdtemp(prefix="bench-plugin-"))
     started = time.monotonic()
@@ -189,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
         conf[f"{prefix}_seq.plain-catalog"] = plain
         conf[f"{prefix}_seq.load-threads"] = "1"
     load_before = _load()
-    conf["spark.jars"] += f",{Path(__file__).resolve().parents[1] / 'build/jvm/spark-plugin-tests.jar'}"  # FirstLoad, not in the plugin jar
+    line = current_line()
+    tests_jar = next(checkout_line_dir(line).glob(f"{line.plugin_artifact}-*-tests.jar"))  # FirstLoad, not in the plugin jar
+    conf["spark.jars"] += f",{tests_jar}"
     spark = build_session(demo_uri, demo_warehouse, app_name="bench-plugin", master="local[1]", extra_conf=conf)
     try:
         bench = spark._jvm.io.consistentcatalog.bench.FirstLoad  # noqa: SLF001 - py4j

@@ -3,7 +3,7 @@
 written by ``toTable("lake.<ns>.root_plain")`` (Iceberg's own streaming sink).
 
 Not a test. One local[2] Spark session (``build_session``: the plain catalog and the consistent one over the same
-catalog database, the plugin jar ``build/jvm/spark-plugin.jar`` as it is — this script never builds it). Per
+catalog database, the plugin jar of the checkout (``build/jvm/spark-<line>/``) as it is — this script never builds it). Per
 ``--rows`` size N, a namespace ``bench_<size>`` with three root tables created identically by pyiceberg
 (``id bigint, word string, bucket int, amount double``, no properties) and an input directory. The query, the same
 for every contender except its sink::
@@ -709,7 +709,7 @@ def main(argv: list[str] | None = None) -> int:
 
     jar = find_plugin_jar()
     if jar is None:
-        raise SystemExit("the plugin jar is missing (build/jvm/spark-plugin.jar): build it with `make setup` first")
+        raise SystemExit("the plugin jar is missing (build/jvm/spark-<line>/lake-consistent-spark-*.jar): build it with `make setup` first")
     tmp = None
     if args.dir:
         work = args.dir.resolve()

@@ -1,5 +1,6 @@
-"""Check what ``scripts/dist.sh`` built: the sdist carries the plugin's sources and no jar, the wheel the jar
-with a manifest naming the versions it was compiled against. Prints one line per artefact.
+"""Check what ``scripts/dist.sh`` built: the sdist carries the JVM reactor's sources and no jar, the wheel one
+plugin jar per Spark line, each with a manifest naming the versions it was compiled against. Prints one line
+per artefact.
 
 Usage: python -m build_support.check_dist DIST_DIR
 """
@@ -11,11 +12,12 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-JAR_IN_WHEEL = "consistent_catalog/jars/spark-plugin.jar"
+JARS_IN_WHEEL = "consistent_catalog/jars/"
 #: The dbt package (``consistent-catalog dbt-path``): in the wheel and, under src/, in the sdist.
 DBT_PACKAGE_FILES = ("consistent_catalog/dbt/dbt_project.yml", "consistent_catalog/dbt/macros/epoch.sql",
                      "consistent_catalog/dbt/macros/seed.sql", "consistent_catalog/dbt/macros/freshness.sql")
-MANIFEST_KEYS = ("Implementation-Version", "Spark-Version", "Scala-Version", "Iceberg-Version", "Build-Jdk-Spec")
+MANIFEST_KEYS = ("Implementation-Version", "Spark-Line", "Spark-Version", "Scala-Version", "Iceberg-Version",
+                 "Java-Release")
 
 
 def jar_manifest(jar_bytes: bytes) -> dict[str, str]:
@@ -43,29 +45,37 @@ def check(dist: Path) -> list[str]:
         names = [member.name.split("/", 1)[-1] for member in sdist.getmembers()]
     if any(name.endswith(".jar") for name in names):
         raise SystemExit(f"check_dist: {sdists[0].name} contains a jar; the sdist ships sources only")
-    for needed in ("setup.py", "scripts/build_jvm.sh", "build_support/plugin_jar.py",
+    for needed in ("setup.py", "scripts/build_jvm.sh", "build_support/plugin_jar.py", "jvm/pom.xml",
+                   "jvm/spark-plugin/pom.xml", "jvm/spark-3.5/pom.xml",
                    "jvm/spark-plugin/src/main/java/io/consistentcatalog/spark/ConsistentSparkCatalog.java"):
         if needed not in names:
             raise SystemExit(f"check_dist: {sdists[0].name} lacks {needed} (MANIFEST.in)")
     for needed in DBT_PACKAGE_FILES:
         if f"src/{needed}" not in names:
             raise SystemExit(f"check_dist: {sdists[0].name} lacks src/{needed} (package-data in pyproject.toml)")
+    lines = [f"{sdists[0].name}: sources, including the JVM reactor jvm/ and its build script"]
     with zipfile.ZipFile(wheels[0]) as wheel:
-        if JAR_IN_WHEEL not in wheel.namelist():
-            raise SystemExit(f"check_dist: {wheels[0].name} has no {JAR_IN_WHEEL}")
-        manifest = jar_manifest(wheel.read(JAR_IN_WHEEL))
         lacking = [name for name in DBT_PACKAGE_FILES if name not in wheel.namelist()]
-    if lacking:
-        raise SystemExit(f"check_dist: {wheels[0].name} lacks the dbt package's {lacking} (package-data in pyproject.toml)")
-    missing = [key for key in MANIFEST_KEYS if key not in manifest]
-    if missing:
-        raise SystemExit(f"check_dist: the jar's manifest lacks {missing}")
-    return [
-        f"{sdists[0].name}: sources, including jvm/spark-plugin and its build script",
-        f"{wheels[0].name}: {JAR_IN_WHEEL} {manifest['Implementation-Version']} for Spark "
-        f"{manifest['Spark-Version']} (Scala {manifest['Scala-Version']}), Iceberg {manifest['Iceberg-Version']}, "
-        f"Java {manifest['Build-Jdk-Spec']}; the dbt package consistent_catalog/dbt",
-    ]
+        if lacking:
+            raise SystemExit(f"check_dist: {wheels[0].name} lacks the dbt package's {lacking} (package-data in pyproject.toml)")
+        jars = sorted(n for n in wheel.namelist() if n.startswith(JARS_IN_WHEEL) and n.endswith(".jar"))
+        if not jars:
+            raise SystemExit(f"check_dist: {wheels[0].name} has no {JARS_IN_WHEEL}*.jar")
+        for name in jars:
+            manifest = jar_manifest(wheel.read(name))
+            missing = [key for key in MANIFEST_KEYS if key not in manifest]
+            if missing:
+                raise SystemExit(f"check_dist: {name}'s manifest lacks {missing}")
+            expected = f"lake-consistent-spark-{manifest['Spark-Line']}_{manifest['Scala-Version']}.jar"
+            if name.rsplit("/", 1)[-1] != expected:
+                raise SystemExit(f"check_dist: {name} holds a jar for Spark {manifest['Spark-Line']}: want {expected}")
+            lines.append(
+                f"{wheels[0].name}: {name} {manifest['Implementation-Version']} for Spark {manifest['Spark-Version']} "
+                f"(Scala {manifest['Scala-Version']}), Iceberg {manifest['Iceberg-Version']}, "
+                f"Java {manifest['Java-Release']}"
+            )
+    lines.append(f"{wheels[0].name}: the dbt package consistent_catalog/dbt")
+    return lines
 
 
 if __name__ == "__main__":

@@ -1,235 +1,72 @@
 #!/usr/bin/env bash
-# Compile the small JVM helpers under jvm/<module>/src/main/java (e.g. the test REST catalog server)
-# into build/jvm/<module>/classes with plain javac against jars already on this machine:
-#   - the Iceberg Spark runtime jar from the PyPI package snowpark-connect-deps-iceberg
-#     ($CONSISTENT_ICEBERG_JAR overrides, as in consistent_catalog.spark.session),
-#   - pyspark's jars (Spark, Hadoop, slf4j/log4j for the runtime; $CONSISTENT_SPARK_JARS, a directory
-#     such as .../site-packages/pyspark/jars, overrides),
-#   - Debian's JDBC drivers in /usr/share/java ($CONSISTENT_JDBC_JARS, colon-separated, overrides).
-# pyspark and the Iceberg package are looked up with $CONSISTENT_BUILD_PYTHON, else .venv/bin/python, else
-# python3 (the wheel build, build_support/plugin_jar.py, passes the two jar variables instead).
-# No Maven, no jar in git (build/ is git-ignored). Idempotent and silent when nothing changed: a module
-# is rebuilt only when a file under its src/ is newer than its last build, or the classpath, javac or its
-# flags changed. Next to the classes it writes `classpath` (the runtime classpath without the classes dir)
-# and `java` (the java binary matching the javac used), which tests/harness/rest_server.py reads.
-# Each module's jar (build/jvm/<module>.jar) has a manifest naming the project version and the Spark,
-# Scala and Iceberg versions it was compiled against (read from the classpath's jar names).
-# Test and benchmark mains (jvm/<module>/src/test/java, e.g. the conformance runner) compile against the
-# module's classes into build/jvm/<module>/test-classes, packed into build/jvm/<module>-tests.jar (what a
-# Spark session's spark.jars takes); never into the module's jar. CONSISTENT_JVM_TESTS=0 skips them (the
-# wheel build, which ships only the module's jar).
-# Without javac it installs openjdk-17-jdk-headless with apt-get when run as root, unless
-# CONSISTENT_NO_APT=1 (a package build must not install system packages): then it exits 1 naming the way out.
-# Usage: build_jvm.sh [MODULE...]  (default: every module; a module that fails to compile keeps its
-# previous build, the others are still built, and the script exits 1 naming the failures).
+# Build the JVM side with Maven: the reactor jvm/pom.xml (core, the shared Spark code, one module per Spark
+# line, the tests' REST catalog server). Everything lands in the git-ignored build/jvm/<module>: classes,
+# test-classes, the jars, `classpath` (what a test main or the REST server runs on) and, per Spark line,
+# lib/ with the Iceberg runtime, the JDBC drivers and the S3 jars copied from Maven Central (what Python
+# puts on spark.jars offline). `install` also puts the plugin jars into Maven's local repository (~/.m2), so
+# `--packages io.consistentcatalog:lake-consistent-spark-<line>_<scala>:<version>` resolves on this machine.
+#
+# Maven's local repository is the cache: the first run downloads (≈1 GB: Spark, Iceberg, Hadoop's S3A), later
+# runs are offline (-o; online again only when the offline run cannot resolve something, e.g. a new version).
+# Idempotent and silent when nothing under jvm/ changed since the last build of the same goal and modules.
+#
+#   bash scripts/build_jvm.sh [MODULE...]   modules as in jvm/pom.xml (spark-3.5, rest-server, ...); default all
+#   bash scripts/build_jvm.sh --tools-only  only install the JDK and Maven where missing (make dist)
+#   CONSISTENT_MAVEN_GOAL=package            (default install) the wheel build packages without touching ~/.m2
+#   CONSISTENT_JVM_TESTS=0                   skip the test mains (the wheel ships only the plugin jar)
+#   CONSISTENT_NO_APT=1                      never apt-get (a package build): exit 1 naming what is missing
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
-BUILD=build/jvm
 
 die() { echo "build_jvm: $*" >&2; exit 1; }
 
-shopt -s nullglob
-modules=()
-if [ $# -gt 0 ]; then  # `build_jvm.sh rest-server`: only the named modules
-  for module in "$@"; do
-    [ -d "jvm/$module/src/main/java" ] || die "no module jvm/$module/src/main/java"
-    modules+=("$module")
-  done
-else
-  for dir in jvm/*/; do
-    [ -d "${dir}src/main/java" ] && modules+=("$(basename "$dir")")
-  done
-fi
-[ ${#modules[@]} -gt 0 ] || exit 0
-
-# --- javac --------------------------------------------------------------------------------------
-find_javac() {
-  local c
-  for c in "$(command -v javac 2>/dev/null || true)" "${JAVA_HOME:+$JAVA_HOME/bin/javac}" /usr/lib/jvm/*/bin/javac; do
-    [ -n "$c" ] && [ -x "$c" ] && { readlink -f "$c"; return 0; }
-  done
-  return 1
-}
-if ! JAVAC=$(find_javac); then
+need=()
+command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
+command -v "${CONSISTENT_MVN:-mvn}" >/dev/null 2>&1 || need+=(maven)
+if [ ${#need[@]} -gt 0 ]; then
   if [ "${CONSISTENT_NO_APT:-0}" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "build_jvm: installing openjdk-17-jdk-headless with apt-get (javac)"
+    echo "build_jvm: installing ${need[*]} with apt-get"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >/dev/null
-    apt-get install -y -qq openjdk-17-jdk-headless >/dev/null
-    JAVAC=$(find_javac) || die "javac still missing after installing openjdk-17-jdk-headless"
+    apt-get install -y -qq "${need[@]}" >/dev/null
   else
-    die "javac not found; install a JDK: sudo apt-get install -y openjdk-17-jdk-headless"
+    die "missing ${need[*]}: sudo apt-get install -y ${need[*]}"
   fi
 fi
-JAVA=$(dirname "$JAVAC")/java
-[ -x "$JAVA" ] || die "no java next to $JAVAC"
+[ "${1:-}" != --tools-only ] || exit 0
 
-# --- classpath ----------------------------------------------------------------------------------
-PY=${CONSISTENT_BUILD_PYTHON:-.venv/bin/python}
-[ -x "$PY" ] || PY=python3
-locations=$("$PY" - <<'PY'
-import importlib.util
-for name in ("snowpark_connect_deps_iceberg", "pyspark"):
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        spec = None
-    print(spec.submodule_search_locations[0] if spec and spec.submodule_search_locations else "")
-PY
-)
-JARS_PKG=$(sed -n 1p <<<"$locations")
-PYSPARK=$(sed -n 2p <<<"$locations")
-
-if [ -n "${CONSISTENT_ICEBERG_JAR:-}" ]; then
-  if [ -d "$CONSISTENT_ICEBERG_JAR" ]; then
-    cands=("$CONSISTENT_ICEBERG_JAR"/iceberg-spark-runtime-3.5_2.12-*.jar)
-    [ ${#cands[@]} -gt 0 ] || die "\$CONSISTENT_ICEBERG_JAR=$CONSISTENT_ICEBERG_JAR has no iceberg-spark-runtime-3.5_2.12-*.jar"
-    ICEBERG_JAR=$(printf '%s\n' "${cands[@]}" | sort | tail -n1)
-  else
-    [ -f "$CONSISTENT_ICEBERG_JAR" ] || die "\$CONSISTENT_ICEBERG_JAR=$CONSISTENT_ICEBERG_JAR does not exist"
-    ICEBERG_JAR=$CONSISTENT_ICEBERG_JAR
-  fi
-else
-  [ -n "$JARS_PKG" ] || die "snowpark_connect_deps_iceberg is not installed (run scripts/setup.sh) and \$CONSISTENT_ICEBERG_JAR is unset"
-  cands=("$JARS_PKG"/jars/iceberg-spark-runtime-3.5_2.12-*.jar)
-  [ ${#cands[@]} -gt 0 ] || die "no iceberg-spark-runtime-3.5_2.12-*.jar in $JARS_PKG/jars"
-  ICEBERG_JAR=$(printf '%s\n' "${cands[@]}" | sort | tail -n1)
+MVN=${CONSISTENT_MVN:-mvn}
+GOAL=${CONSISTENT_MAVEN_GOAL:-install}
+args=(-B -q -f jvm/pom.xml "$GOAL")
+if [ $# -gt 0 ]; then
+  for module in "$@"; do [ -f "jvm/$module/pom.xml" ] || die "no module jvm/$module (jvm/*/pom.xml)"; done
+  args+=(-pl "$(IFS=,; echo "$*")" -am)
 fi
-ICEBERG_JAR=$(readlink -f "$ICEBERG_JAR")
-if [ -n "${CONSISTENT_SPARK_JARS:-}" ]; then
-  SPARK_JARS=$CONSISTENT_SPARK_JARS
-  [ -d "$SPARK_JARS" ] || die "\$CONSISTENT_SPARK_JARS=$SPARK_JARS is not a directory (want Spark's jars, e.g. .../site-packages/pyspark/jars)"
-else
-  [ -n "$PYSPARK" ] && [ -d "$PYSPARK/jars" ] || die "pyspark's jars not found (run scripts/setup.sh, or set \$CONSISTENT_SPARK_JARS)"
-  SPARK_JARS=$PYSPARK/jars
-fi
-SPARK_JARS=$(readlink -f "$SPARK_JARS")
-spark_core=("$SPARK_JARS"/spark-core_*.jar)
-[ ${#spark_core[@]} -gt 0 ] || die "no spark-core_*.jar in $SPARK_JARS: not Spark's jars directory"
+[ "${CONSISTENT_JVM_TESTS:-1}" != 0 ] || args+=(-Dmaven.test.skip=true)
 
-# The versions the jars are compiled against, for their manifests: spark-core_2.12-3.5.9.jar and
-# iceberg-spark-runtime-3.5_2.12-1.10.2.jar carry them in their names.
-core_name=$(basename "${spark_core[0]}" .jar)          # spark-core_2.12-3.5.9
-SCALA_VERSION=${core_name#spark-core_}; SCALA_VERSION=${SCALA_VERSION%%-*}
-SPARK_VERSION=${core_name##*-}
-ICEBERG_VERSION=$(basename "$ICEBERG_JAR" .jar); ICEBERG_VERSION=${ICEBERG_VERSION##*-}
-PROJECT_VERSION=$(sed -n 's/^version *= *"\([^"]*\)".*/\1/p' pyproject.toml | head -n1)
-# Bytecode for Java 17 whatever JDK compiles it (a JDK 21 would otherwise emit classes Java 17 cannot load).
-JAVA_RELEASE=17
-JAVAC_FLAGS=(-nowarn -Xlint:none -proc:none -encoding UTF-8 --release "$JAVA_RELEASE")
-
-cp_entries=("$ICEBERG_JAR" "$SPARK_JARS/*")
-if [ -n "${CONSISTENT_JDBC_JARS+set}" ]; then
-  IFS=: read -r -a jdbc <<<"$CONSISTENT_JDBC_JARS"
-  for jar in "${jdbc[@]}"; do [ -n "$jar" ] && cp_entries+=("$jar"); done
-else
-  for jar in /usr/share/java/sqlite-jdbc.jar /usr/share/java/postgresql.jar; do
-    [ -f "$jar" ] && cp_entries+=("$jar")
-  done
-fi
-CLASSPATH_RT=$(IFS=:; echo "${cp_entries[*]}")
-
-# --- build ----------------------------------------------------------------------------------------
-mkdir -p "$BUILD"
+mkdir -p build/jvm
 if command -v flock >/dev/null 2>&1; then  # two test sessions building at once
-  exec 9>"$BUILD/.lock"
+  exec 9>build/jvm/.lock
   flock 9
 fi
 
-failed=()
-for module in "${modules[@]}"; do
-  src=jvm/$module/src/main
-  out=$BUILD/$module
-  stamp=$out/.built
-  want="$JAVAC ${JAVAC_FLAGS[*]}"$'\n'"$CLASSPATH_RT"
-  if [ -f "$stamp" ] && [ -d "$out/classes" ] && [ "$(cat "$stamp")" = "$want" ] \
-     && [ -z "$(find "$src" -newer "$stamp" -print -quit)" ]; then
-    continue  # up to date
-  fi
-  mapfile -t sources < <(find "$src/java" -name '*.java' | sort)
-  [ ${#sources[@]} -gt 0 ] || continue
-  tmp=$(mktemp -d "$BUILD/.$module.XXXXXX")
-  chmod 755 "$tmp"
-  trap 'rm -rf "$tmp"' EXIT
-  if ! "$JAVAC" "${JAVAC_FLAGS[@]}" \
-        -cp "$CLASSPATH_RT" -d "$tmp/classes" "${sources[@]}" >"$tmp/javac.log" 2>&1; then
-    cat "$tmp/javac.log" >&2
-    echo "build_jvm: javac failed for $module (its previous build, if any, is left as it was)" >&2
-    rm -rf "$tmp"
-    trap - EXIT
-    failed+=("$module")
-    continue  # one broken module does not block the others
-  fi
-  [ -d "$src/resources" ] && cp -R "$src/resources/." "$tmp/classes/"
-  printf '%s\n' "$CLASSPATH_RT" >"$tmp/classpath"
-  printf '%s\n' "$JAVA" >"$tmp/java"
-  rm -f "$tmp/javac.log"
-  rm -rf "$out"
-  rm -f "$BUILD/$module-tests.jar"  # compiled against the classes just replaced
-  mv "$tmp" "$out"
-  trap - EXIT
-  printf '%s' "$want" >"$stamp"
-  echo "build_jvm: compiled $module (${#sources[@]} sources) into $out/classes"
-done
-# Test classes: rebuilt when a file under src/test is newer than their last build, the module's classes
-# were rebuilt since, their jar is missing, or the classpath, javac or its flags changed.
-if [ "${CONSISTENT_JVM_TESTS:-1}" != 0 ]; then
-  for module in "${modules[@]}"; do
-    src=jvm/$module/src/test
-    out=$BUILD/$module
-    stamp=$out/.built-tests
-    jar=$BUILD/$module-tests.jar
-    [ -d "$src/java" ] && [ -f "$out/.built" ] && [ -d "$out/classes" ] || continue
-    [[ " ${failed[*]-} " == *" $module "* ]] && continue  # its classes did not compile
-    want="$JAVAC ${JAVAC_FLAGS[*]}"$'\n'"$CLASSPATH_RT"
-    if [ -f "$stamp" ] && [ -d "$out/test-classes" ] && [ -f "$jar" ] && [ "$(cat "$stamp")" = "$want" ] \
-       && [ ! "$out/.built" -nt "$stamp" ] && [ -z "$(find "$src" -newer "$stamp" -print -quit)" ]; then
-      continue  # up to date
-    fi
-    mapfile -t sources < <(find "$src/java" -name '*.java' | sort)
-    [ ${#sources[@]} -gt 0 ] || continue
-    tmp=$(mktemp -d "$BUILD/.$module-tests.XXXXXX")
-    trap 'rm -rf "$tmp"' EXIT
-    if ! "$JAVAC" "${JAVAC_FLAGS[@]}" \
-          -cp "$out/classes:$CLASSPATH_RT" -d "$tmp/test-classes" "${sources[@]}" >"$tmp/javac.log" 2>&1 \
-       || ! { [ ! -d "$src/resources" ] || cp -R "$src/resources/." "$tmp/test-classes/"; } \
-       || ! "$(dirname "$JAVAC")/jar" cf "$tmp/tests.jar" -C "$tmp/test-classes" . >>"$tmp/javac.log" 2>&1; then
-      cat "$tmp/javac.log" >&2
-      echo "build_jvm: building $module's tests (jvm/$module/src/test) failed; its classes and jar are built" >&2
-      rm -rf "$tmp"
-      trap - EXIT
-      failed+=("$module-tests")
-      continue
-    fi
-    rm -rf "$out/test-classes" "$stamp"
-    mv "$tmp/test-classes" "$out/test-classes"
-    mv "$tmp/tests.jar" "$jar"
-    rm -rf "$tmp"
-    trap - EXIT
-    printf '%s' "$want" >"$stamp"
-    echo "build_jvm: compiled $module's tests (${#sources[@]} sources) into $out/test-classes and $jar"
-  done
+# Up to date: the same command built after every file under jvm/ was last changed.
+key=$(printf '%s\n' "${args[*]}" | sha256sum | cut -c1-16)
+stamp=build/jvm/.built-$key
+if [ -f "$stamp" ] && [ -z "$(find jvm -newer "$stamp" -print -quit)" ]; then
+  exit 0
 fi
-# A jar per module (spark.jars takes jars, and the Spark plugin must load beside the Iceberg runtime jar).
-# Its manifest says what it is and what it was compiled against; a changed manifest re-packs the jar.
-JAR_TOOL=$(dirname "$JAVAC")/jar
-for module in "${modules[@]}"; do
-  out=$BUILD/$module
-  [ -f "$out/.built" ] && [ -d "$out/classes" ] || continue
-  manifest="Implementation-Title: consistent-catalog $module
-Implementation-Version: $PROJECT_VERSION
-Implementation-Vendor: consistent-catalog
-Spark-Version: $SPARK_VERSION
-Scala-Version: $SCALA_VERSION
-Iceberg-Version: $ICEBERG_VERSION
-Build-Jdk-Spec: $JAVA_RELEASE
-"
-  if [ ! -f "$BUILD/$module.jar" ] || [ "$out/.built" -nt "$BUILD/$module.jar" ] \
-     || [ "$(cat "$BUILD/$module.manifest" 2>/dev/null)" != "$(printf '%s' "$manifest")" ]; then
-    printf '%s' "$manifest" >"$BUILD/$module.manifest.tmp"
-    "$JAR_TOOL" cfm "$BUILD/$module.jar.tmp" "$BUILD/$module.manifest.tmp" -C "$out/classes" . \
-      && mv "$BUILD/$module.jar.tmp" "$BUILD/$module.jar" && mv "$BUILD/$module.manifest.tmp" "$BUILD/$module.manifest"
-  fi
-done
-[ ${#failed[@]} -eq 0 ] || die "failed: ${failed[*]}"
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# Offline first when the local repository has been filled before; online when that cannot resolve.
+if [ -d "${HOME}/.m2/repository/org/apache/iceberg" ] && "$MVN" -o "${args[@]}" >"$log" 2>&1; then
+  :
+elif "$MVN" "${args[@]}" >"$log" 2>&1; then
+  :
+else
+  grep -E '^\[(ERROR|WARNING)\]' "$log" | head -n 60 >&2 || tail -n 60 "$log" >&2
+  die "mvn ${args[*]} failed"
+fi
+rm -f build/jvm/.built-"$key"
+touch "$stamp"

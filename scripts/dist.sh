@@ -1,24 +1,32 @@
 #!/usr/bin/env bash
 # `make dist`: the sdist and the wheel (built from that sdist, as pip would) in dist/ (git-ignored), checked.
-# The wheel must contain the Spark plugin jar: CONSISTENT_REQUIRE_PLUGIN_JAR=1 makes its absence fail the
-# build. The build environment is isolated (no pyspark), so the compile takes Spark's and Iceberg's jars
-# from $PYTHON's environment (CONSISTENT_BUILD_PYTHON; build_support/plugin_jar.py lists the other ways).
-# Then `twine check --strict` (the metadata PyPI would render) and build_support/check_dist.py (jar,
+# The wheel must contain the Spark plugin jar of every supported line: CONSISTENT_REQUIRE_PLUGIN_JAR=1 makes a
+# missing one fail the build. A wheel build needs a JDK, Maven and the compile dependencies (Maven Central or
+# ~/.m2) only: not the test environment. The Python side is a small venv with `build` and `twine`
+# (build/dist-venv, git-ignored) unless PYTHON names an interpreter that has both.
+# Then `twine check --strict` (the metadata PyPI would render) and build_support/check_dist.py (jars,
 # manifest versions, sdist contents).
-#   PYTHON=/path/to/python bash scripts/dist.sh   (default .venv/bin/python; needs the dev extra: build, twine)
+#   PYTHON=/path/to/python bash scripts/dist.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-.venv/bin/python}
-[ -x "$PY" ] || { echo "dist: $PY not found; run make setup (or set PYTHON)" >&2; exit 1; }
-PY_ABS=$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")  # absolute, not resolved: a venv's python is a link
+if [ -n "${PYTHON:-}" ]; then
+  PY=$PYTHON
+else
+  PY=build/dist-venv/bin/python
+  if ! { [ -x "$PY" ] && "$PY" -c "import build, twine" 2>/dev/null; }; then
+    echo "dist: creating build/dist-venv (build, twine)"
+    python3 -m venv build/dist-venv
+    "$PY" -m pip install -q build twine
+  fi
+fi
 for module in build twine; do
-  "$PY" -c "import $module" 2>/dev/null || { echo "dist: $PY lacks '$module'; pip install -e '.[dev]' (make setup)" >&2; exit 1; }
+  "$PY" -c "import $module" 2>/dev/null || { echo "dist: $PY lacks '$module'; pip install build twine" >&2; exit 1; }
 done
 rm -rf dist
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-CONSISTENT_BUILD_PYTHON=${CONSISTENT_BUILD_PYTHON:-$PY_ABS} CONSISTENT_REQUIRE_PLUGIN_JAR=1 \
-  "$PY" -m build --outdir dist . >"$log" 2>&1 || { tail -n 40 "$log" >&2; echo "dist: python -m build failed" >&2; exit 1; }
-grep -h "consistent-catalog build:" "$log" || true  # what the build says about the plugin jar
+CONSISTENT_REQUIRE_PLUGIN_JAR=1 "$PY" -m build --outdir dist . >"$log" 2>&1 \
+  || { tail -n 40 "$log" >&2; echo "dist: python -m build failed" >&2; exit 1; }
+grep -h "consistent-catalog build:" "$log" || true  # what the build says about the plugin jars
 "$PY" -m twine check --strict dist/*
 "$PY" -m build_support.check_dist dist

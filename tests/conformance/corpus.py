@@ -39,7 +39,6 @@ from tests.conformance import fault_cases, write_plans
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).resolve().parent / "cases"
-MODULE = "spark-plugin"
 MAIN_CLASS = "io.consistentcatalog.conformance.Main"
 
 
@@ -203,16 +202,20 @@ def metadata_json(state: TableState, *, tags: Mapping[str, int] | None = None) -
 
 # --- the JVM side ---------------------------------------------------------------------------------------
 def build_jvm() -> Path:
-    """Compile jvm/spark-plugin, its test mains included, with scripts/build_jvm.sh (idempotent); returns
-    build/jvm/spark-plugin (``classes``: the plugin; ``test-classes``: MAIN_CLASS, not in the plugin's jar)."""
+    """Build the JVM reactor, test mains included, with Maven (scripts/build_jvm.sh; idempotent); returns the
+    installed pyspark's line's build folder, build/jvm/spark-<line> (``classes``: the plugin; ``test-classes``:
+    MAIN_CLASS, not in the plugin's jar; ``classpath``: Spark, Iceberg and the drivers from ~/.m2)."""
+    from consistent_catalog.spark.session import checkout_line_dir
+
     subprocess.run(["bash", str(ROOT / "scripts" / "build_jvm.sh")], check=True, cwd=ROOT)
-    return ROOT / "build" / "jvm" / MODULE
+    return checkout_line_dir()
 
 
 def java_command(module: Path, main_class: str = MAIN_CLASS) -> list[str]:
     """``java ... main_class``: a test main of the module (MAIN_CLASS by default) over its classes and classpath."""
-    java_file = module / "java"
-    java = java_file.read_text().strip() if java_file.is_file() else "java"
+    from tests.harness.rest_server import java_binary
+
+    java = java_binary()
     classpath = f"{module / 'classes'}:{module / 'test-classes'}:{(module / 'classpath').read_text().strip()}"
     return [java, "-Xss4m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath, main_class]
 

@@ -3,7 +3,7 @@
 Nothing installable here ships a REST catalog server, but Iceberg's own server logic does ship in the
 Iceberg runtime jar we already have: ``jvm/rest-server`` is a small ``com.sun.net.httpserver`` front
 for Iceberg's ``CatalogHandlers`` over a ``JdbcCatalog`` (SQLite file or PostgreSQL), compiled by
-``scripts/build_jvm.sh`` into ``build/jvm/rest-server`` (git-ignored). Commits therefore behave as in
+Maven (``scripts/build_jvm.sh``, the reactor ``jvm/pom.xml``) into ``build/jvm/rest-server`` (git-ignored). Commits therefore behave as in
 the reference servers: requirements are validated against the metadata the JDBC compare-and-swap
 replaces, a lost race is retried and re-validated, a stale requirement is a 409, and a body that does
 not parse (an unknown requirement type included) is a 400.
@@ -54,7 +54,6 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = ROOT / "scripts" / "build_jvm.sh"
 MODULE = "rest-server"
-MODULE_SOURCES = ROOT / "jvm" / MODULE / "src"
 MODULE_BUILD = ROOT / "build" / "jvm" / MODULE
 MAIN_CLASS = "io.consistentcatalog.rest.RestCatalogServer"
 
@@ -62,24 +61,22 @@ MAIN_CLASS = "io.consistentcatalog.rest.RestCatalogServer"
 DEFAULT_JVM_OPTS: tuple[str, ...] = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
 
 
-def _build_is_stale() -> bool:
-    stamp = MODULE_BUILD / ".built"
-    if not (stamp.is_file() and (MODULE_BUILD / "classes").is_dir() and (MODULE_BUILD / "classpath").is_file()):
-        return True
-    built = stamp.stat().st_mtime
-    return any(p.stat().st_mtime > built for p in MODULE_SOURCES.rglob("*") if p.is_file())
-
-
 def ensure_built() -> tuple[str, str]:
-    """``(java, classpath)`` for the server; runs ``scripts/build_jvm.sh rest-server`` when the classes are missing
-    or older than their sources (the script is itself a silent no-op when up to date)."""
-    if _build_is_stale():
-        result = subprocess.run(["bash", str(BUILD_SCRIPT), MODULE], cwd=ROOT, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise RuntimeError(f"scripts/build_jvm.sh failed ({result.returncode}):\n{result.stdout}{result.stderr}")
-    java = (MODULE_BUILD / "java").read_text().strip()
+    """``(java, classpath)`` for the server: ``scripts/build_jvm.sh rest-server`` (Maven; a silent no-op when
+    nothing under jvm/ changed) writes its classes and its runtime ``classpath`` into build/jvm/rest-server."""
+    result = subprocess.run(["bash", str(BUILD_SCRIPT)], cwd=ROOT, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"scripts/build_jvm.sh failed ({result.returncode}):\n{result.stdout}{result.stderr}")
     classpath = f"{MODULE_BUILD / 'classes'}{os.pathsep}{(MODULE_BUILD / 'classpath').read_text().strip()}"
-    return java, classpath
+    return java_binary(), classpath
+
+
+def java_binary() -> str:
+    """``$JAVA_HOME/bin/java`` when set, else ``java`` on the PATH (the JDK Maven compiled with)."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").is_file():
+        return str(Path(home) / "bin" / "java")
+    return shutil.which("java") or "java"
 
 
 class RestCatalogServer:

@@ -231,21 +231,20 @@ class MotoS3Server:
 
 
 # --- Spark's S3A ------------------------------------------------------------------------------------
-S3A_JARS = ("hadoop-aws-3.3.1.jar", "aws-java-sdk-bundle-1.11.901.jar")
-S3A_JAR_DIRS = (Path(__file__).resolve().parents[2] / "build" / "s3a-jars",)
-
-
 def find_s3a_jars() -> list[str] | None:
-    """hadoop-aws + the AWS SDK bundle, extracted by scripts/setup.sh from the sagemaker-pyspark sdist."""
-    for directory in S3A_JAR_DIRS:
-        jars = [directory / name for name in S3A_JARS]
-        if all(j.is_file() for j in jars):
-            return [str(j) for j in jars]
-    return None
+    """hadoop-aws (matching the line's Hadoop) and its AWS SDK bundle, copied from Maven Central into
+    build/jvm/spark-<line>/lib/s3 by the Maven build (scripts/build_jvm.sh, make setup)."""
+    from consistent_catalog.spark.session import checkout_line_dir
+
+    directory = checkout_line_dir() / "lib" / "s3"
+    jars = [sorted(directory.glob(pattern)) for pattern in ("hadoop-aws-*.jar", "aws-java-sdk-bundle-*.jar")]
+    if not all(jars):
+        return None
+    return [str(found[-1]) for found in jars]
 
 
 def s3a_conf(endpoint: str, access_key: str, secret_key: str) -> dict[str, str]:
-    """Hadoop S3A for ``s3://`` paths (Iceberg's S3FileIO would need the AWS SDK v2, not available here)."""
+    """Hadoop S3A for ``s3://`` paths (hadoop-aws and the SDK bundle it was built with, from Maven Central)."""
     return {
         "spark.sql.catalog.lake.io-impl": "org.apache.iceberg.hadoop.HadoopFileIO",
         "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",

@@ -1,7 +1,7 @@
 """The Spark catalog plugin (jvm/spark-plugin) for tests and benchmarks: a Spark conf with it.
 
-``plugin_conf()`` builds the plugin (``scripts/build_jvm.sh`` compiles it and packs
-``build/jvm/spark-plugin.jar``) and returns ``spark_conf()``, which then holds the plain catalog and the
+``plugin_conf()`` builds the plugin (``scripts/build_jvm.sh`` builds it and packs
+``build/jvm/spark-<line>/lake-consistent-spark-<line>_<scala>-<version>.jar`` with Maven) and returns ``spark_conf()``, which then holds the plain catalog and the
 consistent catalog ``<name>_consistent`` over the same catalog database — exactly what the rendered
 ``spark-conf/spark-defaults.conf`` holds. ``write_properties()`` writes it as a ``spark-sql --properties-file``.
 """

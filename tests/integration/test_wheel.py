@@ -40,10 +40,11 @@ from consistent_catalog.spark.session import find_iceberg_runtime_jar, parse_spa
 from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA, sqlite_catalog, words
 
 ROOT = Path(__file__).resolve().parents[2]
-JAR_IN_WHEEL = "consistent_catalog/jars/spark-plugin.jar"
+JAR_NAME = "lake-consistent-spark-3.5_2.12.jar"  # the line of the pyspark 3.5 the [spark] extra installs
+JAR_IN_WHEEL = f"consistent_catalog/jars/{JAR_NAME}"
 #: What the test's environment must not pass on: where the build or the package would find jars or Python.
-_LEAKY = ("PYTHONPATH", "VIRTUAL_ENV", "CONSISTENT_PLUGIN_JAR", "CONSISTENT_BUILD_PYTHON", "CONSISTENT_ICEBERG_JAR",
-          "CONSISTENT_SPARK_JARS", "CONSISTENT_REQUIRE_PLUGIN_JAR", "PYSPARK_PYTHON", "SPARK_HOME")
+_LEAKY = ("PYTHONPATH", "VIRTUAL_ENV", "CONSISTENT_PLUGIN_JAR", "CONSISTENT_MVN", "CONSISTENT_ICEBERG_JAR",
+          "CONSISTENT_JDBC_JARS", "CONSISTENT_SPARK_LINE", "CONSISTENT_REQUIRE_PLUGIN_JAR", "PYSPARK_PYTHON", "SPARK_HOME")
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -88,14 +89,15 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
     clone = tmp / "clone"
     _run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)], cwd=tmp, env=_env(), timeout=120,
          what="git clone")
-    # make dist's script: sdist, then the wheel from it in an isolated env; the classpath from this venv's python.
+    # make dist's script: sdist, then the wheel from it in an isolated env, the jars built by Maven.
     built = _run(["bash", "scripts/dist.sh"], cwd=clone, env=_env(PYTHON=sys.executable), timeout=600,
                  what="scripts/dist.sh (sdist + wheel with the jar + twine check)")
     (full,) = (clone / "dist").glob("*.whl")
     (sdist,) = (clone / "dist").glob("*.tar.gz")
-    # No pyspark where the build looks (an isolated env, no .venv in the clone, no VIRTUAL_ENV): no jar.
+    # No Maven where the build looks for it: no jar.
     bare = _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp / "bare"), str(clone)], cwd=tmp,
-                env=_env(), timeout=600, what="python -m build --wheel without a classpath")
+                env=_env(CONSISTENT_MVN=str(tmp / "no-maven" / "mvn")), timeout=600,
+                what="python -m build --wheel without Maven")
     (bare_wheel,) = (tmp / "bare").glob("*.whl")
     return Dists(full, sdist, bare_wheel, built.stdout, bare.stdout + bare.stderr)
 
@@ -182,12 +184,12 @@ def test_make_dist_builds_an_sdist_of_sources_and_a_wheel_with_the_versioned_plu
     assert "PASSED" in dists.dist_output and "Spark 3.5.9 (Scala 2.12), Iceberg 1.10.2" in dists.dist_output
 
 
-def test_a_build_without_a_classpath_succeeds_without_the_jar_and_says_so(dists: Dists) -> None:
+def test_a_build_without_maven_succeeds_without_the_jar_and_says_so(dists: Dists) -> None:
     with zipfile.ZipFile(dists.bare_wheel) as wheel:
         assert JAR_IN_WHEEL not in wheel.namelist()
         assert "consistent_catalog/cli/main.py" in wheel.namelist()
     said = [line for line in dists.bare_log.splitlines() if line.startswith("consistent-catalog build:")]
-    assert len(said) == 1 and "WITHOUT the Spark plugin jar" in said[0] and "CONSISTENT_BUILD_PYTHON" in said[0], said
+    assert len(said) == 1 and "WITHOUT the Spark plugin jar" in said[0] and "Maven" in said[0], said
 
 
 def test_the_jarless_package_renders_without_lake_consistent_and_names_the_way_out_in_one_line(
@@ -200,7 +202,7 @@ def test_the_jarless_package_renders_without_lake_consistent_and_names_the_way_o
     note = rendered.stderr.strip().splitlines()
     assert len(note) == 1, rendered.stderr
     assert note[0].startswith("note: no lake_consistent in the file")
-    assert "built without it" in note[0] and "make dist" in note[0] and "CONSISTENT_PLUGIN_JAR=" in note[0]
+    assert "built without" in note[0] and "make dist" in note[0] and "CONSISTENT_PLUGIN_JAR=" in note[0]
 
 
 # --- the installed package ----------------------------------------------------------------------------------
@@ -212,7 +214,7 @@ def test_consistent_catalog_comes_from_the_wheel(full_venv: Venv) -> None:
     module, jar = out.split()
     site = full_venv.bin.parent / "lib"
     assert Path(module).is_relative_to(site) and "site-packages" in module, module
-    assert Path(jar) == Path(module).parent / "jars" / "spark-plugin.jar"
+    assert Path(jar) == Path(module).parent / "jars" / JAR_NAME
 
 
 def test_stock_spark_sql_reads_lake_consistent_with_the_installed_package(full_venv: Venv, lake: Lake) -> None:
@@ -221,7 +223,7 @@ def test_stock_spark_sql_reads_lake_consistent_with_the_installed_package(full_v
     assert "note:" not in rendered.stderr
     conf = parse_spark_defaults(conf_path.read_text(encoding="utf-8"))
     jars = conf["spark.jars"].split(",")
-    plugin = [j for j in jars if j.endswith("/consistent_catalog/jars/spark-plugin.jar")]
+    plugin = [j for j in jars if j.endswith(f"/consistent_catalog/jars/{JAR_NAME}")]
     assert plugin and Path(plugin[0]).is_relative_to(full_venv.bin.parent), jars
     assert conf["spark.sql.catalog.lake_consistent"] == "io.consistentcatalog.spark.ConsistentSparkCatalog"
 
@@ -230,8 +232,10 @@ def test_stock_spark_sql_reads_lake_consistent_with_the_installed_package(full_v
              "(SELECT count(*) FROM lake.demo.words) AS head")
     run = _run([str(full_venv.bin / "spark-sql"), "--properties-file", str(conf_path), "-S", "-e", query],
                cwd=full_venv.elsewhere, env=_venv_env(full_venv), timeout=300, what="spark-sql on lake_consistent")
+    # Spark resolves the runtime and the driver by coordinates (spark.jars.packages): Ivy's banner comes first;
+    # the row is last, with no header (spark-sql --hiveconf hive.cli.print.header=true would print one)
     lines = [line for line in run.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1, run.stdout  # the row alone: no header (spark-sql --hiveconf hive.cli.print.header=true)
+    assert not any(line.split() == ["counted", "words", "head"] for line in lines), run.stdout
     counted, cut_words, head = (int(v) for v in lines[-1].split())
 
     # Independent recount: plain pyiceberg scans, the words at the snapshot word_counts was computed from.
@@ -267,13 +271,13 @@ finally:
                timeout=300, what="configure_spark + getOrCreate + one query")
     answer = json.loads(run.stdout.strip().splitlines()[-1])
     assert (answer["cut"], answer["head"]) == (3, 4)
-    assert any(j.startswith(str(full_venv.bin.parent)) and j.endswith("spark-plugin.jar")
+    assert any(j.startswith(str(full_venv.bin.parent)) and j.endswith(JAR_NAME)
                for j in answer["jars"].split(","))
 
 
 def test_consistent_plugin_jar_overrides_the_packaged_one(full_venv: Venv, lake: Lake, tmp_path: Path) -> None:
     other = tmp_path / "my-plugin.jar"
-    packaged = next(full_venv.bin.parent.glob("lib/python*/site-packages/consistent_catalog/jars/spark-plugin.jar"))
+    packaged = next(full_venv.bin.parent.glob(f"lib/python*/site-packages/consistent_catalog/jars/{JAR_NAME}"))
     shutil.copyfile(packaged, other)
     _render(full_venv, lake, full_venv.elsewhere / "override.conf", CONSISTENT_PLUGIN_JAR=str(other))
     conf = parse_spark_defaults((full_venv.elsewhere / "override.conf").read_text(encoding="utf-8"))

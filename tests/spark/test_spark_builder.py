@@ -24,7 +24,7 @@ from consistent_catalog.spark.session import (
 
 def test_it_adds_both_catalogs_and_the_jars_and_keeps_what_the_builder_had(tmp_path: Path) -> None:
     plugin = find_plugin_jar()
-    assert plugin is not None, "make setup builds build/jvm/spark-plugin.jar"
+    assert plugin is not None, "make setup builds build/jvm/spark-<line>/lake-consistent-spark-*.jar"
     builder = (SparkSession.builder.appName("mine")
                .config("spark.jars", "/opt/mine.jar")
                .config("spark.sql.extensions", "com.example.MyExtensions"))

@@ -207,7 +207,7 @@ def thrift(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Thrift]:
          "--epochs", str(EPOCHS), "--rows-per-epoch", str(ROWS_PER_EPOCH)],
         check=True, capture_output=True, timeout=300, env=env, cwd=root,
     )
-    subprocess.run(["bash", str(ROOT / "scripts" / "build_jvm.sh"), "spark-plugin"], check=True, cwd=ROOT, timeout=600)
+    subprocess.run(["bash", str(ROOT / "scripts" / "build_jvm.sh")], check=True, cwd=ROOT, timeout=600)
     properties = root / "spark-defaults.conf"
     subprocess.run(
         [str(BIN / "consistent-catalog"), "spark-conf", "--catalog-uri", f"sqlite:///{lake}/catalog.db",

@@ -120,7 +120,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
     for table, schema in SCHEMAS.items():
         catalog.create_table(table, schema=schema)
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "PYSPARK_PYTHON": sys.executable}
-    subprocess.run(["bash", str(ROOT / "scripts" / "build_jvm.sh"), "spark-plugin"], check=True, cwd=ROOT, timeout=600)
+    subprocess.run(["bash", str(ROOT / "scripts" / "build_jvm.sh")], check=True, cwd=ROOT, timeout=600)
     properties = root / "spark-defaults.conf"
     subprocess.run(
         [str(BIN / "consistent-catalog"), "spark-conf", "--catalog-uri", f"sqlite:///{root}/catalog.db",

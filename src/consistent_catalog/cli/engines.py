@@ -34,7 +34,7 @@ def spark_conf(ctx: Context, path: str | None, catalog_uri: str | None, warehous
     Stock shells use it directly: spark-sql --properties-file PATH. This writes no .pyiceberg.yaml entry:
     consistent-catalog init sets up a lake for Spark, the CLI and Python at once. The consistent catalog
     (<name>_consistent) is included when its jar is found: $CONSISTENT_PLUGIN_JAR, else the jar inside
-    the installed package, else build/jvm/spark-plugin.jar of a checkout (scripts/build_jvm.sh builds it).
+    the installed package, else build/jvm/spark-<line>/lake-consistent-spark-*.jar of a checkout (scripts/build_jvm.sh).
 
     \b
     Example:

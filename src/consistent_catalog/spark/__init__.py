@@ -2,8 +2,9 @@
 
 Importing this package imports neither pyspark nor the session module; ``build_session`` and
 ``configure_spark`` (your own ``SparkSession.builder`` with the catalogs and jars added) import pyspark
-lazily. Install the extra with ``pip install 'consistent-catalog[spark]'`` (pyspark 3.5.9 plus the
-Iceberg 1.10.2 Spark runtime jar); the consistent catalog's plugin jar ships inside the package. The
+lazily. Install the extra with ``pip install 'consistent-catalog[spark]'`` (pyspark; the Iceberg Spark
+runtime of its line comes by Maven coordinates, ``spark.jars.packages``); the consistent catalog's plugin jar
+of each supported Spark line ships inside the package (``consistent_catalog.spark.lines``). The
 names below live in ``consistent_catalog.spark.session`` (loaded on first use).
 """
 

@@ -11,9 +11,10 @@ Traps this module handles (each verified on Spark 3.5 / Iceberg 1.10; spark-conf
   the JVM's life and every pyiceberg commit fails with ``database is locked``. So Spark runs with
   ``jdbc.init-catalog-tables=false`` and pyiceberg creates the database first (``ensure_sql_catalog``).
 - Spark's table cache hides other writers' commits for 30 s: ``cache-enabled=false``.
-- Maven Central may be unreachable: the Iceberg runtime jar is taken from the PyPI package
-  ``snowpark-connect-deps-iceberg==1.0.2`` (1.0.3's jar is broken) and the JDBC drivers from Debian's
-  ``/usr/share/java``; ``spark.jars.packages`` is only the fallback.
+- Jars by Maven coordinates: the Iceberg runtime of the installed pyspark's line (``lines.current_line``)
+  and the JDBC driver go into ``spark.jars.packages`` (Spark resolves and caches them), unless local jars
+  are found: ``$CONSISTENT_ICEBERG_JAR`` / ``$CONSISTENT_JDBC_JARS`` (the offline form for air-gapped
+  clusters), or a checkout's ``build/jvm/spark-<line>/lib`` (``make setup`` copies them there from Maven).
 
 An Iceberg REST catalog works too: give its URI (``http://host:8181``, ``https://...``) instead of a
 SQL one. Spark then uses ``type=rest`` and pyiceberg a ``RestCatalog`` on the same server; both send
@@ -26,13 +27,13 @@ Also a command that renders ``spark-conf/spark-defaults.conf`` for stock ``spark
     spark-sql --properties-file spark-conf/spark-defaults.conf -e 'SHOW NAMESPACES IN lake'
 
 and, for a PySpark builder of your own, ``configure_spark(SparkSession.builder, catalog_uri, warehouse)``.
-The consistent catalog's plugin jar ships inside the wheel (``consistent_catalog/jars/spark-plugin.jar``,
-compiled by ``build_support/plugin_jar.py`` when the wheel is built); ``find_plugin_jar`` says where it is found.
+The consistent catalog's plugin jar of each supported Spark line ships inside the wheel
+(``consistent_catalog/jars/lake-consistent-spark-<line>_<scala>.jar``, built with Maven by
+``build_support/plugin_jar.py`` when the wheel is built); ``find_plugin_jar`` picks the installed pyspark's.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -44,31 +45,28 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from consistent_catalog.exceptions import CatalogConfigError
+from consistent_catalog.spark.lines import DEFAULT_LINE, SPARK_LINES, SparkLine, current_line
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.sql import SqlCatalog
     from pyspark.sql import SparkSession
 
-ICEBERG_VERSION = "1.10.2"
-ICEBERG_RUNTIME_PACKAGE = f"org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:{ICEBERG_VERSION}"
-RUNTIME_JAR_GLOB = "iceberg-spark-runtime-3.5_2.12-*.jar"
-JARS_PACKAGE = "snowpark_connect_deps_iceberg"  # PyPI snowpark-connect-deps-iceberg==1.0.2
+ICEBERG_VERSION = SPARK_LINES[DEFAULT_LINE].iceberg
+ICEBERG_RUNTIME_PACKAGE = SPARK_LINES[DEFAULT_LINE].iceberg_runtime_package
+"""The default line's runtime coordinates; ``current_line().iceberg_runtime_package`` is the installed pyspark's."""
 
 ICEBERG_JAR_ENV = "CONSISTENT_ICEBERG_JAR"
 JDBC_JARS_ENV = "CONSISTENT_JDBC_JARS"
-DEFAULT_JDBC_JARS = ("/usr/share/java/sqlite-jdbc.jar", "/usr/share/java/postgresql.jar")
-# Maven coordinates used only when the driver jar is not found locally (users with Maven access).
-JDBC_DRIVER_PACKAGES = {"sqlite": "org.xerial:sqlite-jdbc:3.46.1.3", "postgresql": "org.postgresql:postgresql:42.7.4"}
+# Maven coordinates of the JDBC drivers (the versions jvm/pom.xml builds and tests with).
+JDBC_DRIVER_PACKAGES = {"sqlite": "org.xerial:sqlite-jdbc:3.54.1.0", "postgresql": "org.postgresql:postgresql:42.7.14"}
 
 EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 PLUGIN_CLASS = "io.consistentcatalog.spark.ConsistentSparkCatalog"
 """The consistent catalog (jvm/spark-plugin): every table served at one consistent cut."""
 PLUGIN_EXTENSIONS = "io.consistentcatalog.spark.ConsistentSqlExtensions"
 """Parses ``CALL <catalog>.system.refresh_cut()`` / ``current_cut(...)`` (Iceberg's parser takes only its own)."""
-PLUGIN_JAR_RELPATH = "build/jvm/spark-plugin.jar"
-"""A checkout's plugin jar (scripts/build_jvm.sh, run by make setup)."""
-PACKAGE_PLUGIN_JAR = Path(__file__).resolve().parents[1] / "jars" / "spark-plugin.jar"
-"""The plugin jar inside an installed wheel (build_support/plugin_jar.py compiles it into the wheel)."""
+PACKAGE_JARS = Path(__file__).resolve().parents[1] / "jars"
+"""The plugin jars inside an installed wheel, one per line (build_support/plugin_jar.py builds them into the wheel)."""
 PLUGIN_JAR_ENV = "CONSISTENT_PLUGIN_JAR"
 #: Comma-separated settings a builder may already hold: configure_spark adds to them instead of replacing them.
 _LIST_KEYS = ("spark.jars", "spark.jars.packages", "spark.sql.extensions")
@@ -92,69 +90,77 @@ TEMPLATE_RELPATH = "spark-conf/spark-defaults.conf.template"
 
 
 # --- jars -----------------------------------------------------------------------------------------
+def package_plugin_jar(line: SparkLine | None = None) -> Path:
+    """Where the wheel keeps the plugin jar of ``line`` (default: the installed pyspark's)."""
+    return PACKAGE_JARS / f"{(line or current_line()).plugin_artifact}.jar"
+
+
+def checkout_line_dir(line: SparkLine | None = None) -> Path:
+    """The checkout's Maven build folder of ``line`` (``build/jvm/spark-3.5``): its jar, ``lib/``, ``classpath``."""
+    return repo_root() / (line or current_line()).build_folder
+
+
 def find_plugin_jar() -> str | None:
-    """The consistent catalog's jar, or None (``missing_plugin_jar_message`` then says why).
+    """The consistent catalog's jar for the installed pyspark's line, or None (``missing_plugin_jar_message``
+    then says why).
 
     ``$CONSISTENT_PLUGIN_JAR`` when set (a path that is no file means none: the way to render a file without
-    the consistent catalog); else the jar inside the installed package (``PACKAGE_PLUGIN_JAR``, in every
-    wheel built where a JDK was); else ``build/jvm/spark-plugin.jar`` of the checkout one is in (an editable
-    install keeps no jar in ``src/``; ``make setup`` builds it there).
+    the consistent catalog); else the line's jar inside the installed package (``package_plugin_jar``); else
+    the one a checkout's Maven build wrote (``build/jvm/spark-<line>/lake-consistent-spark-<line>_<scala>-*.jar``;
+    an editable install keeps no jar in ``src/``; ``make setup`` builds it there).
     """
     configured = os.environ.get(PLUGIN_JAR_ENV)
     if configured:
         path = Path(configured).expanduser()
         return str(path.resolve()) if path.is_file() else None
-    if PACKAGE_PLUGIN_JAR.is_file():
-        return str(PACKAGE_PLUGIN_JAR)
-    jar = repo_root() / PLUGIN_JAR_RELPATH
-    return str(jar) if jar.is_file() else None
+    line = current_line()
+    packaged = package_plugin_jar(line)
+    if packaged.is_file():
+        return str(packaged)
+    built = [p for p in checkout_line_dir(line).glob(f"{line.plugin_artifact}-*.jar") if not p.name.endswith("-tests.jar")]
+    return _newest(built)
 
 
 def missing_plugin_jar_message() -> str:
     """One line: why ``find_plugin_jar`` found no jar, and the way out (spark-conf's note, configure_spark's error)."""
     configured = os.environ.get(PLUGIN_JAR_ENV)
     if configured:
-        return (f"${PLUGIN_JAR_ENV}={configured} is not a file: point it at a spark-plugin.jar, or unset it to use "
-                "the one inside the package")
+        return (f"${PLUGIN_JAR_ENV}={configured} is not a file: point it at a lake-consistent-spark-*.jar, or unset it "
+                "to use the one inside the package")
+    line = current_line()
     root = repo_root()
-    if (root / "jvm" / "spark-plugin").is_dir():
-        return f"the checkout {root} has no {PLUGIN_JAR_RELPATH}: build it with bash scripts/build_jvm.sh (make setup does)"
-    return (f"the package at {PACKAGE_PLUGIN_JAR.parents[1]} was built without it (no JDK 17 or no pyspark and "
-            "Iceberg jars at build time): install a wheel built with them (make dist in a checkout), or set "
-            f"{PLUGIN_JAR_ENV}=/path/to/spark-plugin.jar")
+    if (root / "jvm" / "pom.xml").is_file():
+        return (f"the checkout {root} has no {line.build_folder}/{line.plugin_artifact}-*.jar: build it with "
+                "bash scripts/build_jvm.sh (make setup does)")
+    return (f"the package at {PACKAGE_JARS.parent} has no jars/{line.plugin_artifact}.jar (built without a JDK "
+            "and Maven): install a wheel built with them (make dist in a checkout), or set "
+            f"{PLUGIN_JAR_ENV}=/path/to/{line.plugin_artifact}.jar")
 
 
 def find_iceberg_runtime_jar() -> str | None:
-    """The Iceberg Spark runtime jar (Spark 3.5, Scala 2.12), or None when there is none locally.
+    """A local Iceberg Spark runtime jar of the installed pyspark's line, or None (then ``spark_conf`` asks for
+    it by coordinates, ``spark.jars.packages``).
 
-    Looked up in ``$CONSISTENT_ICEBERG_JAR`` (a jar, or a directory holding one), then in the ``jars``
-    directory of the ``snowpark_connect_deps_iceberg`` package. A set but wrong variable is an error.
+    ``$CONSISTENT_ICEBERG_JAR`` (a jar, or a directory holding one: the offline form), else the checkout's
+    ``build/jvm/spark-<line>/lib`` (copied there from Maven by ``make setup``). A set but wrong variable is an error.
     """
+    line = current_line()
+    pattern = f"{line.iceberg_runtime_artifact}-*.jar"
     explicit = os.environ.get(ICEBERG_JAR_ENV, "").strip()
     if explicit:
         path = Path(explicit).expanduser()
         if path.is_dir():
-            found = _newest(path.glob(RUNTIME_JAR_GLOB))
+            found = _newest(path.glob(pattern))
             if found is None:
-                raise CatalogConfigError(f"${ICEBERG_JAR_ENV}={explicit} is a directory without {RUNTIME_JAR_GLOB}")
+                raise CatalogConfigError(f"${ICEBERG_JAR_ENV}={explicit} is a directory without {pattern}")
             return found
         if not path.is_file():
             raise CatalogConfigError(
-                f"${ICEBERG_JAR_ENV}={explicit} does not exist; point it at iceberg-spark-runtime-3.5_2.12-"
-                f"{ICEBERG_VERSION}.jar or unset it"
+                f"${ICEBERG_JAR_ENV}={explicit} does not exist; point it at {line.iceberg_runtime_artifact}-"
+                f"{line.iceberg}.jar or unset it"
             )
         return str(path.resolve())
-    try:
-        spec = importlib.util.find_spec(JARS_PACKAGE)
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        found = _newest((Path(location) / "jars").glob(RUNTIME_JAR_GLOB))
-        if found is not None:
-            return found
-    return None
+    return _newest((checkout_line_dir(line) / "lib").glob(pattern))
 
 
 def _newest(paths: Iterable[Path]) -> str | None:
@@ -163,10 +169,10 @@ def _newest(paths: Iterable[Path]) -> str | None:
 
 
 def find_jdbc_jars() -> list[str]:
-    """JDBC driver jars to put on Spark's classpath.
+    """Local JDBC driver jars to put on Spark's classpath (a driver not found here goes by coordinates).
 
-    ``$CONSISTENT_JDBC_JARS`` (colon-separated; every entry must exist) replaces the defaults, which are
-    Debian's ``/usr/share/java/sqlite-jdbc.jar`` and ``/usr/share/java/postgresql.jar`` when present.
+    ``$CONSISTENT_JDBC_JARS`` (colon-separated; every entry must exist) replaces the default, the drivers a
+    checkout's Maven build copied into ``build/jvm/spark-<line>/lib`` (``sqlite-jdbc-*.jar``, ``postgresql-*.jar``).
     """
     explicit = os.environ.get(JDBC_JARS_ENV)
     if explicit is not None:
@@ -175,8 +181,8 @@ def find_jdbc_jars() -> list[str]:
         if missing:
             raise CatalogConfigError(f"${JDBC_JARS_ENV} names missing jar(s): {', '.join(missing)}")
         return [str(Path(p).expanduser().resolve()) for p in jars]
-    # Keep the Debian symlink names (stable across driver upgrades) rather than resolving them.
-    return [p for p in DEFAULT_JDBC_JARS if Path(p).is_file()]
+    lib = checkout_line_dir() / "lib"
+    return [jar for jar in (_newest(lib.glob("sqlite-jdbc-*.jar")), _newest(lib.glob("postgresql-*.jar"))) if jar]
 
 
 # --- catalog URIs ---------------------------------------------------------------------------------
@@ -335,7 +341,7 @@ def spark_conf(
     packages: list[str] = []
     runtime = find_iceberg_runtime_jar()
     if runtime is None:
-        packages.append(ICEBERG_RUNTIME_PACKAGE)
+        packages.append(current_line().iceberg_runtime_package)
     else:
         jars.append(runtime)
     if target is not None:  # a REST catalog needs no JDBC driver in Spark (the server has its own)

@@ -4,7 +4,6 @@ import io.consistentcatalog.core.Resolver;
 import org.apache.iceberg.catalog.Catalog;
 import org.apache.iceberg.spark.source.SparkTable;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.catalyst.analysis.NoSuchProcedureException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchViewException;
 import org.apache.spark.sql.connector.catalog.Identifier;
@@ -348,7 +347,7 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
   // --- procedures ----------------------------------------------------------------------------------------
 
   @Override
-  public Procedure loadProcedure(Identifier ident) throws NoSuchProcedureException {
+  public Procedure loadProcedure(Identifier ident) {
     return CutProcedures.load(this, ident);
   }
 }

@@ -24,9 +24,9 @@ import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.iceberg.exceptions.NoSuchTableException;
 import org.apache.spark.sql.AnalysisException;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.plans.logical.AppendData;
 import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
+import org.apache.spark.sql.catalyst.plans.logical.LocalRelation$;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable;
 import org.apache.spark.sql.catalyst.plans.logical.OneRowRelation;
@@ -313,7 +313,7 @@ final class EpochWrites {
 
   /** The write's query with no rows (the action writes nothing): the same output, never run against a source. */
   private static LogicalPlan noRows(LogicalPlan query) {
-    return new LocalRelation(query.output(), JavaConverters.asScalaBuffer(new ArrayList<InternalRow>()).toSeq(), false);
+    return LocalRelation$.MODULE$.apply(query.output()); // no rows, not streaming: the same on every Spark line
   }
 
   /**

@@ -1,7 +1,6 @@
 package io.consistentcatalog.spark;
 
 import java.util.Map;
-import org.apache.iceberg.spark.SparkCatalog;
 import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.catalog.NamespaceChange;
 import org.apache.spark.sql.connector.catalog.StagedTable;
@@ -19,7 +18,7 @@ import org.apache.spark.sql.types.StructType;
  * ({@link Errors#readOnly}). Writes to a served table are refused by the table itself ({@link PinnedTable},
  * {@link EmptyTable}).
  */
-abstract class ReadOnlySparkCatalog extends SparkCatalog {
+abstract class ReadOnlySparkCatalog extends LineSparkCatalog {
   /** This catalog's name as Spark configured it ({@code lake_consistent}), as the refusals name it. */
   abstract String catalogName();
 
@@ -29,6 +28,11 @@ abstract class ReadOnlySparkCatalog extends SparkCatalog {
   /** The READ_ONLY error refusing {@code what}, to be thrown. */
   RuntimeException refused(String what) {
     return Errors.raise(Errors.readOnly(catalogName(), plainCatalogName(), what));
+  }
+
+  @Override
+  RuntimeException refusedView(String statement, Identifier ident) {
+    return refused(statement + " " + table(ident));
   }
 
   private String table(Identifier ident) {
@@ -93,34 +97,6 @@ abstract class ReadOnlySparkCatalog extends SparkCatalog {
   @Override
   public boolean dropNamespace(String[] namespace, boolean cascade) {
     throw refused("DROP NAMESPACE " + namespace(namespace));
-  }
-
-  @Override
-  public View createView(
-      Identifier ident,
-      String sql,
-      String currentCatalog,
-      String[] currentNamespace,
-      StructType schema,
-      String[] queryColumnNames,
-      String[] columnAliases,
-      String[] columnComments,
-      Map<String, String> properties) {
-    throw refused("CREATE VIEW " + table(ident));
-  }
-
-  @Override
-  public View replaceView(
-      Identifier ident,
-      String sql,
-      String currentCatalog,
-      String[] currentNamespace,
-      StructType schema,
-      String[] queryColumnNames,
-      String[] columnAliases,
-      String[] columnComments,
-      Map<String, String> properties) {
-    throw refused("CREATE OR REPLACE VIEW " + table(ident));
   }
 
   @Override
