@@ -57,7 +57,7 @@ public class ConsistentSqlExtensions extends AbstractFunction1<SparkSessionExten
     @Override
     public LogicalPlan parsePlan(String sqlText) throws ParseException {
       LogicalPlan plan = delegate.parsePlan(sqlText);
-      WriteStatements.parsed(plan);
+      WriteStatements.parsed(plan, sqlText); // the statement's text: its epoch's definition (protocol §6.10)
       return plan;
     }
 
