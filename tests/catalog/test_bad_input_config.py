@@ -29,8 +29,8 @@ from tests.harness.lake import WORDS_SCHEMA, sqlite_catalog
 EXE = str(Path(sys.executable).parent / "consistent-catalog")
 SRC = Path(consistent_catalog.__file__).resolve().parent
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
-FOREIGN_OPTIONS = {"--properties-file", "--conf"}
-"""Options of other tools that messages may name (spark-sql's)."""
+FOREIGN_OPTIONS = {"--properties-file", "--conf", "--profiles-dir"}
+"""Options of other tools that messages may name (spark-sql's, dbt's)."""
 READ_COMMANDS = [
     ["status"],
     ["lineage"],
