@@ -50,6 +50,12 @@ def epoch_words(epoch: int, rows: int) -> pa.Table:
     return pa.table({"word": rng.choices(VOCABULARY, weights=weights, k=rows)}, schema=SCHEMAS[WORDS])
 
 
+FLIP_VERSION = "flip-1"
+"""The version the demo's jobs declare as their definition (protocol §6.10): their pyarrow, Spark SQL and plain-SQL
+(``flip_pipeline.sql``) forms compute the same tables, so any of them, and the README's examples, continue the
+demo's jobs instead of revising their tables."""
+
+
 def count_words(ctx: EpochContext) -> pa.Table:
     words = ctx.read(WORDS)
     return words.group_by("word").aggregate([("word", "count")]).rename_columns(["word", "cnt"])
@@ -116,14 +122,16 @@ class _Engine:
             from consistent_catalog.spark.job import SparkEpochJob
 
             self.counter: Any = SparkEpochJob(cc, spark, "word-count", sources=[WORDS], sinks=[COUNTS],
-                                              transform=WORD_COUNT_SQL, mode="overwrite", takeover=takeover)
+                                              transform=WORD_COUNT_SQL, mode="overwrite", takeover=takeover,
+                                              version=FLIP_VERSION)
             self.hist: Any = SparkEpochJob(cc, spark, "count-histogram", sources=[COUNTS], sinks=[HISTOGRAM],
-                                           transform=HISTOGRAM_SQL, mode="overwrite", takeover=takeover)
+                                           transform=HISTOGRAM_SQL, mode="overwrite", takeover=takeover,
+                                           version=FLIP_VERSION)
         else:
             self.counter = cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words,
-                                  mode="overwrite", takeover=takeover)
+                                  mode="overwrite", takeover=takeover, version=FLIP_VERSION)
             self.hist = cc.job("count-histogram", sources=[COUNTS], sinks=[HISTOGRAM], transform=histogram,
-                               mode="overwrite", takeover=takeover)
+                               mode="overwrite", takeover=takeover, version=FLIP_VERSION)
         self._jobs = ExitStack()
 
     def __enter__(self) -> _Engine:

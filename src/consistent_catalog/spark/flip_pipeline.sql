@@ -13,6 +13,10 @@
 -- --conf spark.sql.consistent.takeover=true (or wait for its 5-minute lease to lapse).
 -- consistent-catalog demo --sql runs this file once per round while it ingests words between rounds.
 
+-- the definitions' declared version (protocol 6.10): the demo's Python jobs compute the same tables and declare it
+-- too, so either language continues the other's epochs instead of revising the tables
+SET spark.sql.consistent.version=flip-1;
+
 -- job word-count: demo.words -> demo.word_counts(word, cnt)
 SET spark.sql.consistent.job=word-count;
 INSERT OVERWRITE lake_consistent.demo.word_counts
@@ -25,3 +29,4 @@ SELECT cnt, count(*) AS words FROM lake_consistent.demo.word_counts GROUP BY cnt
 
 -- a later statement of the same session writing a root is an ingest again
 RESET spark.sql.consistent.job;
+RESET spark.sql.consistent.version;
