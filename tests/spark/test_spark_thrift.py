@@ -56,7 +56,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
-from consistent_catalog.demo import COUNTS, SCHEMAS, TABLES, WORDS
+from consistent_catalog.demo import COUNTS, FLIP_VERSION, SCHEMAS, TABLES, WORDS
 from tests.harness.flip import Contents
 from tests.harness.main_epochs import exactly_once_problems, main_epochs, snapshot_at
 
@@ -74,7 +74,9 @@ UNION ALL SELECT '{tag}', 'C', word, cnt FROM {catalog}.demo.word_counts
 UNION ALL SELECT '{tag}', 'H', CAST(cnt AS STRING), words FROM {catalog}.demo.count_histogram
 """.strip()
 CUT = "CALL lake_consistent.system.current_cut('demo.words')"
-EPOCH = ("SET spark.sql.consistent.job=word-count",
+# the demo's job word-count as a statement: the same definition as the demo's pyarrow job (protocol §6.10), so the
+# statement continues its epochs instead of revising the table
+EPOCH = ("SET spark.sql.consistent.job=word-count", f"SET spark.sql.consistent.version={FLIP_VERSION}",
          "INSERT OVERWRITE lake_consistent.demo.word_counts "
          "SELECT word, count(*) AS cnt FROM lake_consistent.demo.words GROUP BY word")
 REFUSED_DELETE = "DELETE FROM lake_consistent.demo.words WHERE word = 'beeline-epoch'"
@@ -395,7 +397,7 @@ def test_a_fenced_epoch_is_one_line_in_beeline_says_a_rerun_is_safe_and_the_log_
             assert statement.is_alive() and time.monotonic() < deadline, f"no pause; {thrift.server_log()}"
             time.sleep(0.5)
         with cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite",
-                    takeover=True) as job:
+                    takeover=True, version=FLIP_VERSION) as job:
             job.run_until_caught_up()  # publishes the staged epoch of barrier (or recomputes it)
     finally:
         release.touch()
