@@ -190,7 +190,7 @@ class EpochJob:
         # --- the definition every staged snapshot records; a changed one revises the sinks (protocol §6.10) ---
         self.definition = job_definition(version=version, transform=transform)
         self.rebuild = rebuild
-        """Revise the sinks at the next epoch whatever the definition (cleared once done)."""
+        """Revise the sinks at the next epoch that has a barrier, whatever the definition (then cleared)."""
         # --- retention: every `expire_every` published epochs, tag tiers and expire the sinks (retention.py) ---
         if expire_every is not None and expire_every < 1:
             raise InvalidInputError(f"expire_every must be a positive number of epochs, got {expire_every}")
@@ -200,9 +200,9 @@ class EpochJob:
         self._planned: dict[str, Located] = {}
         """The sources as the last ``plan`` located them (metadata file, and the table when one was loaded)."""
         self._sink_states: dict[str, TableState] = {}
+        """The sinks as the last ``plan`` read them."""
         self._source_states: dict[str, TableState] = {}
         """The sources as the last ``plan`` read them."""
-        """The sinks as the last ``plan`` read them."""
         # OpenLineage run events (protocol §5.8): None unless the OpenLineage client is configured, so an
         # unconfigured job neither imports nor builds a client
         self.lineage_events = openlineage_events.emitter_for(job, cc.name, cc.catalog.properties)
@@ -272,7 +272,10 @@ class EpochJob:
         sink, the line that says why."""
         plan = self.plan(advance_idle=advance_idle)
         revised: dict[str, str] = {}
-        if plan.barrier is None or not plan.revisions:
+        if plan.barrier is None:
+            return plan, revised
+        if not plan.revisions:
+            self.rebuild = False  # a sink without an epoch yet has nothing to rebuild: its first epoch is the build
             return plan, revised
         for sink, change in plan.revisions.items():
             _revise.revise(self.store, sink, plan.barrier, mode="full")

@@ -253,3 +253,15 @@ def test_refusals_name_where_the_holder_runs(counted, catalog):
            "app-20261127-0001, since " in message
     counted.unregister_job(lease)
     assert P.LEASE_HOLDER_INFO not in properties(catalog, COUNTS)
+
+
+def test_rebuild_on_a_sink_without_an_epoch_is_its_first_build_only(cc, catalog, flip_tables):
+    cc.ingest(WORDS, words("a"), barrier=1_700_000_000_000)
+    with cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite",
+                rebuild=True) as job:
+        first = job.run_epoch()
+        cc.ingest(WORDS, words("b"), barrier=1_700_000_001_000)
+        second = job.run_epoch()
+    assert first.actions == second.actions == {COUNTS: "published"}
+    assert not first.revised and not second.revised  # nothing to rebuild, then no second rebuild
+    assert P.REVISION not in properties(catalog, COUNTS)
