@@ -18,6 +18,7 @@ pytest.importorskip("duckdb", reason="the duckdb extra is not installed (pip ins
 
 from consistent_catalog import ConsistentCatalog  # noqa: E402
 from consistent_catalog.demo import (  # noqa: E402
+    FLIP_VERSION,
     COUNTS,
     HISTOGRAM,
     HISTOGRAM_SQL,
@@ -67,7 +68,7 @@ def demo(tmp_path_factory) -> ConsistentCatalog:
     # One more epoch processed but not published: read-committed then differs from repeatable-read.
     cc.ingest(WORDS, epoch_words(EPOCHS, ROWS))
     with cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite",
-                takeover=True) as counter:
+                takeover=True, version=FLIP_VERSION) as counter:
         plan = counter.plan()
         counter.stage(COUNTS, plan, counter.run_transform(plan)[COUNTS])
     return cc
