@@ -24,7 +24,7 @@ setup-demo:
 ifeq ($(filter-out $(DEFAULT_SPARK),$(SPARK)),)
 # the whole suite on the default line, then the plugin's tier on every other line, one venv per line, in sequence
 test: setup lint-imports
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=30 $(PYTEST_ARGS)
 	@for line in $(OTHER_SPARK_LINES); do $(MAKE) --no-print-directory test-line SPARK=$$line || exit 1; done
 else
 test: test-line

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from consistent_catalog import properties as P
 from consistent_catalog.demo import COUNTS, HISTOGRAM, WORDS
 from tests.harness.flip_epochs import scan
 from tests.spark import test_dbt_pipeline
-from tests.spark.test_dbt_pipeline import BIN, PROJECT, Lake, _run, _words, run_project
+from tests.spark.test_dbt_pipeline import BIN, PROJECT, Lake, _run, _words, copy_project, run_project
 
 lake = test_dbt_pipeline.lake  # the module's fixture, shared
 
@@ -37,8 +36,7 @@ SELECT word, count(*) AS cnt FROM {{ source('demo', 'words') }} WHERE length(wor
 
 
 def project(lake: Lake, name: str, word_counts: str | None = None) -> Path:
-    copy = lake.root / name
-    shutil.copytree(PROJECT, copy, ignore=shutil.ignore_patterns("target", "logs"))
+    copy = copy_project(lake, name)
     if word_counts is not None:
         (copy / "models" / "word_counts.sql").write_text(word_counts, encoding="utf-8")
     return copy
