@@ -57,6 +57,8 @@ fi
 # build/jvm; the Iceberg runtime, the JDBC drivers and the S3A jars are copied from Maven Central into
 # build/jvm/spark-<line>/lib. Offline once ~/.m2 holds them.
 bash scripts/build_jvm.sh
+# test only: servers we did not write (Iceberg's REST fixture) and OpenLineage's Spark listener, into build/third-party
+[ "$MODE" != test ] || bash scripts/third_party_servers.sh
 
 # spark-conf/spark-defaults.conf with this machine's jar paths (build/jvm/spark-<line>).
 $VENV/bin/consistent-catalog spark-conf --write spark-conf/spark-defaults.conf >/dev/null

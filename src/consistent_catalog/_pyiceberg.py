@@ -380,10 +380,33 @@ def rest_load_table(catalog: Catalog, identifier: str, etag: str | None) -> Rest
     response = session.send(session.prepare_request(request), allow_redirects=True,
                             **_environment_settings(session, catalog.uri))  # type: ignore[attr-defined]
     if response.status_code == 304 and etag:
-        return RestAnswer(304, response.headers.get("ETag") or etag, b"")  # a server may omit it on a 304
+        return RestAnswer(304, answer_etag(response) or etag, b"")  # a server may omit it on a 304
     if response.status_code == 200:
-        return RestAnswer(200, response.headers.get("ETag"), response.content)
+        return RestAnswer(200, answer_etag(response), response.content)
     return None
+
+
+def answer_etag(response: Any) -> str | None:
+    """The answer's ``ETag`` as the next ``If-None-Match`` must carry it.
+
+    Jetty's ``CompressionHandler`` (Iceberg's REST fixture, and any server behind Jetty's gzip) appends
+    ``--<coding>`` to the ETag of an answer it compressed, and removes that suffix from a later
+    ``If-None-Match`` only when the tag is a quoted entity-tag. Iceberg 1.11's servlet sends its ETags
+    unquoted, so the suffixed tag sent back never matches and every conditional load is answered with a
+    whole 200 (docs/catalogs.md). The tag the server's application compares is that of the unencoded
+    answer: a suffix naming the answer's own ``Content-Encoding`` is dropped (quoted or not). Harmless
+    elsewhere: a tag that did end so would only miss its 304 and be answered whole, never wrongly.
+    """
+    etag = response.headers.get("ETag")
+    coding = (response.headers.get("Content-Encoding") or "").strip().lower()
+    if not etag or not coding or "," in coding:
+        return etag
+    quote = '"' if etag.endswith('"') else ""
+    core = etag[: len(etag) - len(quote)]
+    suffix = f"--{coding}"
+    if core.endswith(suffix) and len(core) > len(suffix) + (1 if quote else 0):
+        return core[: -len(suffix)] + quote
+    return etag
 
 
 _SETTINGS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], dict[str, Any]]] = weakref.WeakKeyDictionary()

@@ -9,7 +9,8 @@ Resolution, epoch planning and status need a ``TableState`` per table, not pyice
    ``REST_CONNECTIONS``, the connection pool its session is given), each answer's inline metadata
    decoded by the lean decoder, and, where the server answers the REST spec's ``ETag``, the next
    request for the table carries ``If-None-Match``: an unchanged table then costs a ``304 Not
-   Modified`` with no body. A server without ETags still saves the decode: the answer's
+   Modified`` with no body (an ETag Jetty's gzip suffixed with ``--gzip`` is sent back without the suffix:
+   ``_pyiceberg.answer_etag``, docs/catalogs.md). A server without ETags still saves the decode: the answer's
    ``metadata-location`` is read first, and a state parsed from that file before is taken from the
    cache. Other catalogs (Glue, Hive, a test double) are asked table by table with ``load_table``.
 2. **A cache keyed by metadata file.** A metadata file never changes once written (every commit writes a
