@@ -1,5 +1,23 @@
 package io.consistentcatalog.spark;
 
+import io.consistentcatalog.spark.read.CatalogConnections;
+import io.consistentcatalog.spark.context.CatalogOptions;
+import io.consistentcatalog.spark.read.CutSession;
+import io.consistentcatalog.spark.read.DeferredTable;
+import io.consistentcatalog.spark.write.EpochWrites;
+import io.consistentcatalog.spark.context.Errors;
+import io.consistentcatalog.spark.context.Faults;
+import io.consistentcatalog.spark.context.FencedCommit;
+import io.consistentcatalog.spark.context.Names;
+import io.consistentcatalog.spark.read.PinnedTable;
+import io.consistentcatalog.spark.read.ResolutionTimings;
+import io.consistentcatalog.spark.streaming.RewrittenSource;
+import io.consistentcatalog.spark.context.Settings;
+import io.consistentcatalog.spark.write.SinkTable;
+import io.consistentcatalog.spark.streaming.StreamSourceTable;
+import io.consistentcatalog.spark.streaming.StreamingSinkTable;
+import io.consistentcatalog.spark.read.TableLoader;
+import io.consistentcatalog.spark.context.WriteStatements;
 import io.consistentcatalog.core.Resolver;
 import org.apache.iceberg.catalog.Catalog;
 import org.apache.iceberg.spark.source.SparkTable;

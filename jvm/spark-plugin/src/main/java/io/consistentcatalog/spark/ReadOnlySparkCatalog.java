@@ -1,5 +1,7 @@
 package io.consistentcatalog.spark;
 
+import io.consistentcatalog.spark.context.Errors;
+import io.consistentcatalog.spark.context.Names;
 import java.util.Map;
 import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.catalog.NamespaceChange;
