@@ -87,7 +87,7 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
    * {@value #DEFAULT_LOAD_THREADS}; 1 loads them one after the other on the querying thread).
    */
   public static final String LOAD_THREADS = "load-threads";
-  static final int DEFAULT_LOAD_THREADS = 8;
+  public static final int DEFAULT_LOAD_THREADS = 8;
   /** Set while Iceberg's own table loading runs (tableExists, VERSION AS OF): no cut is resolved then. */
   private static final ThreadLocal<Boolean> BYPASS = ThreadLocal.withInitial(() -> Boolean.FALSE);
 
@@ -109,7 +109,7 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
   }
 
   @Override
-  String catalogName() {
+  public String catalogName() {
     return options.catalogName;
   }
 
@@ -120,12 +120,12 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
   }
 
   /** The Iceberg catalog's options as configured ({@code type}, {@code uri}, {@code warehouse}, ...). */
-  java.util.Map<String, String> icebergOptions() {
+  public java.util.Map<String, String> icebergOptions() {
     return java.util.Collections.unmodifiableMap(options.icebergOptions);
   }
 
   /** The session's cuts (the procedures read and refresh them). */
-  CutSession cutSession() {
+  public CutSession cutSession() {
     return session;
   }
 
@@ -166,7 +166,7 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
   }
 
   /** Writes through this catalog: epochs and ingests (protocol §5.9). */
-  EpochWrites writes() {
+  public EpochWrites writes() {
     EpochWrites found = writes;
     if (found == null) {
       synchronized (this) {

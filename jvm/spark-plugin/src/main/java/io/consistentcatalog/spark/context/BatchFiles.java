@@ -11,7 +11,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /** The data files Spark's tasks wrote for one write (Iceberg's commit messages), as an epoch or ingest sees them. */
-final class BatchFiles {
+public final class BatchFiles {
   private static final Logger LOG = LoggerFactory.getLogger(BatchFiles.class);
 
   private BatchFiles() {}
@@ -28,7 +28,7 @@ final class BatchFiles {
   }
 
   /** The rows in the files the messages hold. */
-  static long rows(WriterCommitMessage[] messages) {
+  public static long rows(WriterCommitMessage[] messages) {
     long rows = 0;
     for (DataFile file : of(messages)) {
       rows += file.recordCount();
@@ -40,7 +40,7 @@ final class BatchFiles {
    * Deletes the files of a write that will never be committed (an epoch that is {@code done}, a watermark, a batch
    * whose key already landed): Iceberg's own abort deletes them only after a refused commit.
    */
-  static void delete(FileIO io, WriterCommitMessage[] messages) {
+  public static void delete(FileIO io, WriterCommitMessage[] messages) {
     for (DataFile file : of(messages)) {
       try {
         io.deleteFile(file.location());

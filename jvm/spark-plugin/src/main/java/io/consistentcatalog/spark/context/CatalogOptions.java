@@ -12,23 +12,23 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * defaults of the read settings ({@link Settings}), {@value ConsistentSparkCatalog#LOAD_THREADS} and
  * {@value Faults#DEADLINE}. Every other option is the Iceberg catalog's own and is passed on to it.
  */
-final class CatalogOptions {
+public final class CatalogOptions {
   private static final String SUFFIX = "_consistent";
   /** The read settings a catalog option may default ({@code spark.sql.catalog.lake_consistent.level=...}). */
   private static final String[] SETTING_DEFAULTS = {Settings.LEVEL, Settings.AS_OF, "as-of", "as_of", Settings.TAG, Settings.REFRESH};
 
   /** This catalog's name, as Spark configured it ({@code lake_consistent}). */
-  final String catalogName;
+  public final String catalogName;
   /** The plain catalog's name: the Iceberg catalog underneath, and where errors point writers and readers. */
-  final String plainName;
+  public final String plainName;
   /** The read settings' catalog-wide defaults (a session's {@code SET spark.sql.consistent.*} wins). */
-  final Map<String, String> settingDefaults;
+  public final Map<String, String> settingDefaults;
   /** How many tables a resolution loads (or refreshes) at once (1: one after the other). */
-  final int loadThreads;
+  public final int loadThreads;
   /** How long a resolution waits out catalog faults ({@link Faults}). */
-  final long retryDeadlineMs;
+  public final long retryDeadlineMs;
   /** The options as given (case-sensitive), which the Iceberg catalog underneath is built with. */
-  final Map<String, String> icebergOptions;
+  public final Map<String, String> icebergOptions;
 
   private CatalogOptions(
       String catalogName,
@@ -46,7 +46,7 @@ final class CatalogOptions {
   }
 
   /** Read the options of the catalog {@code name}; a malformed option is an IllegalArgumentException naming it. */
-  static CatalogOptions parse(String name, CaseInsensitiveStringMap options) {
+  public static CatalogOptions parse(String name, CaseInsensitiveStringMap options) {
     String plain = options.get(ConsistentSparkCatalog.PLAIN_CATALOG);
     if (plain == null || plain.trim().isEmpty()) { // default: the name without "_consistent"
       plain = name.endsWith(SUFFIX) && name.length() > SUFFIX.length() ? name.substring(0, name.length() - SUFFIX.length()) : name;

@@ -7,11 +7,11 @@ import org.apache.spark.sql.AnalysisException;
 import scala.Option;
 
 /** Spark SQL style one-line errors: {@code [CONSISTENT_CUT.KIND] <table>: <what>; <the way out>}. */
-final class Errors {
+public final class Errors {
   private Errors() {}
 
   @SuppressWarnings("unchecked")
-  static AnalysisException analysis(String errorClass, String message) {
+  public static AnalysisException analysis(String errorClass, String message) {
     String line = ("[" + errorClass + "] " + message).replace('\n', ' ').replace('\r', ' ');
     return new AnalysisException(
         line,
@@ -24,12 +24,12 @@ final class Errors {
   }
 
   /** Throws a (checked) AnalysisException from a method that cannot declare it (Spark's write builders). */
-  static RuntimeException raise(AnalysisException e) {
+  public static RuntimeException raise(AnalysisException e) {
     return Errors.<RuntimeException>sneakyThrow(e);
   }
 
   /** Throws {@code e} as it is (a checked AnalysisException kept for later, e.g. a deferred table's scan). */
-  static RuntimeException rethrow(Throwable e) {
+  public static RuntimeException rethrow(Throwable e) {
     return Errors.<RuntimeException>sneakyThrow(e);
   }
 
@@ -43,7 +43,7 @@ final class Errors {
     return (scala.collection.immutable.Map) scala.collection.immutable.Map$.MODULE$.empty();
   }
 
-  static String errorClass(ErrorKind kind) {
+  public static String errorClass(ErrorKind kind) {
     switch (kind) {
       case NO_WATERMARK:
         return "CONSISTENT_CUT.NO_WATERMARK";
@@ -73,7 +73,7 @@ final class Errors {
   }
 
   /** A table of the query that has no consistent cut: what is wrong, the way out in Spark SQL, and the plain catalog. */
-  static AnalysisException blocked(String catalog, String plain, String table, ConsistentException cause) {
+  public static AnalysisException blocked(String catalog, String plain, String table, ConsistentException cause) {
     String culprit = cause.table() != null && !cause.table().equals(table) ? " (because of " + cause.table() + ")" : "";
     String hint = hint(cause);
     return analysis(
@@ -122,12 +122,12 @@ final class Errors {
     return analysis(errorClass(e.kind()), message);
   }
 
-  static AnalysisException setting(String message) {
+  public static AnalysisException setting(String message) {
     return analysis("CONSISTENT_CUT.INVALID_SETTING", message);
   }
 
   /** Writes through the consistent catalog are refused: they would bypass the barriers. */
-  static AnalysisException readOnly(String catalog, String plain, String what) {
+  public static AnalysisException readOnly(String catalog, String plain, String what) {
     return analysis(
         "CONSISTENT_CUT.READ_ONLY",
         catalog + " is read-only but for epochs and ingests (INSERT INTO, INSERT OVERWRITE and DataFrame writes into a "

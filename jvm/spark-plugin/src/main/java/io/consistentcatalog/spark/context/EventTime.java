@@ -13,7 +13,7 @@ import org.apache.spark.sql.connector.write.WriterCommitMessage;
  * maximum of a timestamp, date or epoch-milliseconds column over the rows written, read from the upper bounds
  * Iceberg records for each data file (no second pass over the data).
  */
-final class EventTime {
+public final class EventTime {
   final String column;
   private final int fieldId;
   private final Type type;
@@ -28,7 +28,7 @@ final class EventTime {
   }
 
   /** The column of {@code table} named by the SQL setting; refused when missing or not a time. */
-  static EventTime of(Table table, String sink, String column) {
+  public static EventTime of(Table table, String sink, String column) {
     String setting = Settings.PREFIX + Settings.EVENT_TIME_COLUMN;
     return of(table, sink, column, setting + "=" + column, "RESET " + setting);
   }
@@ -37,7 +37,7 @@ final class EventTime {
    * The column of {@code table} named by {@code setting} (e.g. {@code spark.sql.consistent.eventTimeColumn=ts});
    * refused when missing or not a time; {@code unset} says how to do without it.
    */
-  static EventTime of(Table table, String sink, String column, String setting, String unset) {
+  public static EventTime of(Table table, String sink, String column, String setting, String unset) {
     Types.NestedField field = table.schema().caseInsensitiveFindField(column);
     if (field == null) {
       throw Errors.raise(Errors.setting(setting + ": " + sink + " has no such column; its columns are "
@@ -56,7 +56,7 @@ final class EventTime {
    * The latest event time (ms) in the files {@code messages} hold; null when they hold no rows or only rows without
    * an event time (null in the column).
    */
-  Long latest(WriterCommitMessage[] messages) {
+  public Long latest(WriterCommitMessage[] messages) {
     Long latest = null;
     for (DataFile file : BatchFiles.of(messages)) {
       if (file.recordCount() == 0) {

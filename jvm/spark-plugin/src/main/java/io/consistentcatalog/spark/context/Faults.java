@@ -14,7 +14,7 @@ import java.util.concurrent.Callable;
  * catalog, what was attempted, the last fault and that nothing landed. Commits are settled by
  * {@link FencedCommit}. Anything else (a missing table, a bug) is not a fault and is raised as it is.
  */
-final class Faults {
+public final class Faults {
   /** Catalog option: how long a call waits out a catalog fault. */
   static final String DEADLINE = RetryPolicy.DEADLINE_OPTION;
 
@@ -79,7 +79,7 @@ final class Faults {
    * {@code call}, tried again after faults until {@code deadlineMs}; then the one-line error. Not faults
    * are raised as they are (unchecked ones as they are; checked ones wrapped).
    */
-  static <T> T retrying(String catalog, String what, long deadlineMs, Callable<T> call) {
+  public static <T> T retrying(String catalog, String what, long deadlineMs, Callable<T> call) {
     Exception last = null;
     for (RetryPolicy.Attempts attempts = RetryPolicy.forFaults(deadlineMs).start(); attempts.next(); ) {
       try {

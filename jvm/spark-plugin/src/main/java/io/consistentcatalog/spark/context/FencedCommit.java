@@ -38,14 +38,14 @@ import org.apache.iceberg.rest.requests.UpdateTableRequest;
  * connection) is settled (protocol §6.8): the table is read back, a commit found there is taken as landed,
  * one not found is sent again, until the catalog's {@code consistent.retry-deadline}.
  */
-final class FencedCommit {
+public final class FencedCommit {
   private final Catalog catalog;
   private final String catalogName;
   private final long deadlineMs;
   /** Whether the catalog was checked not to be a REST catalog behind another one (checked once). */
   private volatile boolean wrappedRestChecked;
 
-  FencedCommit(Catalog catalog, String catalogName, long deadlineMs) {
+  public FencedCommit(Catalog catalog, String catalogName, long deadlineMs) {
     this.catalog = catalog;
     this.catalogName = catalogName;
     this.deadlineMs = deadlineMs;
@@ -56,7 +56,7 @@ final class FencedCommit {
   }
 
   /** The same catalog with another deadline (a shutdown hook must not wait minutes for a catalog that is gone). */
-  FencedCommit withDeadline(long deadlineMs) {
+  public FencedCommit withDeadline(long deadlineMs) {
     return new FencedCommit(catalog, catalogName, deadlineMs);
   }
 
@@ -74,7 +74,7 @@ final class FencedCommit {
   }
 
   /** The table as the catalog holds it now (faults waited out). */
-  Table load(TableIdentifier ident) {
+  public Table load(TableIdentifier ident) {
     return Faults.retrying(catalogName, "loading " + ident, deadlineMs, () -> catalog.loadTable(ident));
   }
 
@@ -83,7 +83,7 @@ final class FencedCommit {
     return Faults.retrying(catalogName, what, deadlineMs, call);
   }
 
-  static TableMetadata metadata(Table table) {
+  public static TableMetadata metadata(Table table) {
     return ((HasTableOperations) table).operations().current();
   }
 
@@ -244,7 +244,7 @@ final class FencedCommit {
     return adds || !updates.isEmpty();
   }
 
-  static String firstLine(Throwable e) {
+  public static String firstLine(Throwable e) {
     return String.valueOf(e.getMessage()).split("\\R", 2)[0];
   }
 

@@ -19,7 +19,7 @@ import org.apache.iceberg.io.LocationProvider;
  * what the write produced) and is never retried by Iceberg. Iceberg's reads of the table inside the write
  * ({@link #current}, {@link #refresh}) wait out catalog faults under the catalog's retry deadline (protocol §6.8).
  */
-final class FencedOperations implements TableOperations {
+public final class FencedOperations implements TableOperations {
   private final TableOperations delegate;
   private final FencedCommit committer;
   private final TableIdentifier ident;
@@ -28,7 +28,7 @@ final class FencedOperations implements TableOperations {
   /** The branch a ref update of main is sent to instead (null: as Iceberg built it). */
   private final String mainTo;
 
-  FencedOperations(
+  public FencedOperations(
       TableOperations delegate, FencedCommit committer, TableIdentifier ident, Supplier<List<UpdateRequirement>> requirements,
       String what) {
     this(delegate, committer, ident, requirements, what, null);
@@ -38,7 +38,7 @@ final class FencedOperations implements TableOperations {
    * Operations whose commits move {@code mainTo} where Iceberg's commit would move main: a write Iceberg built on
    * main's head (a streaming write, which knows no branch) lands on a branch that was just reset to that head.
    */
-  FencedOperations(
+  public FencedOperations(
       TableOperations delegate, FencedCommit committer, TableIdentifier ident, Supplier<List<UpdateRequirement>> requirements,
       String what, String mainTo) {
     this.delegate = delegate;

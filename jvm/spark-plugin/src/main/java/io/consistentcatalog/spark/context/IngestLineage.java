@@ -10,14 +10,14 @@ import org.apache.iceberg.Table;
  * streaming query's micro-batch): {@link IngestRun}'s events once {@link RootIngest} landed the rows, when OpenLineage
  * is configured (read at every ingest, as for epoch statements). Never throws: lineage never stops an ingest.
  */
-final class IngestLineage {
+public final class IngestLineage {
   private final String plainCatalog;
   private final Map<String, String> properties;
   private final String sink;
   private final Table table;
   private final String sql;
 
-  IngestLineage(String plainCatalog, Map<String, String> properties, String sink, Table table, String sql) {
+  public IngestLineage(String plainCatalog, Map<String, String> properties, String sink, Table table, String sql) {
     this.plainCatalog = plainCatalog;
     this.properties = properties;
     this.sink = sink;

@@ -28,8 +28,8 @@ import org.apache.iceberg.catalog.TableIdentifier;
  * Registration, lease and the fence (protocol §6.1-§6.3) in the JVM, as {@code consistent_catalog.ownership}
  * and {@code TableStore.commit(take_fence=...)} do them in Python: the same commits, requirements and updates.
  */
-final class JobRegistration {
-  static final long DEFAULT_LEASE_MS = 5 * 60 * 1000L;
+public final class JobRegistration {
+  public static final long DEFAULT_LEASE_MS = 5 * 60 * 1000L;
 
   private JobRegistration() {}
 
@@ -57,14 +57,14 @@ final class JobRegistration {
    * that sets the ownership properties, gives an empty sink its genesis and takes the fence. Returns the sink's
    * metadata as committed.
    */
-  static TableMetadata register(
+  public static TableMetadata register(
       FencedCommit committer, TableIdentifier ident, String sink, Table table, String job, Collection<String> sources,
       String instance, boolean takeover, long leaseMs, Map<String, TableState> catalog) {
     return register(committer, ident, sink, table, job, sources, instance, takeover, leaseMs, catalog, "lake_consistent", false);
   }
 
   /** {@link #register}, naming {@code catalogName} in its refusals; {@code streaming}: a streaming query's job. */
-  static TableMetadata register(
+  public static TableMetadata register(
       FencedCommit committer, TableIdentifier ident, String sink, Table table, String job, Collection<String> sources,
       String instance, boolean takeover, long leaseMs, Map<String, TableState> catalog, String catalogName,
       boolean streaming) {
@@ -202,7 +202,7 @@ final class JobRegistration {
    * {@code unregister_job} for one sink: clear the lease if this instance still holds it, asserting the fence as read.
    * {@code consistent.job} stays: the job still owns the table (§6.1).
    */
-  static void unregister(FencedCommit committer, TableIdentifier ident, String instance, String job) {
+  public static void unregister(FencedCommit committer, TableIdentifier ident, String instance, String job) {
     Table table = committer.load(ident);
     TableMetadata base = FencedCommit.metadata(table);
     if (!instance.equals(base.properties().get(Keys.LEASE_HOLDER))) {
@@ -222,11 +222,11 @@ final class JobRegistration {
   }
 
   /** What a reassign did (§6.9): the owner before (null: none) and whether it committed. */
-  static final class Reassigned {
-    final String fromJob;
-    final boolean changed;
+  public static final class Reassigned {
+    public final String fromJob;
+    public final boolean changed;
 
-    Reassigned(String fromJob, boolean changed) {
+    public Reassigned(String fromJob, boolean changed) {
       this.fromJob = fromJob;
       this.changed = changed;
     }
@@ -238,7 +238,7 @@ final class JobRegistration {
    * every table's state, for the job-level cycle check). One commit sets {@code consistent.job}, removes the lease
    * and takes the fence (reason {@code reassign}, no holder); nothing when {@code job} already owns it with no live lease.
    */
-  static Reassigned reassign(
+  public static Reassigned reassign(
       FencedCommit committer, TableIdentifier ident, String name, Table table, String job, boolean takeover,
       Map<String, TableState> catalog, String catalogName) {
     TableMetadata base = FencedCommit.metadata(table);
@@ -292,7 +292,7 @@ final class JobRegistration {
    * the fence (keeping the holder). Returns the table as committed, or null when nothing was advanced (not idle,
    * not behind, or an ingest or another advance got there first).
    */
-  static Table advanceIdleRoot(FencedCommit committer, TableIdentifier ident, String name, Table table, long now) {
+  public static Table advanceIdleRoot(FencedCommit committer, TableIdentifier ident, String name, Table table, long now) {
     TableState state = TableState.fromMetadata(name, FencedCommit.metadata(table));
     Long after = state.idleAfterMs();
     if (!state.isRoot() || after == null) {
@@ -306,7 +306,7 @@ final class JobRegistration {
    * read and taking the fence (keeping the holder). Returns the table as committed, or null when nothing was
    * advanced (a derived table, not behind, or an ingest or another advance got there first).
    */
-  static Table advanceRoot(FencedCommit committer, TableIdentifier ident, String name, Table table, long target, String what) {
+  public static Table advanceRoot(FencedCommit committer, TableIdentifier ident, String name, Table table, long target, String what) {
     TableMetadata base = FencedCommit.metadata(table);
     TableState state = TableState.fromMetadata(name, base);
     Long current = state.watermark();

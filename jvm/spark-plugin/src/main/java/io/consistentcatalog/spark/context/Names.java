@@ -7,21 +7,21 @@ import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.spark.sql.connector.catalog.Identifier;
 
 /** Table names as the plugin keys them: dotted ({@code demo.words}), from and to Spark's and Iceberg's identifiers. */
-final class Names {
+public final class Names {
   private Names() {}
 
   /** {@code demo.words} for Spark's identifier of it (nested namespaces joined with dots). */
-  static String tableName(Identifier ident) {
+  public static String tableName(Identifier ident) {
     List<String> parts = new ArrayList<>(Arrays.asList(ident.namespace()));
     parts.add(ident.name());
     return String.join(".", parts);
   }
 
-  static TableIdentifier icebergIdentifier(String name) {
+  public static TableIdentifier icebergIdentifier(String name) {
     return TableIdentifier.parse(name);
   }
 
-  static Identifier sparkIdentifier(String name) {
+  public static Identifier sparkIdentifier(String name) {
     TableIdentifier id = TableIdentifier.parse(name);
     return Identifier.of(id.namespace().levels(), id.name());
   }

@@ -22,12 +22,12 @@ import scala.runtime.AbstractPartialFunction;
  * plan with every leaf that reads a table replaced by a relation of its
  * columns only, its expression ids renumbered in order of appearance.
  */
-final class PlanFingerprint {
+public final class PlanFingerprint {
   private static final Pattern EXPR_ID = Pattern.compile("#(\\d+)");
 
   private PlanFingerprint() {}
 
-  static String of(LogicalPlan query) {
+  public static String of(LogicalPlan query) {
     return Definitions.fingerprint(Definitions.PLAN, text(query));
   }
 

@@ -27,7 +27,7 @@ import org.apache.iceberg.exceptions.NoSuchTableException;
  * {@code consistent.revision} bumped, the fence taken (reason {@code revise}, keeping the holder), asserting
  * {@code main} and {@code consistent-staged} as read. Their jobs rebuild them.
  */
-final class Revisions {
+public final class Revisions {
   private static final int ATTEMPTS = 10;
 
   private Revisions() {}
@@ -90,7 +90,7 @@ final class Revisions {
   }
 
   /** Revise {@code table} and everything downstream ({@code states}: the catalog's lineage) in full mode; returns the tables emptied. */
-  static List<String> reviseFull(FencedCommit committer, String table, Map<String, TableState> states, long barrier) {
+  public static List<String> reviseFull(FencedCommit committer, String table, Map<String, TableState> states, long barrier) {
     List<String> emptied = new ArrayList<>();
     for (String name : affected(table, states)) {
       if (reviseTable(committer, name, barrier)) {

@@ -27,16 +27,16 @@ import org.apache.iceberg.spark.CommitMetadata;
  * and the barrier are checked against the new head, after a jittered wait ({@link RetryPolicy#replans}). Catalog
  * faults on the way are waited out by {@link FencedCommit} and {@link FencedOperations} (protocol §6.8).
  */
-final class RootIngest {
+public final class RootIngest {
   static final int ATTEMPTS = 10;
   /**
    * The barrier of rows that have no event time (their column is null): late rows, {@code W + 1} (the clock when the
    * table has no watermark yet), so they never change a completed barrier.
    */
-  static final long LATE = Long.MIN_VALUE;
+  public static final long LATE = Long.MIN_VALUE;
 
   /** Spark's commit of the rows (Iceberg's batch or streaming write), and giving them up. */
-  interface SparkCommit {
+  public interface SparkCommit {
     void commit();
 
     /** Gives the write up (what happens to its files is the caller's: Iceberg's abort keeps them unless refused). */
@@ -58,10 +58,10 @@ final class RootIngest {
   }
 
   /** How an ingest ended: the barrier written and the snapshot it landed in, or the snapshot that already held its key. */
-  static final class Outcome {
-    final Long barrier;
-    final Long snapshot;
-    final Long skippedBy;
+  public static final class Outcome {
+    public final Long barrier;
+    public final Long snapshot;
+    public final Long skippedBy;
 
     private Outcome(Long barrier, Long snapshot, Long skippedBy) {
       this.barrier = barrier;
@@ -80,11 +80,11 @@ final class RootIngest {
   private IngestLineage lineage;
 
   /** The OpenLineage run of each ingest that lands (null: none). */
-  void lineage(IngestLineage lineage) {
+  public void lineage(IngestLineage lineage) {
     this.lineage = lineage;
   }
 
-  RootIngest(FencedCommit committer, TableIdentifier ident, String sink, Table table, String what) {
+  public RootIngest(FencedCommit committer, TableIdentifier ident, String sink, Table table, String what) {
     this.committer = committer;
     this.ident = ident;
     this.sink = sink;
@@ -92,7 +92,7 @@ final class RootIngest {
   }
 
   /** The table Spark's write goes to: main, every commit fenced. */
-  Table writeTable(String name) {
+  public Table writeTable(String name) {
     return new BaseTable(fenced, name);
   }
 
@@ -101,7 +101,7 @@ final class RootIngest {
    * null: the clock when it commits), {@code futureHint} the way out named when it lies beyond the table's clock-skew
    * allowance.
    */
-  Outcome land(String key, Long barrier, String futureHint, SparkCommit spark) {
+  public Outcome land(String key, Long barrier, String futureHint, SparkCommit spark) {
     long began = System.currentTimeMillis();
     RetryPolicy.Attempts attempts = RetryPolicy.replans(ATTEMPTS).start(); // refused: again after a jittered wait
     while (attempts.next()) {

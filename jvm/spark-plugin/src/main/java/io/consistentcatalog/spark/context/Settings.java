@@ -24,18 +24,18 @@ import scala.collection.JavaConverters;
  *       statement) or {@code manual} (the cut is held until {@code CALL <catalog>.system.refresh_cut()})
  * </ul>
  */
-final class Settings {
-  static final String PREFIX = "spark.sql.consistent.";
+public final class Settings {
+  public static final String PREFIX = "spark.sql.consistent.";
   static final String LEVEL = "level";
   static final String AS_OF = "asOf";
   /** Other spellings of asOf ({@code as-of} needs backquotes in SET: SET `spark.sql.consistent.as-of`=...). */
   static final String[] AS_OF_ALIASES = {"as-of", "as_of"};
-  static final String TAG = "tag";
+  public static final String TAG = "tag";
   static final String REFRESH = "refresh";
   /** {@code SET spark.sql.consistent.cut=latest}: a one-shot refresh of a held cut. */
-  static final String CUT = "cut";
+  public static final String CUT = "cut";
   // writers (protocol §5.9)
-  static final String JOB = "job";
+  public static final String JOB = "job";
   static final String TAKEOVER = "takeover";
   static final String LEASE = "lease";
   static final String INGEST_KEY = "ingestKey";
@@ -49,11 +49,11 @@ final class Settings {
       Arrays.asList(LEVEL, AS_OF, AS_OF_ALIASES[0], AS_OF_ALIASES[1], TAG, REFRESH, CUT, JOB, TAKEOVER, LEASE, INGEST_KEY, EVENT_TIME_COLUMN, REBUILD,
           VERSION);
 
-  final String level;
-  final Long asOf;
+  public final String level;
+  public final Long asOf;
   final String asOfText;
-  final String tag;
-  final boolean manual;
+  public final String tag;
+  public final boolean manual;
 
   private Settings(String level, Long asOf, String asOfText, String tag, boolean manual) {
     this.level = level;
@@ -64,12 +64,12 @@ final class Settings {
   }
 
   /** A cut is "latest" (subject to the monotone rule) when it is neither historical nor a tag. */
-  boolean latest() {
+  public boolean latest() {
     return asOf == null && tag == null;
   }
 
   /** What makes two cuts different: settings changes start a new cut. */
-  String key() {
+  public String key() {
     return level + "|" + asOf + "|" + tag;
   }
 
@@ -89,7 +89,7 @@ final class Settings {
    * A session setting, or null when unset. Not {@code conf().getOption}: for an unset key it builds
    * and catches a NoSuchElementException (a stack trace), seven of them per table load.
    */
-  static String conf(SparkSession session, String key) {
+  public static String conf(SparkSession session, String key) {
     return session.conf().get(key, null);
   }
 
@@ -109,7 +109,7 @@ final class Settings {
     }
   }
 
-  static Settings read(SparkSession session, Map<String, String> defaults) {
+  public static Settings read(SparkSession session, Map<String, String> defaults) {
     checkNames(session);
     String level = value(session, defaults, LEVEL);
     level = level == null ? Keys.DEFAULT_LEVEL : level.toLowerCase(Locale.ROOT);
@@ -157,16 +157,16 @@ final class Settings {
   }
 
   /** The write settings of one statement (protocol §5.9). */
-  static final class Writes {
-    final String job;
-    final boolean takeover;
-    final long leaseMs;
-    final String ingestKey;
-    final String eventTimeColumn;
+  public static final class Writes {
+    public final String job;
+    public final boolean takeover;
+    public final long leaseMs;
+    public final String ingestKey;
+    public final String eventTimeColumn;
     /** {@code spark.sql.consistent.rebuild=true}: the sink's next epoch is a revision (§6.10). */
-    boolean rebuild;
+    public boolean rebuild;
     /** {@code spark.sql.consistent.version}: the declared definition version, or null. */
-    String version;
+    public String version;
 
     private Writes(String job, boolean takeover, long leaseMs, String ingestKey, String eventTimeColumn) {
       this.job = job;
@@ -176,7 +176,7 @@ final class Settings {
       this.eventTimeColumn = eventTimeColumn;
     }
 
-    static Writes read(SparkSession session) {
+    public static Writes read(SparkSession session) {
       checkNames(session);
       java.util.Map<String, String> none = java.util.Collections.emptyMap();
       String job = value(session, none, JOB);

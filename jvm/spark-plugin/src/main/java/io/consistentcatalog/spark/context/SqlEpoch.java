@@ -46,7 +46,7 @@ import org.slf4j.LoggerFactory;
  * when the staged-branch reset, the commit or the publish raises, or the statement fails elsewhere
  * ({@link StatementEnds}). Ingests send nothing, as Python's do not.
  */
-final class SqlEpoch {
+public final class SqlEpoch {
   private static final Logger LOG = LoggerFactory.getLogger(SqlEpoch.class);
 
   private enum Kind {
@@ -56,7 +56,7 @@ final class SqlEpoch {
 
   private final EpochWrites writes;
   private final Kind kind;
-  final String sink;
+  public final String sink;
   private final TableIdentifier ident;
   private final Table table;
   // --- epochs
@@ -71,7 +71,7 @@ final class SqlEpoch {
   // --- ingests
   private final String ingestKey;
   /** An ingest statement's SQL text (null: a DataFrame write), for its OpenLineage run. */
-  String sqlText;
+  public String sqlText;
   private final Long skippedBy;
   /** The event-time column whose maximum is the ingest's barrier (null: the clock). */
   private EventTime eventTime;
@@ -109,13 +109,13 @@ final class SqlEpoch {
     this.skippedBy = skippedBy;
   }
 
-  static SqlEpoch derived(
+  public static SqlEpoch derived(
       EpochWrites writes, String sink, TableIdentifier ident, Table table, Settings.Writes settings, EpochPlanner.Plan plan,
       EpochRun lineage) {
     return new SqlEpoch(writes, Kind.EPOCH, sink, ident, table, settings.job, settings.leaseMs, plan, lineage, null, null);
   }
 
-  static SqlEpoch ingest(
+  public static SqlEpoch ingest(
       EpochWrites writes, String sink, TableIdentifier ident, Table table, TableState state, String key, EventTime eventTime) {
     Long landed = key == null ? null : state.ingestedWithKey(key);
     SqlEpoch epoch = new SqlEpoch(writes, Kind.INGEST, sink, ident, table, null, 0L, null, null, key, landed);
@@ -124,12 +124,12 @@ final class SqlEpoch {
   }
 
   /** The sink was revised before this epoch was planned, because {@code why} (null: it was not). */
-  void revised(String why) {
+  public void revised(String why) {
     this.revised = why;
   }
 
   /** Whether Spark has to run the statement's query (otherwise it gets no rows). */
-  boolean runsQuery() {
+  public boolean runsQuery() {
     if (kind == Kind.INGEST) {
       return skippedBy == null;
     }
@@ -137,7 +137,7 @@ final class SqlEpoch {
   }
 
   /** The action as the protocol names it ({@code stage}, {@code done}, ...; {@code ingest}, {@code skip}). */
-  String action() {
+  public String action() {
     if (kind == Kind.INGEST) {
       return skippedBy == null ? "ingest" : "skip";
     }
@@ -154,7 +154,7 @@ final class SqlEpoch {
    * The table and branch Spark's write goes to: for a staged epoch {@code consistent-staged}, reset to main's
    * head first; for an ingest main; both through {@link FencedOperations}. Called when Spark builds the write.
    */
-  Table writeTable() {
+  public Table writeTable() {
     if (!runsQuery()) {
       return table; // Spark writes no rows; commit() never hands them to Iceberg
     }
@@ -186,7 +186,7 @@ final class SqlEpoch {
   }
 
   /** The branch Spark's write goes to (null: main). */
-  String writeBranch() {
+  public String writeBranch() {
     return kind == Kind.EPOCH && runsQuery() ? Keys.STAGED_BRANCH : null;
   }
 
@@ -223,7 +223,7 @@ final class SqlEpoch {
    * What happens when Spark commits the statement's write ({@code delegate}: Iceberg's own batch write). A refusal
    * is the one-line {@code [CONSISTENT_WRITE.*]} error naming the problem and the way out.
    */
-  void commit(BatchWrite delegate, WriterCommitMessage[] messages) {
+  public void commit(BatchWrite delegate, WriterCommitMessage[] messages) {
     Published published;
     try {
       if (kind == Kind.INGEST) {
@@ -264,14 +264,14 @@ final class SqlEpoch {
   }
 
   /** Spark starts writing the statement's epoch (its BatchWrite): the run's START, its statement's end watched. */
-  void executing() {
+  public void executing() {
     if (lineage != null && lineage.start()) {
       watched = StatementEnds.watch(lineage);
     }
   }
 
   /** Spark aborted the write: without a watched statement end (which names the error), FAIL now. */
-  void aborted() {
+  public void aborted() {
     if (lineage != null && !watched && !lineage.ended()) {
       lineage.fail(new IllegalStateException("Spark aborted the write of " + sink + " (a task of the statement failed)"));
     }
@@ -295,14 +295,14 @@ final class SqlEpoch {
    * action stages, {@code consistent-staged} is reset now and Spark's commit of the files ({@code spark}, through
    * the {@link FencedOperations} the write was built on) lands there, then is verified and published.
    */
-  static String commitStreaming(
+  public static String commitStreaming(
       EpochWrites writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
       EpochPlanner.Plan plan, StreamingEpoch.Fence fence, RootIngest.SparkCommit spark) {
     return commitStreaming(writes, sink, ident, table, job, leaseMs, plan, fence, spark, null);
   }
 
   /** {@link #commitStreaming}, the sink revised first because {@code revised} (null: it was not). */
-  static String commitStreaming(
+  public static String commitStreaming(
       EpochWrites writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
       EpochPlanner.Plan plan, StreamingEpoch.Fence fence, RootIngest.SparkCommit spark, String revised) {
     EpochPlanner.Action action = plan.sinks.get(sink).action;

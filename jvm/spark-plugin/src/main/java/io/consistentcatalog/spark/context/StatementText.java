@@ -7,10 +7,10 @@ import scala.Option;
  * The SQL text a write command was parsed from (Spark keeps it in the parsed nodes' origin, and analysis keeps the
  * origin): the OpenLineage {@code sql} job facet of a statement's run. None for DataFrame writes.
  */
-final class StatementText {
+public final class StatementText {
   private StatementText() {}
 
-  static String of(LogicalPlan plan) {
+  public static String of(LogicalPlan plan) {
     try {
       Option<String> text = plan.origin().sqlText();
       return text.isDefined() ? text.get() : null;

@@ -21,24 +21,24 @@ import scala.collection.JavaConverters;
  *       (§6.10, kind {@code sql}), taken once by the epoch of that target ({@link #takeText}).
  * </ul>
  */
-final class WriteStatements {
+public final class WriteStatements {
   private static final ThreadLocal<Boolean> INSERT = ThreadLocal.withInitial(() -> Boolean.FALSE);
   /** {target name parts, text} of the write statement parsed last on this thread, until an epoch takes it. */
   private static final ThreadLocal<Object[]> TEXT = new ThreadLocal<>();
 
   private WriteStatements() {}
 
-  static void parsed(LogicalPlan plan) {
+  public static void parsed(LogicalPlan plan) {
     parsed(plan, null);
   }
 
-  static void parsed(LogicalPlan plan, String text) {
+  public static void parsed(LogicalPlan plan, String text) {
     INSERT.set(plan instanceof InsertIntoStatement);
     List<String> target = text == null ? null : target(plan);
     TEXT.set(target == null ? null : new Object[] {target, text});
   }
 
-  static boolean inInsert() {
+  public static boolean inInsert() {
     return INSERT.get();
   }
 
@@ -65,7 +65,7 @@ final class WriteStatements {
    * The text of the write statement parsed last on this thread when it writes {@code sink} ({@code ns.t}, with or
    * without the catalog's name before it); taken once. Null otherwise (a DataFrame write, another statement's sink).
    */
-  static String takeText(String catalog, String sink) {
+  public static String takeText(String catalog, String sink) {
     Object[] parsed = TEXT.get();
     if (parsed == null) {
       return null;

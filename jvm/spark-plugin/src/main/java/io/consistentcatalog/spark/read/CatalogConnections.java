@@ -51,7 +51,7 @@ public class CatalogConnections extends JdbcClientPool {
    * pool it replaces. Any other catalog is left as it is; so is a JDBC catalog whose field is not found (another
    * Iceberg version): it keeps Iceberg's pool.
    */
-  static void install(Catalog catalog, Map<String, String> options) {
+  public static void install(Catalog catalog, Map<String, String> options) {
     if (catalog == null || catalog.getClass() != JdbcCatalog.class || options.get(CatalogProperties.URI) == null) {
       return;
     }

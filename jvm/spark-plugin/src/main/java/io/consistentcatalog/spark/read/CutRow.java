@@ -4,20 +4,20 @@ package io.consistentcatalog.spark.read;
  * One row of {@code current_cut()} / {@code refresh_cut('t')} ({@link CutProcedures#OUTPUT}): how the session
  * serves one table of a lineage component now.
  */
-final class CutRow {
-  final String table;
+public final class CutRow {
+  public final String table;
   /** The snapshot served; null when the table is empty at the cut or left out of it. */
-  final Long snapshotId;
+  public final Long snapshotId;
   /** The served snapshot's own barrier. */
-  final Long barrier;
+  public final Long barrier;
   /** The branch (or, for a tag cut, the tag) the snapshot was found on. */
-  final String branch;
+  public final String branch;
   /** The cut's barrier T* (null at read-uncommitted and for a tag). */
-  final Long cutBarrier;
+  public final Long cutBarrier;
   /** The isolation level, or {@code tag <name>}. */
-  final String level;
+  public final String level;
   /** {@code ok}, or the error class and message of a table left out of the cut. */
-  final String status;
+  public final String status;
 
   CutRow(String table, Long snapshotId, Long barrier, String branch, Long cutBarrier, String level, String status) {
     this.table = table;

@@ -36,7 +36,7 @@ import scala.Option;
  * <p>A statement is one query planning (one Spark QueryExecution). With {@code refresh=manual} the cut is
  * held for the session until {@link #refresh}. Latest cuts never go back ({@link CutFloors}).
  */
-final class CutSession {
+public final class CutSession {
   /** The cuts of one statement (or, with refresh=manual, of the session until refresh_cut()). */
   private static final class Statement {
     final WeakReference<Object> planning;
@@ -60,19 +60,19 @@ final class CutSession {
   private final CutFloors floors = new CutFloors();
   private volatile ResolutionTimings lastTimings = ResolutionTimings.NONE;
 
-  CutSession(String catalogName, String plainName, TableLoader loader) {
+  public CutSession(String catalogName, String plainName, TableLoader loader) {
     this.catalogName = catalogName;
     this.plainName = plainName;
     this.loader = loader;
   }
 
   /** What the last resolution that resolved a cut spent ({@link ResolutionTimings#NONE} before any). */
-  ResolutionTimings lastTimings() {
+  public ResolutionTimings lastTimings() {
     return lastTimings;
   }
 
   /** Drop the session's table and metadata caches (the next resolution loads every table again). */
-  void clearCaches() {
+  public void clearCaches() {
     synchronized (lock) {
       loader.clear();
     }
@@ -80,7 +80,7 @@ final class CutSession {
   }
 
   /** Forget the held cut and this thread's statement: the next load resolves a new (never older) cut. */
-  void refresh() {
+  public void refresh() {
     synchronized (lock) {
       held = null;
     }
@@ -123,7 +123,7 @@ final class CutSession {
    * null when {@code name} is not a table of the catalog (a selector such as {@code branch_x}, a metadata
    * table, or nothing). A table left out of the cut raises its one-line error.
    */
-  org.apache.spark.sql.connector.catalog.Table tableAtCut(String name, Settings settings) {
+  public org.apache.spark.sql.connector.catalog.Table tableAtCut(String name, Settings settings) {
     Scope scope = scopeFor(name, settings);
     if (scope == null) {
       return null;
@@ -228,7 +228,7 @@ final class CutSession {
    * table of the catalog (each component at its own cut) when {@code table} is null. {@code fresh}: forget
    * the held cut first (refresh_cut).
    */
-  List<CutRow> describe(String table, boolean fresh, Settings settings) throws NoSuchTableException {
+  public List<CutRow> describe(String table, boolean fresh, Settings settings) throws NoSuchTableException {
     if (fresh) {
       refresh();
     }
@@ -275,7 +275,7 @@ final class CutSession {
   }
 
   /** Every table of the catalog as loaded now (a registration's cycle check); null when {@code name} is not a table. */
-  Map<String, TableState> catalogStates(String name) {
+  public Map<String, TableState> catalogStates(String name) {
     synchronized (lock) {
       LoadedCatalog loaded = loader.loadAll(name, io.consistentcatalog.core.Keys.DEFAULT_LEVEL);
       return loaded == null ? null : loaded.states;

@@ -11,10 +11,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * epoch the statement becomes replaces it by its input (protocol §5.9). Scanned as it is — the statement was not
  * an epoch of this catalog — it raises the reader's error it stands for.
  */
-final class DeferredTable extends PinnedTable {
+public final class DeferredTable extends PinnedTable {
   private final Exception error;
 
-  DeferredTable(Table icebergTable, String catalog, String plain, String table, Exception error) {
+  public DeferredTable(Table icebergTable, String catalog, String plain, String table, Exception error) {
     super(icebergTable, icebergTable.currentSnapshot() == null ? null : icebergTable.currentSnapshot().snapshotId(),
         catalog, plain, table, true);
     this.error = error;

@@ -20,13 +20,13 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /** A table that is empty at the cut (no snapshot at or before its barrier): no rows, the table's schema. */
-final class EmptyTable implements org.apache.spark.sql.connector.catalog.Table, SupportsRead, SupportsWrite {
+public final class EmptyTable implements org.apache.spark.sql.connector.catalog.Table, SupportsRead, SupportsWrite {
   private final Table icebergTable;
   private final String catalog;
   private final String plain;
   private final String table;
 
-  EmptyTable(Table icebergTable, String catalog, String plain, String table) {
+  public EmptyTable(Table icebergTable, String catalog, String plain, String table) {
     this.icebergTable = icebergTable;
     this.catalog = catalog;
     this.plain = plain;
@@ -34,7 +34,7 @@ final class EmptyTable implements org.apache.spark.sql.connector.catalog.Table, 
   }
 
   /** The table's name in the catalog ({@code demo.words}). */
-  String tableName() {
+  public String tableName() {
     return table;
   }
 

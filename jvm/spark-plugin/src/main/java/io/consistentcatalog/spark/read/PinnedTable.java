@@ -13,18 +13,18 @@ import org.apache.spark.sql.connector.write.WriteBuilder;
  * A table served by the consistent catalog: Iceberg's SparkTable pinned to the cut's snapshot (or, for
  * a name with a selector, whatever the selector chose), refusing every kind of write.
  */
-class PinnedTable extends SparkTable {
+public class PinnedTable extends SparkTable {
   private final String catalog;
   private final String plain;
   private final String table;
   /** Served at the statement's cut (not a selector, VERSION AS OF or branch): an epoch may replace it by its input. */
-  final boolean atCut;
+  public final boolean atCut;
 
-  PinnedTable(Table icebergTable, Long snapshotId, String catalog, String plain, String table) {
+  public PinnedTable(Table icebergTable, Long snapshotId, String catalog, String plain, String table) {
     this(icebergTable, snapshotId, catalog, plain, table, false);
   }
 
-  PinnedTable(Table icebergTable, Long snapshotId, String catalog, String plain, String table, boolean atCut) {
+  public PinnedTable(Table icebergTable, Long snapshotId, String catalog, String plain, String table, boolean atCut) {
     super(icebergTable, snapshotId, false);
     this.catalog = catalog;
     this.plain = plain;
@@ -33,11 +33,11 @@ class PinnedTable extends SparkTable {
   }
 
   /** The table's name in the catalog ({@code demo.words}). */
-  String tableName() {
+  public String tableName() {
     return table;
   }
 
-  PinnedTable(Table icebergTable, String branch, String catalog, String plain, String table) {
+  public PinnedTable(Table icebergTable, String branch, String catalog, String plain, String table) {
     super(icebergTable, branch, false);
     this.catalog = catalog;
     this.plain = plain;

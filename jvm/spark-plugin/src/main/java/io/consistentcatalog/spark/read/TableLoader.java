@@ -46,7 +46,7 @@ import org.apache.spark.sql.connector.catalog.Identifier;
  *
  * <p>Not thread-safe but for the loading threads it starts itself: {@link CutSession} calls it under its lock.
  */
-final class TableLoader {
+public final class TableLoader {
   private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
 
   /** The catalog whose tables are loaded (its Iceberg catalog, its namespaces and tables). */
@@ -62,7 +62,7 @@ final class TableLoader {
   private final Map<String, Table> loadedTables = new HashMap<>();
   private ThreadPoolExecutor pool;
 
-  TableLoader(SparkCatalog catalog, CatalogOptions options) {
+  public TableLoader(SparkCatalog catalog, CatalogOptions options) {
     this.catalog = catalog;
     this.options = options;
     this.jdbcListing = new JdbcTableListing(options.plainName, options.icebergOptions);

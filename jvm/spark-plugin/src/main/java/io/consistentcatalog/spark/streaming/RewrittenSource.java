@@ -18,11 +18,11 @@ import org.apache.iceberg.Table;
  * streaming job in complete output mode). A derived table without such an epoch yet, and a root, are streamed; a
  * later rewrite still ends the stream at that micro-batch ({@link BarrierStream}).
  */
-final class RewrittenSource {
+public final class RewrittenSource {
   private RewrittenSource() {}
 
   /** Refuses a stream of {@code table} (the consistent catalog's {@code name}) whose newest epoch rewrote it. */
-  static void refuse(String catalog, Table table, String name) {
+  public static void refuse(String catalog, Table table, String name) {
     String rewrite = rewritingEpoch(table);
     if (rewrite == null) {
       return;

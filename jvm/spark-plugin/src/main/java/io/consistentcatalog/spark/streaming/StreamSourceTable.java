@@ -19,12 +19,12 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * schema (no push-down for streams); its filters run after the read. The read option {@value BarrierStream#WAIT_FOR}
  * (a duration, e.g. {@code 800ms}; default none) lets a micro-batch that finds no new barrier wait that long for one.
  */
-final class StreamSourceTable implements org.apache.spark.sql.connector.catalog.Table, SupportsRead {
+public final class StreamSourceTable implements org.apache.spark.sql.connector.catalog.Table, SupportsRead {
   private final ConsistentSparkCatalog catalog;
   private final org.apache.iceberg.Table table;
   private final String name;
 
-  StreamSourceTable(ConsistentSparkCatalog catalog, org.apache.iceberg.Table table, String name) {
+  public StreamSourceTable(ConsistentSparkCatalog catalog, org.apache.iceberg.Table table, String name) {
     this.catalog = catalog;
     this.table = table;
     this.name = name;

@@ -43,7 +43,7 @@ import org.slf4j.LoggerFactory;
  * output mode is Iceberg's streaming overwrite (the sink becomes the query's whole result at {@code T}), append mode
  * its streaming append (the rows the batch added).
  */
-final class StreamingEpoch implements StreamingWrite {
+public final class StreamingEpoch implements StreamingWrite {
   private static final Logger LOG = LoggerFactory.getLogger(StreamingEpoch.class);
 
   /**
@@ -51,11 +51,11 @@ final class StreamingEpoch implements StreamingWrite {
    * requirements when it commits. Iceberg's streaming write knows no branch: it builds on main's head and its ref
    * update is sent to {@code consistent-staged}, reset to that head just before.
    */
-  static final class Fence {
+  public static final class Fence {
     private volatile Supplier<List<UpdateRequirement>> requirements;
     private final FencedOperations operations;
 
-    Fence(Table table, FencedCommit committer, TableIdentifier ident, String what) {
+    public Fence(Table table, FencedCommit committer, TableIdentifier ident, String what) {
       this.requirements = () -> {
         throw new IllegalStateException("a streaming epoch's write committed before its epoch was planned");
       };
@@ -63,7 +63,7 @@ final class StreamingEpoch implements StreamingWrite {
           () -> requirements.get(), what, Keys.STAGED_BRANCH);
     }
 
-    FencedOperations arm(Supplier<List<UpdateRequirement>> epochRequirements) {
+    public FencedOperations arm(Supplier<List<UpdateRequirement>> epochRequirements) {
       this.requirements = epochRequirements;
       return operations;
     }

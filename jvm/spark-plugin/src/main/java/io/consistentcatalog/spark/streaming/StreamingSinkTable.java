@@ -50,7 +50,7 @@ import org.slf4j.LoggerFactory;
  * Only appends: complete and update output modes (which would rewrite rows of completed barriers) and derived
  * tables are refused with the way out.
  */
-final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog.Table, SupportsWrite {
+public final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog.Table, SupportsWrite {
   private static final Logger LOG = LoggerFactory.getLogger(StreamingSinkTable.class);
   static final String EVENT_TIME_COLUMN = "consistent.eventTimeColumn";
   static final String EVENT_TIME_DELAY = "consistent.eventTimeDelay";
@@ -71,7 +71,7 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
   private volatile long lastActivity = System.currentTimeMillis();
   private volatile Thread watcher;
 
-  StreamingSinkTable(ConsistentSparkCatalog catalog, org.apache.iceberg.Table table, String name) {
+  public StreamingSinkTable(ConsistentSparkCatalog catalog, org.apache.iceberg.Table table, String name) {
     this.catalog = catalog;
     this.table = table;
     this.name = name;

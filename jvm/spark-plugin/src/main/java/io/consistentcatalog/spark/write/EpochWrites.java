@@ -74,32 +74,32 @@ import scala.runtime.AbstractPartialFunction;
  * connections write the same jobs as one writer; statements racing in two sessions are kept apart by the fenced
  * commits, the loser refused); the sinks registered are unregistered when the JVM shuts down normally.
  */
-final class EpochWrites {
+public final class EpochWrites {
   private final ConsistentSparkCatalog catalog;
   private final FencedCommit committer;
   /** This JVM's instance id: the lease-holder its registrations write (one per Spark application). */
-  static final String INSTANCE = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
+  public static final String INSTANCE = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
 
-  final String instance = INSTANCE;
+  public final String instance = INSTANCE;
   /** Sink -> job, for the sinks this instance registered (unregistered at shutdown). */
   private final Map<String, String> registered = Collections.synchronizedMap(new TreeMap<>());
   private volatile Thread shutdownHook;
   /** How long unregistering at shutdown waits out catalog faults. */
   private static final long SHUTDOWN_DEADLINE_MS = 5_000L;
 
-  EpochWrites(ConsistentSparkCatalog catalog, FencedCommit committer) {
+  public EpochWrites(ConsistentSparkCatalog catalog, FencedCommit committer) {
     this.catalog = catalog;
     this.committer = committer;
   }
 
-  FencedCommit committer() {
+  public FencedCommit committer() {
     return committer;
   }
 
   // --- analysis ---------------------------------------------------------------------------------------
 
   /** The write command rewritten into an epoch or an ingest of its sink. */
-  LogicalPlan plan(V2WriteCommand write, DataSourceV2Relation target, SparkSession spark) {
+  public LogicalPlan plan(V2WriteCommand write, DataSourceV2Relation target, SparkSession spark) {
     Identifier ident = target.identifier().get();
     String sink = Names.tableName(ident);
     Settings.Writes settings = Settings.Writes.read(spark);
@@ -113,7 +113,7 @@ final class EpochWrites {
     return ingest(write, target, sink, sinkIdent, table, state, settings);
   }
 
-  static TableState state(String name, Table table) {
+  public static TableState state(String name, Table table) {
     return TableState.fromMetadata(name, FencedCommit.metadata(table));
   }
 
@@ -268,7 +268,7 @@ final class EpochWrites {
    * {@code MERGE INTO} a derived sink (by keys): an epoch whose staged write is Iceberg's row-level merge into the
    * previous epoch's output on {@code consistent-staged}; its source (the USING clause) is read at the plan.
    */
-  LogicalPlan planMerge(MergeIntoTable merge, DataSourceV2Relation target, SparkSession spark) {
+  public LogicalPlan planMerge(MergeIntoTable merge, DataSourceV2Relation target, SparkSession spark) {
     String sink = Names.tableName(target.identifier().get());
     Settings.Writes settings = Settings.Writes.read(spark);
     String text = WriteStatements.takeText(catalog.catalogName(), sink);
@@ -411,7 +411,7 @@ final class EpochWrites {
    * §6.10: revise {@code sink} and every table downstream of it in §8's full mode (their jobs rebuild them), before the
    * epoch of {@code barrier} recomputes it.
    */
-  void revise(String job, String sink, long barrier, String why, boolean streaming) {
+  public void revise(String job, String sink, long barrier, String why, boolean streaming) {
     Map<String, TableState> all = catalog.cutSession().catalogStates(sink);
     Map<String, TableState> states = all == null ? new HashMap<>() : new HashMap<>(all);
     List<String> emptied = Revisions.reviseFull(committer, sink, states, barrier);
@@ -431,7 +431,7 @@ final class EpochWrites {
    * §6.10's last point: an epoch that stages while a source was empty at its barrier although that source holds data
    * later says so, once, naming the source, its first barrier and the way out (the lagging sources advanced).
    */
-  void warnEmptySources(String job, String sink, EpochPlanner.Plan plan, Map<String, TableState> sources, boolean streaming) {
+  public void warnEmptySources(String job, String sink, EpochPlanner.Plan plan, Map<String, TableState> sources, boolean streaming) {
     for (Map.Entry<String, Long> input : plan.inputs.entrySet()) {
       if (input.getValue() != null) {
         continue;
@@ -476,7 +476,7 @@ final class EpochWrites {
   private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(EpochWrites.class);
 
   /** A new OpenLineage run of an epoch of {@code job} (null: OpenLineage is not configured), as a statement's. */
-  EpochRun lineage(String job, java.util.Collection<String> sources, String sink) {
+  public EpochRun lineage(String job, java.util.Collection<String> sources, String sink) {
     EpochEmitter emitter = EpochEmitter.forJob(job, catalog.plainCatalogName(), catalog.icebergOptions());
     describe(emitter, null);
     return emitter == null ? null : emitter.newRun(sources, Collections.singleton(sink));
@@ -491,20 +491,20 @@ final class EpochWrites {
   }
 
   /** The OpenLineage run of an ingest into {@code sink} (sent only when OpenLineage is configured when it lands). */
-  IngestLineage ingestLineage(String sink, Table table, String sql) {
+  public IngestLineage ingestLineage(String sink, Table table, String sql) {
     return new IngestLineage(catalog.plainCatalogName(), catalog.icebergOptions(), sink, table, sql);
   }
 
   // --- instances ------------------------------------------------------------------------------------
 
   /** A sink this instance registered (a streaming epoch job's): unregistered when the JVM shuts down normally. */
-  void registered(String sink, String job) {
+  public void registered(String sink, String job) {
     registered.put(sink, job);
     unregisterAtShutdown();
   }
 
   /** A sink this instance released itself (its streaming query ended): nothing left to do at shutdown. */
-  void released(String sink) {
+  public void released(String sink) {
     registered.remove(sink);
   }
 
@@ -539,7 +539,7 @@ final class EpochWrites {
     }
   }
 
-  String catalogName() {
+  public String catalogName() {
     return catalog.catalogName();
   }
 }

@@ -16,11 +16,11 @@ import org.apache.spark.sql.connector.write.WriteBuilder;
  * into an epoch or an ingest; without the rule (the SQL extension not configured) and for row-level changes the
  * write is refused with the way out.
  */
-final class SinkTable extends SparkTable {
+public final class SinkTable extends SparkTable {
   private final String catalog;
   private final String table;
 
-  SinkTable(Table icebergTable, String catalog, String table) {
+  public SinkTable(Table icebergTable, String catalog, String table) {
     super(icebergTable, false);
     this.catalog = catalog;
     this.table = table;
