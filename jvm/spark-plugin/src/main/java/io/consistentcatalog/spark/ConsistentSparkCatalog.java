@@ -1,7 +1,9 @@
 package io.consistentcatalog.spark;
 
 import io.consistentcatalog.spark.read.CatalogConnections;
+import io.consistentcatalog.spark.context.CatalogContext;
 import io.consistentcatalog.spark.context.CatalogOptions;
+import io.consistentcatalog.spark.read.CutTables;
 import io.consistentcatalog.spark.read.CutSession;
 import io.consistentcatalog.spark.read.DeferredTable;
 import io.consistentcatalog.spark.write.EpochWrites;
@@ -81,18 +83,20 @@ import scala.Option;
  * this catalog's own is refused.
  */
 public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
-  public static final String PLAIN_CATALOG = "plain-catalog";
+  public static final String PLAIN_CATALOG = CatalogOptions.PLAIN_CATALOG;
   /**
    * Catalog option {@code load-threads}: how many tables a resolution loads at once (default
    * {@value #DEFAULT_LOAD_THREADS}; 1 loads them one after the other on the querying thread).
    */
-  public static final String LOAD_THREADS = "load-threads";
-  public static final int DEFAULT_LOAD_THREADS = 8;
+  public static final String LOAD_THREADS = CatalogOptions.LOAD_THREADS;
+  public static final int DEFAULT_LOAD_THREADS = CatalogOptions.DEFAULT_LOAD_THREADS;
   /** Set while Iceberg's own table loading runs (tableExists, VERSION AS OF): no cut is resolved then. */
   private static final ThreadLocal<Boolean> BYPASS = ThreadLocal.withInitial(() -> Boolean.FALSE);
 
   private CatalogOptions options;
   private CutSession session;
+  /** What the catalog hands down to its tables, scans, writes and streams (never the catalog itself). */
+  private CatalogContext context;
   private volatile EpochWrites writes;
 
   // --- set-up ----------------------------------------------------------------------------------------
@@ -101,6 +105,8 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
   protected Catalog buildIcebergCatalog(String name, CaseInsensitiveStringMap options) {
     this.options = CatalogOptions.parse(name, options);
     this.session = new CutSession(name, this.options.plainName, new TableLoader(this, this.options));
+    this.context = new CatalogContext(this.options, this::icebergCatalog, session,
+        new CutTables(name, this.options.plainName));
     // the catalog connects as it initialises (the first statement that names it): faults waited out, as every call
     Catalog built = Faults.retrying(this.options.plainName, "connecting", this.options.retryDeadlineMs,
         () -> super.buildIcebergCatalog(this.options.plainName, options));
@@ -121,7 +127,7 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
 
   /** The Iceberg catalog's options as configured ({@code type}, {@code uri}, {@code warehouse}, ...). */
   public java.util.Map<String, String> icebergOptions() {
-    return java.util.Collections.unmodifiableMap(options.icebergOptions);
+    return context.icebergOptions();
   }
 
   /** The session's cuts (the procedures read and refresh them). */
@@ -165,13 +171,18 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
     return session.lastTimings();
   }
 
+  /** What this catalog hands down to its tables, scans, writes and streams. */
+  CatalogContext context() {
+    return context;
+  }
+
   /** Writes through this catalog: epochs and ingests (protocol §5.9). */
   public EpochWrites writes() {
     EpochWrites found = writes;
     if (found == null) {
       synchronized (this) {
         if (writes == null) {
-          writes = new EpochWrites(this, new FencedCommit(icebergCatalog(), catalogName(), options.retryDeadlineMs));
+          writes = new EpochWrites(context);
         }
         found = writes;
       }
@@ -223,7 +234,7 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
       if (!sink) {
         RewrittenSource.refuse(catalogName(), table, name); // when the query is defined, not at its second batch
       }
-      return sink ? new StreamingSinkTable(this, table, name) : new StreamSourceTable(this, table, name);
+      return sink ? new StreamingSinkTable(context, table, name) : new StreamSourceTable(context, table, name);
     }
     Table served;
     try {

@@ -209,7 +209,7 @@ final class CutProcedures {
       }
       String prefix = catalog.catalogName() + ".";
       String name = table.startsWith(prefix) ? table.substring(prefix.length()) : table;
-      FencedCommit committer = catalog.writes().committer();
+      FencedCommit committer = catalog.context().committer();
       org.apache.iceberg.catalog.TableIdentifier ident = Names.icebergIdentifier(name);
       org.apache.iceberg.Table loaded;
       try {

@@ -1,6 +1,5 @@
 package io.consistentcatalog.spark.context;
 
-import io.consistentcatalog.spark.ConsistentSparkCatalog;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.Map;
@@ -8,11 +7,20 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * The consistent catalog's options ({@code spark.sql.catalog.<name>.*}), read once when Spark initialises
- * the catalog: the plain catalog's name ({@value ConsistentSparkCatalog#PLAIN_CATALOG}), the catalog-wide
- * defaults of the read settings ({@link Settings}), {@value ConsistentSparkCatalog#LOAD_THREADS} and
+ * the catalog: the plain catalog's name ({@value #PLAIN_CATALOG}), the catalog-wide
+ * defaults of the read settings ({@link Settings}), {@value #LOAD_THREADS} and
  * {@value Faults#DEADLINE}. Every other option is the Iceberg catalog's own and is passed on to it.
  */
 public final class CatalogOptions {
+  /** Catalog option {@code plain-catalog}: the plain catalog's name (default: this name without "_consistent"). */
+  public static final String PLAIN_CATALOG = "plain-catalog";
+  /**
+   * Catalog option {@code load-threads}: how many tables a resolution loads at once (default
+   * {@value #DEFAULT_LOAD_THREADS}; 1 loads them one after the other on the querying thread).
+   */
+  public static final String LOAD_THREADS = "load-threads";
+  public static final int DEFAULT_LOAD_THREADS = 8;
+
   private static final String SUFFIX = "_consistent";
   /** The read settings a catalog option may default ({@code spark.sql.catalog.lake_consistent.level=...}). */
   private static final String[] SETTING_DEFAULTS = {Settings.LEVEL, Settings.AS_OF, "as-of", "as_of", Settings.TAG, Settings.REFRESH};
@@ -47,7 +55,7 @@ public final class CatalogOptions {
 
   /** Read the options of the catalog {@code name}; a malformed option is an IllegalArgumentException naming it. */
   public static CatalogOptions parse(String name, CaseInsensitiveStringMap options) {
-    String plain = options.get(ConsistentSparkCatalog.PLAIN_CATALOG);
+    String plain = options.get(PLAIN_CATALOG);
     if (plain == null || plain.trim().isEmpty()) { // default: the name without "_consistent"
       plain = name.endsWith(SUFFIX) && name.length() > SUFFIX.length() ? name.substring(0, name.length() - SUFFIX.length()) : name;
     }
@@ -58,8 +66,8 @@ public final class CatalogOptions {
         defaults.put(key, value);
       }
     }
-    int loadThreads = ConsistentSparkCatalog.DEFAULT_LOAD_THREADS;
-    String threads = options.get(ConsistentSparkCatalog.LOAD_THREADS);
+    int loadThreads = DEFAULT_LOAD_THREADS;
+    String threads = options.get(LOAD_THREADS);
     if (threads != null && !threads.trim().isEmpty()) {
       try {
         loadThreads = Integer.parseInt(threads.trim());
@@ -68,7 +76,7 @@ public final class CatalogOptions {
       }
       if (loadThreads < 1) {
         throw new IllegalArgumentException(
-            "spark.sql.catalog." + name + "." + ConsistentSparkCatalog.LOAD_THREADS + "=" + threads
+            "spark.sql.catalog." + name + "." + LOAD_THREADS + "=" + threads
                 + " is not a positive number of threads");
       }
     }

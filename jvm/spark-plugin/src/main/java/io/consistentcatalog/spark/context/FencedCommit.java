@@ -87,6 +87,11 @@ public final class FencedCommit {
     return ((HasTableOperations) table).operations().current();
   }
 
+  /** The protocol's view of {@code table} as loaded ({@code name}: its {@code ns.t}). */
+  public static io.consistentcatalog.core.TableState state(String name, Table table) {
+    return io.consistentcatalog.core.TableState.fromMetadata(name, metadata(table));
+  }
+
   /**
    * Commit {@code updates} to the table {@code base} was read from, requiring {@code requirements} and the
    * table's uuid; returns the metadata after the commit. {@code what} names the commit in errors.

@@ -8,6 +8,9 @@ import org.apache.spark.sql.connector.catalog.Identifier;
 
 /** Table names as the plugin keys them: dotted ({@code demo.words}), from and to Spark's and Iceberg's identifiers. */
 public final class Names {
+  /** The SQL extension's class (in the adapter): writes through the catalog need it installed. */
+  public static final String SQL_EXTENSIONS = "io.consistentcatalog.spark.ConsistentSqlExtensions";
+
   private Names() {}
 
   /** {@code demo.words} for Spark's identifier of it (nested namespaces joined with dots). */

@@ -1,6 +1,5 @@
 package io.consistentcatalog.spark.context;
 
-import io.consistentcatalog.spark.write.EpochWrites;
 import io.consistentcatalog.core.Barriers;
 import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.core.ErrorKind;
@@ -148,7 +147,7 @@ public final class RootIngest {
       }
       TableMetadata committed = fenced.committed();
       if (committed == null) { // Iceberg's streaming write found this query's batch on main (its own record)
-        return new Outcome(null, null, EpochWrites.state(sink, committer.load(ident)).head());
+        return new Outcome(null, null, FencedCommit.state(sink, committer.load(ident)).head());
       }
       Failpoints.at("after-ingest");
       Long snapshot = TableState.fromMetadata(sink, committed).head();

@@ -1,7 +1,5 @@
 package io.consistentcatalog.spark.context;
 
-import io.consistentcatalog.spark.write.EpochWrites;
-import io.consistentcatalog.spark.streaming.StreamingEpoch;
 import io.consistentcatalog.core.Barriers;
 import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.core.EpochCommits;
@@ -34,7 +32,7 @@ import org.slf4j.LoggerFactory;
 /**
  * One write statement through the consistent catalog as an epoch of its job or an ingest into a root
  * (protocol §5.9), as carried out: where Spark's write goes ({@link #writeTable}) and what happens when Spark
- * commits it ({@link #commit}). Planned by {@link EpochWrites} when the statement is analysed.
+ * commits it ({@link #commit}). Planned by {@code write.EpochWrites} when the statement is analysed.
  *
  * <p>An epoch ({@code stage}) resets {@code consistent-staged} to main's head, has Spark write onto it through
  * {@link FencedOperations} (the fence, main and the staged branch asserted inside the catalog's compare-and-swap),
@@ -54,7 +52,7 @@ public final class SqlEpoch {
     INGEST
   }
 
-  private final EpochWrites writes;
+  private final WriterInstance writes;
   private final Kind kind;
   public final String sink;
   private final TableIdentifier ident;
@@ -84,7 +82,7 @@ public final class SqlEpoch {
   /** The ingest Spark's write lands as (set when Spark builds the write). */
   private RootIngest ingest;
   /** A streaming epoch's fenced operations, armed when the batch commits (null: a statement's). */
-  private StreamingEpoch.Fence streamingFence;
+  private StreamingFence streamingFence;
   /** The last line reported. */
   private String reported;
   /** The sink's metadata once the staged branch is prepared (what the reset's commit returned). */
@@ -93,7 +91,7 @@ public final class SqlEpoch {
   private String revised;
 
   private SqlEpoch(
-      EpochWrites writes, Kind kind, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
+      WriterInstance writes, Kind kind, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
       EpochPlanner.Plan plan, EpochRun lineage, String ingestKey, Long skippedBy) {
     this.writes = writes;
     this.kind = kind;
@@ -110,13 +108,13 @@ public final class SqlEpoch {
   }
 
   public static SqlEpoch derived(
-      EpochWrites writes, String sink, TableIdentifier ident, Table table, Settings.Writes settings, EpochPlanner.Plan plan,
+      WriterInstance writes, String sink, TableIdentifier ident, Table table, Settings.Writes settings, EpochPlanner.Plan plan,
       EpochRun lineage) {
     return new SqlEpoch(writes, Kind.EPOCH, sink, ident, table, settings.job, settings.leaseMs, plan, lineage, null, null);
   }
 
   public static SqlEpoch ingest(
-      EpochWrites writes, String sink, TableIdentifier ident, Table table, TableState state, String key, EventTime eventTime) {
+      WriterInstance writes, String sink, TableIdentifier ident, Table table, TableState state, String key, EventTime eventTime) {
     Long landed = key == null ? null : state.ingestedWithKey(key);
     SqlEpoch epoch = new SqlEpoch(writes, Kind.INGEST, sink, ident, table, null, 0L, null, null, key, landed);
     epoch.eventTime = eventTime;
@@ -291,20 +289,20 @@ public final class SqlEpoch {
   }
 
   /**
-   * A streaming query's micro-batch as this epoch ({@link StreamingEpoch}): Spark's files are written; when the
+   * A streaming query's micro-batch as this epoch ({@code streaming.StreamingEpoch}): Spark's files are written; when the
    * action stages, {@code consistent-staged} is reset now and Spark's commit of the files ({@code spark}, through
    * the {@link FencedOperations} the write was built on) lands there, then is verified and published.
    */
   public static String commitStreaming(
-      EpochWrites writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
-      EpochPlanner.Plan plan, StreamingEpoch.Fence fence, RootIngest.SparkCommit spark) {
+      WriterInstance writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
+      EpochPlanner.Plan plan, StreamingFence fence, RootIngest.SparkCommit spark) {
     return commitStreaming(writes, sink, ident, table, job, leaseMs, plan, fence, spark, null);
   }
 
   /** {@link #commitStreaming}, the sink revised first because {@code revised} (null: it was not). */
   public static String commitStreaming(
-      EpochWrites writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
-      EpochPlanner.Plan plan, StreamingEpoch.Fence fence, RootIngest.SparkCommit spark, String revised) {
+      WriterInstance writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
+      EpochPlanner.Plan plan, StreamingFence fence, RootIngest.SparkCommit spark, String revised) {
     EpochPlanner.Action action = plan.sinks.get(sink).action;
     EpochRun lineage = plan.barrier == null || action == EpochPlanner.Action.DONE ? null
         : writes.lineage(job, plan.inputs.keySet(), sink); // as a statement's epoch: nothing to do sends nothing
@@ -366,7 +364,7 @@ public final class SqlEpoch {
   /** The attempt id of the staged epoch the plan found (a replay publishes it unchanged); null when unknown. */
   private String stagedAttempt(Long head) {
     try {
-      io.consistentcatalog.core.SnapshotRecord record = head == null ? null : EpochWrites.state(sink, table).snapshots.get(head);
+      io.consistentcatalog.core.SnapshotRecord record = head == null ? null : FencedCommit.state(sink, table).snapshots.get(head);
       return record == null ? null : record.summary.get(Keys.ATTEMPT);
     } catch (RuntimeException e) { // lineage's detail, never the published epoch's failure
       return null;

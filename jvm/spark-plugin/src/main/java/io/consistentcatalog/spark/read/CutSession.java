@@ -3,9 +3,13 @@ package io.consistentcatalog.spark.read;
 import io.consistentcatalog.spark.context.Errors;
 import io.consistentcatalog.spark.context.Names;
 import io.consistentcatalog.spark.context.Settings;
+import io.consistentcatalog.spark.context.CatalogStates;
 import io.consistentcatalog.core.ConsistentException;
+import io.consistentcatalog.spark.context.CatalogStates;
 import io.consistentcatalog.core.ErrorKind;
+import io.consistentcatalog.spark.context.CatalogStates;
 import io.consistentcatalog.core.Resolver;
+import io.consistentcatalog.spark.context.CatalogStates;
 import io.consistentcatalog.core.TableState;
 import java.lang.ref.WeakReference;
 import java.util.ArrayList;
@@ -36,7 +40,7 @@ import scala.Option;
  * <p>A statement is one query planning (one Spark QueryExecution). With {@code refresh=manual} the cut is
  * held for the session until {@link #refresh}. Latest cuts never go back ({@link CutFloors}).
  */
-public final class CutSession {
+public final class CutSession implements CatalogStates {
   /** The cuts of one statement (or, with refresh=manual, of the session until refresh_cut()). */
   private static final class Statement {
     final WeakReference<Object> planning;

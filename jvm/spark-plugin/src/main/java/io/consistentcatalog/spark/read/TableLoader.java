@@ -1,7 +1,6 @@
 package io.consistentcatalog.spark.read;
 
 import io.consistentcatalog.spark.context.CatalogOptions;
-import io.consistentcatalog.spark.ConsistentSparkCatalog;
 import io.consistentcatalog.spark.context.Faults;
 import io.consistentcatalog.spark.context.Names;
 import io.consistentcatalog.core.Keys;
@@ -298,7 +297,7 @@ public final class TableLoader {
   ThreadPoolExecutor executor() {
     if (pool == null) {
       ClassLoader classes = Thread.currentThread().getContextClassLoader();
-      ClassLoader context = classes != null ? classes : ConsistentSparkCatalog.class.getClassLoader();
+      ClassLoader context = classes != null ? classes : TableLoader.class.getClassLoader();
       AtomicInteger count = new AtomicInteger();
       String prefix = "consistent-catalog-" + options.catalogName + "-load-";
       int threads = options.loadThreads;

@@ -1,7 +1,6 @@
 package io.consistentcatalog.spark.streaming;
 
-import io.consistentcatalog.spark.ConsistentSparkCatalog;
-import io.consistentcatalog.spark.write.EpochWrites;
+import io.consistentcatalog.spark.context.CatalogContext;
 import io.consistentcatalog.spark.context.Errors;
 import io.consistentcatalog.spark.context.FencedCommit;
 import io.consistentcatalog.spark.context.JobRegistration;
@@ -55,7 +54,7 @@ final class BarrierStream implements MicroBatchStream {
   /** The offsets of the sources of the micro-batch that the current thread (a query's stream thread) runs. */
   private static final ThreadLocal<Map<String, Range>> BATCH = ThreadLocal.withInitial(TreeMap::new);
 
-  private final ConsistentSparkCatalog catalog;
+  private final CatalogContext context;
   final String name;
   private final Group group;
   private volatile Batch lastBatch;
@@ -65,13 +64,13 @@ final class BarrierStream implements MicroBatchStream {
 
   static final String WAIT_FOR = "consistent.waitFor";
 
-  BarrierStream(ConsistentSparkCatalog catalog, String name, String checkpointLocation, long waitMs) {
-    this.catalog = catalog;
+  BarrierStream(CatalogContext context, String name, String checkpointLocation, long waitMs) {
+    this.context = context;
     this.name = name;
     this.waitMs = waitMs;
     String key = groupOf(checkpointLocation);
     synchronized (GROUPS) {
-      this.group = GROUPS.computeIfAbsent(key, k -> new Group(k, catalog));
+      this.group = GROUPS.computeIfAbsent(key, k -> new Group(k, context));
       group.members.add(this);
     }
   }
@@ -178,7 +177,7 @@ final class BarrierStream implements MicroBatchStream {
     if (Objects.equals(from.snapshot, to.snapshot)) {
       return new InputPartition[0];
     }
-    Table table = catalog.writes().committer().load(Names.icebergIdentifier(name));
+    Table table = context.committer().load(Names.icebergIdentifier(name));
     checkAppendsOnly(table, from, to);
     if (to.snapshot == null) {
       return new InputPartition[0];
@@ -227,7 +226,7 @@ final class BarrierStream implements MicroBatchStream {
   }
 
   private RuntimeException notIncremental(String problem) {
-    return Errors.raise(Errors.analysis("CONSISTENT_READ.NOT_INCREMENTAL", catalog.catalogName() + "." + name + ": "
+    return Errors.raise(Errors.analysis("CONSISTENT_READ.NOT_INCREMENTAL", context.catalogName() + "." + name + ": "
         + problem));
   }
 
@@ -261,7 +260,7 @@ final class BarrierStream implements MicroBatchStream {
 
   @Override
   public String toString() {
-    return "ConsistentStream(" + catalog.catalogName() + "." + name + ")";
+    return "ConsistentStream(" + context.catalogName() + "." + name + ")";
   }
 
   // --- the query's sources agree on T -----------------------------------------------------------------
@@ -269,16 +268,16 @@ final class BarrierStream implements MicroBatchStream {
   /** The consistent streams of one query: one barrier per micro-batch for all of them. */
   private static final class Group {
     final String key;
-    final ConsistentSparkCatalog catalog;
+    final CatalogContext context;
     final Set<BarrierStream> members = Collections.newSetFromMap(new java.util.IdentityHashMap<>());
     /** The offsets of the round being asked (each member asks once per micro-batch), and who has asked. */
     private Map<String, BarrierOffset> current;
     private final Set<BarrierStream> asked = new HashSet<>();
     private Long last;
 
-    Group(String key, ConsistentSparkCatalog catalog) {
+    Group(String key, CatalogContext context) {
       this.key = key;
-      this.catalog = catalog;
+      this.context = context;
     }
 
     /**
@@ -316,7 +315,7 @@ final class BarrierStream implements MicroBatchStream {
 
     /** §5.1's plan over the group's tables (idle roots advanced first, if asked): T and {@code snap(t, T)} of each. */
     private Map<String, BarrierOffset> compute(boolean advanceIdle) {
-      FencedCommit committer = catalog.writes().committer();
+      FencedCommit committer = context.committer();
       ArrayList<String> names = new ArrayList<>();
       synchronized (GROUPS) {
         for (BarrierStream member : members) {
@@ -331,7 +330,7 @@ final class BarrierStream implements MicroBatchStream {
           try {
             Table table = committer.load(Names.icebergIdentifier(n));
             loaded.put(n, table);
-            return EpochWrites.state(n, table);
+            return FencedCommit.state(n, table);
           } catch (NoSuchTableException e) {
             return null;
           }
@@ -340,7 +339,7 @@ final class BarrierStream implements MicroBatchStream {
         for (String n : advanceIdle ? new ArrayList<>(closure.keySet()) : new ArrayList<String>()) {
           Table advanced = JobRegistration.advanceIdleRoot(committer, Names.icebergIdentifier(n), n, loaded.get(n), now);
           if (advanced != null) {
-            closure.put(n, EpochWrites.state(n, advanced));
+            closure.put(n, FencedCommit.state(n, advanced));
           }
         }
         Map<String, TableState> sources = new TreeMap<>();

@@ -1,6 +1,6 @@
 package io.consistentcatalog.spark.streaming;
 
-import io.consistentcatalog.spark.ConsistentSparkCatalog;
+import io.consistentcatalog.spark.context.CatalogContext;
 import java.util.EnumSet;
 import java.util.Map;
 import java.util.Set;
@@ -20,19 +20,19 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * (a duration, e.g. {@code 800ms}; default none) lets a micro-batch that finds no new barrier wait that long for one.
  */
 public final class StreamSourceTable implements org.apache.spark.sql.connector.catalog.Table, SupportsRead {
-  private final ConsistentSparkCatalog catalog;
+  private final CatalogContext context;
   private final org.apache.iceberg.Table table;
   private final String name;
 
-  public StreamSourceTable(ConsistentSparkCatalog catalog, org.apache.iceberg.Table table, String name) {
-    this.catalog = catalog;
+  public StreamSourceTable(CatalogContext context, org.apache.iceberg.Table table, String name) {
+    this.context = context;
     this.table = table;
     this.name = name;
   }
 
   @Override
   public String name() {
-    return catalog.catalogName() + "." + name;
+    return context.catalogName() + "." + name;
   }
 
   @Override
@@ -68,7 +68,7 @@ public final class StreamSourceTable implements org.apache.spark.sql.connector.c
 
       @Override
       public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-        return new BarrierStream(catalog, name, checkpointLocation, waitMs);
+        return new BarrierStream(context, name, checkpointLocation, waitMs);
       }
     };
   }

@@ -1,8 +1,9 @@
 package io.consistentcatalog.spark.streaming;
 
 import io.consistentcatalog.spark.context.BatchFiles;
-import io.consistentcatalog.spark.write.EpochWrites;
 import io.consistentcatalog.spark.context.Errors;
+import io.consistentcatalog.spark.context.StreamingFence;
+import io.consistentcatalog.spark.context.WriterInstance;
 import io.consistentcatalog.spark.context.FencedCommit;
 import io.consistentcatalog.spark.context.FencedOperations;
 import io.consistentcatalog.spark.context.Names;
@@ -46,44 +47,13 @@ import org.slf4j.LoggerFactory;
 public final class StreamingEpoch implements StreamingWrite {
   private static final Logger LOG = LoggerFactory.getLogger(StreamingEpoch.class);
 
-  /**
-   * The fenced operations a micro-batch's write is built on (when Spark plans the batch), armed with the epoch's
-   * requirements when it commits. Iceberg's streaming write knows no branch: it builds on main's head and its ref
-   * update is sent to {@code consistent-staged}, reset to that head just before.
-   */
-  public static final class Fence {
-    private volatile Supplier<List<UpdateRequirement>> requirements;
-    private final FencedOperations operations;
-
-    public Fence(Table table, FencedCommit committer, TableIdentifier ident, String what) {
-      this.requirements = () -> {
-        throw new IllegalStateException("a streaming epoch's write committed before its epoch was planned");
-      };
-      this.operations = new FencedOperations(((HasTableOperations) table).operations(), committer, ident,
-          () -> requirements.get(), what, Keys.STAGED_BRANCH);
-    }
-
-    public FencedOperations arm(Supplier<List<UpdateRequirement>> epochRequirements) {
-      this.requirements = epochRequirements;
-      return operations;
-    }
-
-    Table table(String name) {
-      return new BaseTable(operations, name);
-    }
-
-    org.apache.iceberg.io.FileIO io() {
-      return operations.io();
-    }
-  }
-
   private final StreamingSinkTable sink;
   private final StreamingWrite delegate;
-  private final Fence fence;
+  private final StreamingFence fence;
   private final String queryId;
   private final StreamingSinkTable.Options options;
 
-  StreamingEpoch(StreamingSinkTable sink, StreamingWrite delegate, Fence fence, String queryId, StreamingSinkTable.Options options) {
+  StreamingEpoch(StreamingSinkTable sink, StreamingWrite delegate, StreamingFence fence, String queryId, StreamingSinkTable.Options options) {
     this.sink = sink;
     this.delegate = delegate;
     this.fence = fence;
@@ -130,21 +100,21 @@ public final class StreamingEpoch implements StreamingWrite {
     }
     String name = sink.tableName();
     TableIdentifier ident = Names.icebergIdentifier(name);
-    EpochWrites writes = sink.writes();
+    WriterInstance writes = sink.writer();
     FencedCommit committer = writes.committer();
     try {
       Table table = sink.register(options.job, inputs.keySet(), queryId, options, committer.load(ident));
-      TableState state = EpochWrites.state(name, table);
-      if (!options.job.equals(state.job()) || !EpochWrites.INSTANCE.equals(state.leaseHolder())) {
+      TableState state = FencedCommit.state(name, table);
+      if (!options.job.equals(state.job()) || !WriterInstance.INSTANCE.equals(state.leaseHolder())) {
         spark.abort();
         throw new ConsistentException(ErrorKind.FENCED, name, name + " is now written by job '" + state.job()
-            + "' instance " + state.leaseHolder() + ", not by this application's instance (" + EpochWrites.INSTANCE
+            + "' instance " + state.leaseHolder() + ", not by this application's instance (" + WriterInstance.INSTANCE
             + ") of '" + options.job + "': its lease was taken over; stop this query (restarting it from its checkpoint "
             + "takes over again)");
       }
       Map<String, TableState> closure = Resolver.upstreamStates(new ArrayList<>(inputs.keySet()), source -> {
         try {
-          return EpochWrites.state(source, committer.load(Names.icebergIdentifier(source)));
+          return FencedCommit.state(source, committer.load(Names.icebergIdentifier(source)));
         } catch (NoSuchTableException e) {
           return null;
         }
@@ -161,7 +131,7 @@ public final class StreamingEpoch implements StreamingWrite {
         revised = plan.sinks.get(name).change.describe();
         writes.revise(options.job, name, barrier, revised, true);
         table = committer.load(ident);
-        state = EpochWrites.state(name, table);
+        state = FencedCommit.state(name, table);
         plan = EpochPlanner.planAt(options.job, barrier, sources, Collections.singletonMap(name, state), definition, false);
       }
       for (Map.Entry<String, Long> input : plan.inputs.entrySet()) {

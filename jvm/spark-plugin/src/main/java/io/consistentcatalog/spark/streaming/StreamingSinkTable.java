@@ -1,7 +1,8 @@
 package io.consistentcatalog.spark.streaming;
 
-import io.consistentcatalog.spark.ConsistentSparkCatalog;
-import io.consistentcatalog.spark.write.EpochWrites;
+import io.consistentcatalog.spark.context.CatalogContext;
+import io.consistentcatalog.spark.context.StreamingFence;
+import io.consistentcatalog.spark.context.WriterInstance;
 import io.consistentcatalog.spark.context.Errors;
 import io.consistentcatalog.spark.context.EventTime;
 import io.consistentcatalog.spark.context.FencedCommit;
@@ -60,7 +61,7 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
   /** A job's declared definition version (§6.10, kind {@code version}); without it, the query's plan fingerprint. */
   static final String VERSION = "consistent.version";
 
-  private final ConsistentSparkCatalog catalog;
+  private final CatalogContext context;
   private final org.apache.iceberg.Table table;
   private final String name;
   private final TableIdentifier ident;
@@ -71,25 +72,25 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
   private volatile long lastActivity = System.currentTimeMillis();
   private volatile Thread watcher;
 
-  public StreamingSinkTable(ConsistentSparkCatalog catalog, org.apache.iceberg.Table table, String name) {
-    this.catalog = catalog;
+  public StreamingSinkTable(CatalogContext context, org.apache.iceberg.Table table, String name) {
+    this.context = context;
     this.table = table;
     this.name = name;
     this.ident = Names.icebergIdentifier(name);
     this.session = SparkSession.active();
     this.current = new SparkTable(table, false);
-    this.derived = !EpochWrites.state(name, table).isRoot();
+    this.derived = !FencedCommit.state(name, table).isRoot();
   }
 
   /** Whether the table is a job's (its batches are epochs of the query's option {@value #JOB}). */
   private final boolean derived;
 
-  EpochWrites writes() {
-    return catalog.writes();
+  WriterInstance writer() {
+    return context.writer();
   }
 
   String catalogName() {
-    return catalog.catalogName();
+    return context.catalogName();
   }
 
   String tableName() {
@@ -97,7 +98,7 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
   }
 
   RuntimeException refused(String problem) {
-    return Errors.raise(Errors.analysis("CONSISTENT_WRITE.REFUSED", catalog.catalogName() + "." + name + ": " + problem));
+    return Errors.raise(Errors.analysis("CONSISTENT_WRITE.REFUSED", context.catalogName() + "." + name + ": " + problem));
   }
 
   @Override
@@ -165,7 +166,7 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
       throw Errors.raise(Errors.setting("option " + JOB + " is empty; name the job the query's batches are epochs of"));
     }
     if (derived && job == null) {
-      throw refused("it is derived from " + String.join(", ", EpochWrites.state(name, table).sources()) + "; a "
+      throw refused("it is derived from " + String.join(", ", FencedCommit.state(name, table).sources()) + "; a "
           + "streaming query writes it as the epochs of its job — set the query's option " + JOB + "=<job> (and read "
           + "its sources with spark.readStream.table), or write the stream's rows to a root table");
     }
@@ -205,17 +206,17 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
   @Override
   public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
     Options options = options(info.options());
-    FencedCommit committer = catalog.writes().committer();
+    FencedCommit committer = context.committer();
     org.apache.iceberg.Table loaded = table; // as toTable loaded it: Iceberg refreshes it when it commits a batch
     LogicalWriteInfo attempt = new AttemptWriteInfo(info);
     if (options.job != null) {
-      StreamingEpoch.Fence fence = new StreamingEpoch.Fence(loaded, committer, ident, "job '" + options.job
+      StreamingFence fence = new StreamingFence(loaded, committer, ident, "job '" + options.job
           + "': a micro-batch staged on " + name);
       WriteBuilder iceberg = new SparkTable(fence.table(table.name()), false).newWriteBuilder(attempt);
       return new Builder(this, iceberg, null, fence, info.queryId(), options);
     }
     RootIngest ingest = new RootIngest(committer, ident, name, loaded, "a micro-batch into " + name);
-    ingest.lineage(catalog.writes().ingestLineage(name, loaded, null)); // each batch that lands: an OpenLineage run
+    ingest.lineage(context.writer().ingestLineage(name, loaded, null)); // each batch that lands: an OpenLineage run
     WriteBuilder iceberg = new SparkTable(ingest.writeTable(table.name()), false).newWriteBuilder(attempt);
     startWatcher(info.queryId(), options);
     return new Builder(this, iceberg, ingest, null, info.queryId(), options);
@@ -277,11 +278,11 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
     private final StreamingSinkTable sink;
     private final WriteBuilder delegate;
     private final RootIngest ingest;
-    private final StreamingEpoch.Fence fence;
+    private final StreamingFence fence;
     private final String queryId;
     private Options options;
 
-    Builder(StreamingSinkTable sink, WriteBuilder delegate, RootIngest ingest, StreamingEpoch.Fence fence, String queryId,
+    Builder(StreamingSinkTable sink, WriteBuilder delegate, RootIngest ingest, StreamingFence fence, String queryId,
         Options options) {
       this.sink = sink;
       this.delegate = delegate;
@@ -354,22 +355,22 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
       RUNS.put(name, run);
       releaseWhenTerminated(run, job);
     }
-    TableState state = EpochWrites.state(name, loaded);
-    if (job.equals(state.job()) && EpochWrites.INSTANCE.equals(state.leaseHolder())
+    TableState state = FencedCommit.state(name, loaded);
+    if (job.equals(state.job()) && WriterInstance.INSTANCE.equals(state.leaseHolder())
         && new java.util.TreeSet<>(state.sources()).equals(new java.util.TreeSet<>(sources))) {
       return loaded;
     }
-    EpochWrites writes = catalog.writes();
+    WriterInstance writes = context.writer();
     FencedCommit committer = writes.committer();
     CheckpointInstances instances = CheckpointInstances.of(session, queryId);
     java.util.List<String> earlier = instances.read();
     boolean takeover = state.leaseHolder() != null && earlier.contains(state.leaseHolder());
-    earlier.add(EpochWrites.INSTANCE);
+    earlier.add(WriterInstance.INSTANCE);
     instances.write(earlier);
-    java.util.Map<String, TableState> all = catalog.cutSession().catalogStates(name);
+    java.util.Map<String, TableState> all = context.states().catalogStates(name);
     try {
-      JobRegistration.register(committer, ident, name, loaded, job, sources, EpochWrites.INSTANCE, takeover,
-          options.leaseMs, all == null ? java.util.Collections.emptyMap() : all, catalog.catalogName(), true);
+      JobRegistration.register(committer, ident, name, loaded, job, sources, WriterInstance.INSTANCE, takeover,
+          options.leaseMs, all == null ? java.util.Collections.emptyMap() : all, context.catalogName(), true);
     } catch (io.consistentcatalog.core.ConsistentException e) {
       if (e.kind() != io.consistentcatalog.core.ErrorKind.OWNERSHIP || !job.equals(state.owner())) {
         throw e;
@@ -423,10 +424,10 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
           return; // a newer run of the query (restarted in this JVM) holds the sink now
         }
         try {
-          JobRegistration.unregister(catalog.writes().committer(), ident, EpochWrites.INSTANCE, job);
-          catalog.writes().released(name);
+          JobRegistration.unregister(context.committer(), ident, WriterInstance.INSTANCE, job);
+          context.writer().released(name);
         } catch (RuntimeException e) {
-          LOG.warn("[{}] {}: could not unregister job '{}' when its query ended: {}", catalog.catalogName(), name, job,
+          LOG.warn("[{}] {}: could not unregister job '{}' when its query ended: {}", context.catalogName(), name, job,
               e.toString());
         }
       }
@@ -477,14 +478,14 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
       }
       long target = now - options.delayMs;
       try {
-        FencedCommit committer = catalog.writes().committer();
+        FencedCommit committer = context.committer();
         if (JobRegistration.advanceRoot(committer, ident, name, committer.load(ident), target,
             "advancing the watermark of idle streaming root " + name) != null) {
-          LOG.info("[{}] {}: idle for {} ms; watermark advanced to {}", catalog.catalogName(), name, now - lastActivity,
+          LOG.info("[{}] {}: idle for {} ms; watermark advanced to {}", context.catalogName(), name, now - lastActivity,
               Barriers.format(target));
         }
       } catch (RuntimeException e) {
-        LOG.warn("[{}] {}: could not advance the idle root's watermark: {}", catalog.catalogName(), name, e.toString());
+        LOG.warn("[{}] {}: could not advance the idle root's watermark: {}", context.catalogName(), name, e.toString());
       }
       lastActivity = now;
     }
@@ -501,6 +502,6 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
 
   @Override
   public String toString() {
-    return "ConsistentStreamingSink(" + catalog.catalogName() + "." + name + ")";
+    return "ConsistentStreamingSink(" + context.catalogName() + "." + name + ")";
   }
 }

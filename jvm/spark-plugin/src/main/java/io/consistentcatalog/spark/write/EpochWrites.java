@@ -1,20 +1,18 @@
 package io.consistentcatalog.spark.write;
 
-import io.consistentcatalog.spark.ConsistentSparkCatalog;
-import io.consistentcatalog.spark.read.EmptyTable;
+import io.consistentcatalog.spark.context.CatalogContext;
 import io.consistentcatalog.spark.context.Errors;
 import io.consistentcatalog.spark.context.EventTime;
 import io.consistentcatalog.spark.context.FencedCommit;
-import io.consistentcatalog.spark.context.IngestLineage;
 import io.consistentcatalog.spark.context.JobRegistration;
 import io.consistentcatalog.spark.context.Names;
-import io.consistentcatalog.spark.read.PinnedTable;
 import io.consistentcatalog.spark.context.PlanFingerprint;
-import io.consistentcatalog.spark.context.Revisions;
 import io.consistentcatalog.spark.context.Settings;
 import io.consistentcatalog.spark.context.SqlEpoch;
 import io.consistentcatalog.spark.context.StatementText;
 import io.consistentcatalog.spark.context.WriteStatements;
+import io.consistentcatalog.spark.context.WriterInstance;
+import io.consistentcatalog.spark.context.ServedTables;
 import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.core.Definitions;
 import io.consistentcatalog.core.EpochPlanner;
@@ -70,30 +68,20 @@ import scala.runtime.AbstractPartialFunction;
  * {@code EpochJob.run_epoch} does when {@code plan} raises). A registration that fails sends nothing, as Python's
  * {@code register} does not.
  *
- * <p>The instance id is the JVM's (one per Spark application, shared by all its sessions: a Thrift server's JDBC
- * connections write the same jobs as one writer; statements racing in two sessions are kept apart by the fenced
- * commits, the loser refused); the sinks registered are unregistered when the JVM shuts down normally.
+ * <p>Built from the catalog's {@link CatalogContext}, never the catalog: the writer ({@link WriterInstance}: the
+ * instance id, its registrations, the fenced committer) and the tables served at a cut ({@link ServedTables}).
  */
 public final class EpochWrites {
-  private final ConsistentSparkCatalog catalog;
+  private final CatalogContext context;
+  private final WriterInstance writer;
   private final FencedCommit committer;
-  /** This JVM's instance id: the lease-holder its registrations write (one per Spark application). */
-  public static final String INSTANCE = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
+  private final String instance;
 
-  public final String instance = INSTANCE;
-  /** Sink -> job, for the sinks this instance registered (unregistered at shutdown). */
-  private final Map<String, String> registered = Collections.synchronizedMap(new TreeMap<>());
-  private volatile Thread shutdownHook;
-  /** How long unregistering at shutdown waits out catalog faults. */
-  private static final long SHUTDOWN_DEADLINE_MS = 5_000L;
-
-  public EpochWrites(ConsistentSparkCatalog catalog, FencedCommit committer) {
-    this.catalog = catalog;
-    this.committer = committer;
-  }
-
-  public FencedCommit committer() {
-    return committer;
+  public EpochWrites(CatalogContext context) {
+    this.context = context;
+    this.writer = context.writer();
+    this.committer = writer.committer();
+    this.instance = writer.instance;
   }
 
   // --- analysis ---------------------------------------------------------------------------------------
@@ -104,7 +92,7 @@ public final class EpochWrites {
     String sink = Names.tableName(ident);
     Settings.Writes settings = Settings.Writes.read(spark);
     TableIdentifier sinkIdent = Names.icebergIdentifier(sink);
-    String text = WriteStatements.takeText(catalog.catalogName(), sink);
+    String text = WriteStatements.takeText(context.catalogName(), sink);
     Table table = committer.load(sinkIdent);
     TableState state = state(sink, table);
     if (!state.isRoot() || settings.job != null) {
@@ -113,12 +101,12 @@ public final class EpochWrites {
     return ingest(write, target, sink, sinkIdent, table, state, settings);
   }
 
-  public static TableState state(String name, Table table) {
-    return TableState.fromMetadata(name, FencedCommit.metadata(table));
+  private static TableState state(String name, Table table) {
+    return FencedCommit.state(name, table);
   }
 
   private RuntimeException refused(String sink, String problem) {
-    return Errors.raise(Errors.analysis("CONSISTENT_WRITE.REFUSED", catalog.catalogName() + "." + sink + ": " + problem));
+    return Errors.raise(Errors.analysis("CONSISTENT_WRITE.REFUSED", context.catalogName() + "." + sink + ": " + problem));
   }
 
   private RuntimeException failed(ConsistentException e) {
@@ -174,8 +162,8 @@ public final class EpochWrites {
     collectSources(reads, sink, found);
     Set<String> sources = found.keySet();
     if (sources.isEmpty()) {
-      throw refused(sink, "the statement reads no table of " + catalog.catalogName() + "; an epoch of job '" + job
-          + "' computes its sink from its sources — read them through " + catalog.catalogName());
+      throw refused(sink, "the statement reads no table of " + context.catalogName() + "; an epoch of job '" + job
+          + "' computes its sink from its sources — read them through " + context.catalogName());
     }
     if (sources.contains(sink)) {
       throw failed(new ConsistentException(ErrorKind.CYCLE, "job '" + job + "' would read and write " + sink
@@ -185,20 +173,17 @@ public final class EpochWrites {
       boolean holds = job.equals(state.job()) && instance.equals(state.leaseHolder())
           && new TreeSet<>(state.sources()).equals(new TreeSet<>(sources));
       if (!holds) {
-        Map<String, TableState> all = catalog.cutSession().catalogStates(sink);
+        Map<String, TableState> all = context.states().catalogStates(sink);
         TableMetadata committed = JobRegistration.register(committer, sinkIdent, sink, table, job, sources, instance,
-            settings.takeover, settings.leaseMs, all == null ? Collections.emptyMap() : all, catalog.catalogName(), false);
-        registered.put(sink, job);
-        unregisterAtShutdown();
+            settings.takeover, settings.leaseMs, all == null ? Collections.emptyMap() : all, context.catalogName(), false);
+        writer.registered(sink, job);
         table = committer.load(sinkIdent);
         state = TableState.fromMetadata(sink, committed);
       }
     } catch (ConsistentException e) {
       throw failed(e);
     }
-    EpochEmitter emitter = EpochEmitter.forJob(job, catalog.plainCatalogName(), catalog.icebergOptions());
-    describe(emitter, reads);
-    EpochRun lineage = emitter == null ? null : emitter.newRun(sources, Collections.singleton(sink));
+    EpochRun lineage = writer.lineage(job, sources, sink, reads);
     try {
       if (!job.equals(state.job()) || !instance.equals(state.leaseHolder())) {
         throw new ConsistentException(ErrorKind.FENCED, sink, sink + " is now written by job '" + state.job()
@@ -232,14 +217,14 @@ public final class EpochWrites {
       String revised = null;
       if (plan.barrier != null && plan.sinks.get(sink).action == EpochPlanner.Action.REVISE) {
         revised = plan.sinks.get(sink).change.describe();
-        revise(job, sink, plan.barrier, revised, false);
+        writer.revise(job, sink, plan.barrier, revised, false);
         table = committer.load(sinkIdent);
         state = state(sink, table);
         plan = EpochPlanner.plan(job, sourceStates, Collections.singletonMap(sink, state), closure, definition, false);
       }
       EpochPlanner.Action action = plan.sinks.get(sink).action;
       if (action == EpochPlanner.Action.STAGE) {
-        warnEmptySources(job, sink, plan, sourceStates, false);
+        writer.warnEmptySources(job, sink, plan, sourceStates, false);
       }
       boolean work = plan.barrier != null && action != EpochPlanner.Action.DONE; // nothing to do: no run, no event
       if (lineage != null && work) {
@@ -247,7 +232,7 @@ public final class EpochWrites {
         planned.put(sink, action.protocolName);
         lineage.planned(plan.barrier, plan.inputs, planned, instance);
       }
-      SqlEpoch epoch = SqlEpoch.derived(this, sink, sinkIdent, table, settings, plan, work ? lineage : null);
+      SqlEpoch epoch = SqlEpoch.derived(writer, sink, sinkIdent, table, settings, plan, work ? lineage : null);
       epoch.revised(revised);
       return new Planned(epoch, table, epoch.runsQuery() ? pinned(reads, plan, loaded) : noRows(reads));
     } catch (ConsistentException e) {
@@ -271,7 +256,7 @@ public final class EpochWrites {
   public LogicalPlan planMerge(MergeIntoTable merge, DataSourceV2Relation target, SparkSession spark) {
     String sink = Names.tableName(target.identifier().get());
     Settings.Writes settings = Settings.Writes.read(spark);
-    String text = WriteStatements.takeText(catalog.catalogName(), sink);
+    String text = WriteStatements.takeText(context.catalogName(), sink);
     TableIdentifier sinkIdent = Names.icebergIdentifier(sink);
     Table table = committer.load(sinkIdent);
     TableState state = state(sink, table);
@@ -316,7 +301,7 @@ public final class EpochWrites {
           + Settings.PREFIX + Settings.JOB + "=<job>) in a new table");
     }
     EventTime eventTime = settings.eventTimeColumn == null ? null : EventTime.of(table, sink, settings.eventTimeColumn);
-    SqlEpoch epoch = SqlEpoch.ingest(this, sink, sinkIdent, table, state, settings.ingestKey, eventTime);
+    SqlEpoch epoch = SqlEpoch.ingest(writer, sink, sinkIdent, table, state, settings.ingestKey, eventTime);
     epoch.sqlText = StatementText.of((LogicalPlan) write); // its OpenLineage run's sql facet
     LogicalPlan query = epoch.runsQuery() ? write.query() : noRows(write.query());
     return (LogicalPlan) write.withNewTable(withTable(target, new EpochSinkTable(table, epoch))).withNewQuery(query);
@@ -341,8 +326,8 @@ public final class EpochWrites {
       String name = sourceName(relation);
       if (name == null) {
         throw refused(sink, "the statement reads " + relation.name() + ", which is not a table of "
-            + catalog.catalogName() + " at its cut (another catalog, a branch, tag or version, a metadata table); an "
-            + "epoch reads its sources at its plan — read them through " + catalog.catalogName() + " by their names");
+            + context.catalogName() + " at its cut (another catalog, a branch, tag or version, a metadata table); an "
+            + "epoch reads its sources at its plan — read them through " + context.catalogName() + " by their names");
       }
       out.put(name, plan);
       return;
@@ -350,8 +335,8 @@ public final class EpochWrites {
     if (plan.children().isEmpty() && !(plan instanceof LocalRelation || plan instanceof OneRowRelation
         || plan instanceof Range)) {
       throw refused(sink, "the statement reads " + plan.nodeName() + " (" + firstLine(plan.simpleStringWithNodeId())
-          + "), not a table of " + catalog.catalogName() + "; an epoch computes its sink only from tables of "
-          + catalog.catalogName() + " (and constants)");
+          + "), not a table of " + context.catalogName() + "; an epoch computes its sink only from tables of "
+          + context.catalogName() + " (and constants)");
     }
     for (LogicalPlan child : JavaConverters.seqAsJavaList(plan.children())) {
       collectSources(child, sink, out);
@@ -367,17 +352,11 @@ public final class EpochWrites {
 
   /** The name of a table of this catalog served at the statement's cut; null for anything else. */
   private String sourceName(DataSourceV2Relation relation) {
-    if (relation.catalog().isEmpty() || relation.catalog().get() != catalog || relation.identifier().isEmpty()) {
+    if (relation.catalog().isEmpty() || !relation.catalog().get().name().equals(context.catalogName()) || relation.identifier().isEmpty()) {
       return null;
     }
     org.apache.spark.sql.connector.catalog.Table table = relation.table();
-    if (table instanceof PinnedTable && ((PinnedTable) table).atCut) {
-      return ((PinnedTable) table).tableName();
-    }
-    if (table instanceof EmptyTable) {
-      return ((EmptyTable) table).tableName();
-    }
-    return null;
+    return context.served().servedAtCut(table);
   }
 
   /** The query with every source read at the plan's input ({@code snap(source, T)}; empty at T when null). */
@@ -397,149 +376,10 @@ public final class EpochWrites {
         String name = sourceName(relation);
         Table source = loaded.get(name);
         Long input = plan.inputs.get(name);
-        org.apache.spark.sql.connector.catalog.Table served = input == null
-            ? new EmptyTable(source, catalog.catalogName(), catalog.plainCatalogName(), name)
-            : new PinnedTable(source, input, catalog.catalogName(), catalog.plainCatalogName(), name, true);
+        org.apache.spark.sql.connector.catalog.Table served = context.served().atInput(source, input, name);
         @SuppressWarnings("unchecked")
         B1 out = (B1) withTable(relation, served);
         return out;
       }
     });
-  }
-
-  /**
-   * §6.10: revise {@code sink} and every table downstream of it in §8's full mode (their jobs rebuild them), before the
-   * epoch of {@code barrier} recomputes it.
-   */
-  public void revise(String job, String sink, long barrier, String why, boolean streaming) {
-    Map<String, TableState> all = catalog.cutSession().catalogStates(sink);
-    Map<String, TableState> states = all == null ? new HashMap<>() : new HashMap<>(all);
-    List<String> emptied = Revisions.reviseFull(committer, sink, states, barrier);
-    List<String> downstream = new ArrayList<>(emptied);
-    downstream.remove(sink);
-    // said now, not only with the epoch's line: a statement that fails from here on leaves the tables emptied
-    String line = "[" + catalog.catalogName() + "] " + job + ": " + sink + " " + why + ": revised"
-        + (downstream.isEmpty() ? "" : " with " + String.join(", ", downstream) + " downstream (emptied: their jobs "
-            + "rebuild them)") + "; recomputing it at barrier " + io.consistentcatalog.core.Barriers.format(barrier);
-    LOG.info(line);
-    if (!streaming) {
-      System.err.println(line);
-    }
-  }
-
-  /**
-   * §6.10's last point: an epoch that stages while a source was empty at its barrier although that source holds data
-   * later says so, once, naming the source, its first barrier and the way out (the lagging sources advanced).
-   */
-  public void warnEmptySources(String job, String sink, EpochPlanner.Plan plan, Map<String, TableState> sources, boolean streaming) {
-    for (Map.Entry<String, Long> input : plan.inputs.entrySet()) {
-      if (input.getValue() != null) {
-        continue;
-      }
-      TableState source = sources.get(input.getKey());
-      Long first;
-      try {
-        first = source == null ? null : source.firstBarrier();
-      } catch (ConsistentException e) {
-        continue;
-      }
-      if (first == null || first <= plan.barrier) {
-        continue;
-      }
-      List<String> lagging = new ArrayList<>();
-      for (Map.Entry<String, TableState> other : sources.entrySet()) {
-        Long mark;
-        try {
-          mark = other.getKey().equals(input.getKey()) ? null : other.getValue().watermark();
-        } catch (ConsistentException e) {
-          mark = null;
-        }
-        if (mark != null && mark < first) {
-          lagging.add(other.getKey());
-        }
-      }
-      String advance = lagging.isEmpty() ? "consistent-catalog advance-watermark " + input.getKey() + " now"
-          : "consistent-catalog advance-watermark " + String.join(" now; consistent-catalog advance-watermark ", lagging)
-              + " now";
-      String line = "[" + catalog.catalogName() + "] warning: " + job + ": " + sink + " read " + input.getKey()
-          + " empty at barrier " + io.consistentcatalog.core.Barriers.format(plan.barrier) + "; its first data is at barrier "
-          + io.consistentcatalog.core.Barriers.format(first) + ". The epoch is complete, but its sources were loaded "
-          + "one after another — advance the lagging source" + (lagging.size() == 1 ? "" : "s") + " (" + advance
-          + ") so that the job computes them together";
-      LOG.warn(line);
-      if (!streaming) {
-        System.err.println(line);
-      }
-    }
-  }
-
-  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(EpochWrites.class);
-
-  /** A new OpenLineage run of an epoch of {@code job} (null: OpenLineage is not configured), as a statement's. */
-  public EpochRun lineage(String job, java.util.Collection<String> sources, String sink) {
-    EpochEmitter emitter = EpochEmitter.forJob(job, catalog.plainCatalogName(), catalog.icebergOptions());
-    describe(emitter, null);
-    return emitter == null ? null : emitter.newRun(sources, Collections.singleton(sink));
-  }
-
-  /** The datasets' columns and the statement's SQL (when it has a text) on its OpenLineage events (issue 34). */
-  private void describe(EpochEmitter emitter, LogicalPlan statement) {
-    if (emitter != null) {
-      emitter.schemaOf(name -> committer.load(Names.icebergIdentifier(name)).schema());
-      emitter.sql(statement == null ? null : StatementText.of(statement));
-    }
-  }
-
-  /** The OpenLineage run of an ingest into {@code sink} (sent only when OpenLineage is configured when it lands). */
-  public IngestLineage ingestLineage(String sink, Table table, String sql) {
-    return new IngestLineage(catalog.plainCatalogName(), catalog.icebergOptions(), sink, table, sql);
-  }
-
-  // --- instances ------------------------------------------------------------------------------------
-
-  /** A sink this instance registered (a streaming epoch job's): unregistered when the JVM shuts down normally. */
-  public void registered(String sink, String job) {
-    registered.put(sink, job);
-    unregisterAtShutdown();
-  }
-
-  /** A sink this instance released itself (its streaming query ended): nothing left to do at shutdown. */
-  public void released(String sink) {
-    registered.remove(sink);
-  }
-
-  /** Unregister every sink this instance registered (a normal JVM exit); a killed process keeps its lease. */
-  private void unregisterAtShutdown() {
-    if (shutdownHook != null) {
-      return;
-    }
-    synchronized (this) {
-      if (shutdownHook != null) {
-        return;
-      }
-      shutdownHook = new Thread(this::unregisterAll, "consistent-catalog-unregister-" + instance);
-      Runtime.getRuntime().addShutdownHook(shutdownHook);
-    }
-  }
-
-  void unregisterAll() {
-    Map<String, String> sinks;
-    synchronized (registered) {
-      sinks = new TreeMap<>(registered);
-      registered.clear();
-    }
-    FencedCommit quick = committer.withDeadline(SHUTDOWN_DEADLINE_MS);
-    for (Map.Entry<String, String> e : sinks.entrySet()) {
-      try {
-        JobRegistration.unregister(quick, Names.icebergIdentifier(e.getKey()), instance, e.getValue());
-      } catch (Exception ex) { // Errors.raise throws Spark's (checked) AnalysisException
-        System.err.println("[" + catalog.catalogName() + "] could not unregister job '" + e.getValue() + "' from "
-            + e.getKey() + " (" + FencedCommit.firstLine(ex) + "); its lease lapses by itself");
-      }
-    }
-  }
-
-  public String catalogName() {
-    return catalog.catalogName();
-  }
-}
+  }}

@@ -1,7 +1,7 @@
 package io.consistentcatalog.spark.write;
 
-import io.consistentcatalog.spark.ConsistentSqlExtensions;
 import io.consistentcatalog.spark.context.Errors;
+import io.consistentcatalog.spark.context.Names;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.spark.source.SparkTable;
 import org.apache.spark.sql.connector.expressions.filter.Predicate;
@@ -29,9 +29,9 @@ public final class SinkTable extends SparkTable {
   @Override
   public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
     String extensions = String.valueOf(org.apache.spark.sql.SparkSession.active().conf().get("spark.sql.extensions", ""));
-    if (!extensions.contains(ConsistentSqlExtensions.class.getName())) {
+    if (!extensions.contains(Names.SQL_EXTENSIONS)) {
       throw Errors.raise(Errors.analysis("CONSISTENT_WRITE.REFUSED", catalog + "." + table + ": writes through " + catalog
-          + " need its SQL extension to become epochs; add " + ConsistentSqlExtensions.class.getName() + " to "
+          + " need its SQL extension to become epochs; add " + Names.SQL_EXTENSIONS + " to "
           + "spark.sql.extensions (consistent-catalog spark-conf renders it)"));
     }
     throw rowLevel("this write (a statement Spark rewrote after analysis)");
