@@ -33,7 +33,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import scala.Option;
 
 /**
- * A read-only Iceberg catalog whose tables are served at a consistent cut.
+ * An Iceberg catalog whose tables are read at a consistent cut and written as epochs of their jobs and ingests into
+ * roots (protocol §5.9), through the plain catalog's tables.
  *
  * <p>Configure it next to the plain catalog over the same catalog database:
  *
@@ -46,7 +47,11 @@ import scala.Option;
  * <p>The Iceberg catalog underneath is opened under the plain catalog's name (the JDBC catalog keys its
  * tables by catalog name), so both see the same tables.
  *
- * <p>This class only adapts Spark's catalog API, the way Iceberg's SparkCatalog does; the work is done by:
+ * <p>This class only adapts Spark's catalog API, the way Iceberg's SparkCatalog does. It builds one
+ * {@link CatalogContext} (names, options, the Iceberg catalog, every table's state, the writer) and hands it down;
+ * the packages below never see this class ({@code PackageLayeringTest} pins it): {@code read} (the cut session and
+ * the tables served at a cut), {@code write} (a SQL statement as an epoch or an ingest), {@code streaming} (the
+ * stream source and sink), {@code context} (what they share), {@code core} (the pure protocol). The work is done by:
  *
  * <ul>
  *   <li>{@link CatalogOptions}: the catalog options ({@value #PLAIN_CATALOG}, {@value #LOAD_THREADS},
@@ -64,7 +69,8 @@ import scala.Option;
  *       querying thread's Hadoop user ({@link ResolutionLoads}); the tables it serves are those very
  *       loads, never loaded again. Catalog faults are waited out ({@link Faults});
  *   <li>{@link CutProcedures}: {@code CALL <catalog>.system.refresh_cut()} and {@code current_cut()};
- *   <li>{@link ReadOnlySparkCatalog}: every DDL refused.
+ *   <li>{@link DdlRefusingSparkCatalog}: every DDL refused (tables, views and namespaces change through the plain
+ *       catalog).
  * </ul>
  *
  * <p><b>Refresh rule.</b> {@code spark.sql.consistent.refresh=statement} (default): a statement is one
@@ -79,10 +85,11 @@ import scala.Option;
  *
  * <p><b>Pass-through.</b> {@code VERSION AS OF}, {@code TIMESTAMP AS OF} and the {@code branch_},
  * {@code tag_}, {@code snapshot_id_} and {@code at_timestamp_} suffixes, metadata tables and changelogs
- * are served exactly as Iceberg's SparkCatalog serves them. Every write, DDL and procedure other than
- * this catalog's own is refused.
+ * are served exactly as Iceberg's SparkCatalog serves them, read-only. Writes to a table by its name are epochs
+ * or ingests ({@link WriteRule}, {@code write.EpochWrites}, {@code streaming.StreamingSinkTable}); every DDL and
+ * every procedure other than this catalog's own is refused.
  */
-public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
+public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
   public static final String PLAIN_CATALOG = CatalogOptions.PLAIN_CATALOG;
   /**
    * Catalog option {@code load-threads}: how many tables a resolution loads at once (default

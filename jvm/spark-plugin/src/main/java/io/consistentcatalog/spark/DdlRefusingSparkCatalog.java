@@ -14,13 +14,15 @@ import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * Iceberg's SparkCatalog with everything that would change the catalog refused: creating, replacing,
+ * The consistent catalog's base: Iceberg's SparkCatalog with every DDL refused (reads are served at a cut and writes
+ * become epochs and ingests in {@link ConsistentSparkCatalog}; the catalog's structure is changed only through the
+ * plain catalog): creating, replacing,
  * altering, renaming and dropping tables, views and namespaces. Each refusal is the one-line
  * {@code [CONSISTENT_CUT.READ_ONLY]} error naming the statement and the plain catalog to write through
  * ({@link Errors#readOnly}). Writes to a served table are refused by the table itself ({@link PinnedTable},
  * {@link EmptyTable}).
  */
-abstract class ReadOnlySparkCatalog extends LineSparkCatalog {
+abstract class DdlRefusingSparkCatalog extends LineSparkCatalog {
   /** This catalog's name as Spark configured it ({@code lake_consistent}), as the refusals name it. */
   abstract String catalogName();
 
