@@ -9,7 +9,6 @@ import io.consistentcatalog.spark.read.DeferredTable;
 import io.consistentcatalog.spark.write.EpochWrites;
 import io.consistentcatalog.spark.context.Errors;
 import io.consistentcatalog.spark.context.Faults;
-import io.consistentcatalog.spark.context.FencedCommit;
 import io.consistentcatalog.spark.context.Names;
 import io.consistentcatalog.spark.read.PinnedTable;
 import io.consistentcatalog.spark.read.ResolutionTimings;
