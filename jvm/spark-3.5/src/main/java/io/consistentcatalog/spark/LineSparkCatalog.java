@@ -7,7 +7,7 @@ import org.apache.spark.sql.connector.catalog.View;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * Spark 3.5's part of {@link ReadOnlySparkCatalog}: the refusals of the catalog methods whose signatures differ
+ * Spark 3.5's part of {@link DdlRefusingSparkCatalog}: the refusals of the catalog methods whose signatures differ
  * between Spark lines (Spark 3.5's {@code ViewCatalog} creates and replaces views from their parts; Spark 4's
  * from a {@code ViewInfo}). Each line module has its own copy of this class.
  */

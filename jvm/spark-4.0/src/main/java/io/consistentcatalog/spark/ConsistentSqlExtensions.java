@@ -1,5 +1,6 @@
 package io.consistentcatalog.spark;
 
+import io.consistentcatalog.spark.context.WriteStatements;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.SparkSessionExtensions;
 import org.apache.spark.sql.catalyst.FunctionIdentifier;

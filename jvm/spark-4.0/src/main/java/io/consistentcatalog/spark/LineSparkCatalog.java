@@ -6,7 +6,7 @@ import org.apache.spark.sql.connector.catalog.View;
 import org.apache.spark.sql.connector.catalog.ViewInfo;
 
 /**
- * Spark 4's part of {@link ReadOnlySparkCatalog}: the refusals of the catalog methods whose signatures differ
+ * Spark 4's part of {@link DdlRefusingSparkCatalog}: the refusals of the catalog methods whose signatures differ
  * between Spark lines (Spark 4's {@code ViewCatalog} creates and replaces views from a {@code ViewInfo}).
  */
 abstract class LineSparkCatalog extends SparkCatalog {

@@ -1,5 +1,24 @@
 package io.consistentcatalog.spark;
 
+import io.consistentcatalog.spark.read.CatalogConnections;
+import io.consistentcatalog.spark.context.CatalogContext;
+import io.consistentcatalog.spark.context.CatalogOptions;
+import io.consistentcatalog.spark.read.CutTables;
+import io.consistentcatalog.spark.read.CutSession;
+import io.consistentcatalog.spark.read.DeferredTable;
+import io.consistentcatalog.spark.write.EpochWrites;
+import io.consistentcatalog.spark.context.Errors;
+import io.consistentcatalog.spark.context.Faults;
+import io.consistentcatalog.spark.context.Names;
+import io.consistentcatalog.spark.read.PinnedTable;
+import io.consistentcatalog.spark.read.ResolutionTimings;
+import io.consistentcatalog.spark.streaming.RewrittenSource;
+import io.consistentcatalog.spark.context.Settings;
+import io.consistentcatalog.spark.write.SinkTable;
+import io.consistentcatalog.spark.streaming.StreamSourceTable;
+import io.consistentcatalog.spark.streaming.StreamingSinkTable;
+import io.consistentcatalog.spark.read.TableLoader;
+import io.consistentcatalog.spark.context.WriteStatements;
 import io.consistentcatalog.core.Resolver;
 import org.apache.iceberg.catalog.Catalog;
 import org.apache.iceberg.spark.source.SparkTable;
@@ -13,7 +32,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import scala.Option;
 
 /**
- * A read-only Iceberg catalog whose tables are served at a consistent cut.
+ * An Iceberg catalog whose tables are read at a consistent cut and written as epochs of their jobs and ingests into
+ * roots (protocol §5.9), through the plain catalog's tables.
  *
  * <p>Configure it next to the plain catalog over the same catalog database:
  *
@@ -26,7 +46,11 @@ import scala.Option;
  * <p>The Iceberg catalog underneath is opened under the plain catalog's name (the JDBC catalog keys its
  * tables by catalog name), so both see the same tables.
  *
- * <p>This class only adapts Spark's catalog API, the way Iceberg's SparkCatalog does; the work is done by:
+ * <p>This class only adapts Spark's catalog API, the way Iceberg's SparkCatalog does. It builds one
+ * {@link CatalogContext} (names, options, the Iceberg catalog, every table's state, the writer) and hands it down;
+ * the packages below never see this class ({@code PackageLayeringTest} pins it): {@code read} (the cut session and
+ * the tables served at a cut), {@code write} (a SQL statement as an epoch or an ingest), {@code streaming} (the
+ * stream source and sink), {@code context} (what they share), {@code core} (the pure protocol). The work is done by:
  *
  * <ul>
  *   <li>{@link CatalogOptions}: the catalog options ({@value #PLAIN_CATALOG}, {@value #LOAD_THREADS},
@@ -44,7 +68,8 @@ import scala.Option;
  *       querying thread's Hadoop user ({@link ResolutionLoads}); the tables it serves are those very
  *       loads, never loaded again. Catalog faults are waited out ({@link Faults});
  *   <li>{@link CutProcedures}: {@code CALL <catalog>.system.refresh_cut()} and {@code current_cut()};
- *   <li>{@link ReadOnlySparkCatalog}: every DDL refused.
+ *   <li>{@link DdlRefusingSparkCatalog}: every DDL refused (tables, views and namespaces change through the plain
+ *       catalog).
  * </ul>
  *
  * <p><b>Refresh rule.</b> {@code spark.sql.consistent.refresh=statement} (default): a statement is one
@@ -59,22 +84,25 @@ import scala.Option;
  *
  * <p><b>Pass-through.</b> {@code VERSION AS OF}, {@code TIMESTAMP AS OF} and the {@code branch_},
  * {@code tag_}, {@code snapshot_id_} and {@code at_timestamp_} suffixes, metadata tables and changelogs
- * are served exactly as Iceberg's SparkCatalog serves them. Every write, DDL and procedure other than
- * this catalog's own is refused.
+ * are served exactly as Iceberg's SparkCatalog serves them, read-only. Writes to a table by its name are epochs
+ * or ingests ({@link WriteRule}, {@code write.EpochWrites}, {@code streaming.StreamingSinkTable}); every DDL and
+ * every procedure other than this catalog's own is refused.
  */
-public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
-  public static final String PLAIN_CATALOG = "plain-catalog";
+public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
+  public static final String PLAIN_CATALOG = CatalogOptions.PLAIN_CATALOG;
   /**
    * Catalog option {@code load-threads}: how many tables a resolution loads at once (default
    * {@value #DEFAULT_LOAD_THREADS}; 1 loads them one after the other on the querying thread).
    */
-  public static final String LOAD_THREADS = "load-threads";
-  static final int DEFAULT_LOAD_THREADS = 8;
+  public static final String LOAD_THREADS = CatalogOptions.LOAD_THREADS;
+  public static final int DEFAULT_LOAD_THREADS = CatalogOptions.DEFAULT_LOAD_THREADS;
   /** Set while Iceberg's own table loading runs (tableExists, VERSION AS OF): no cut is resolved then. */
   private static final ThreadLocal<Boolean> BYPASS = ThreadLocal.withInitial(() -> Boolean.FALSE);
 
   private CatalogOptions options;
   private CutSession session;
+  /** What the catalog hands down to its tables, scans, writes and streams (never the catalog itself). */
+  private CatalogContext context;
   private volatile EpochWrites writes;
 
   // --- set-up ----------------------------------------------------------------------------------------
@@ -83,6 +111,8 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
   protected Catalog buildIcebergCatalog(String name, CaseInsensitiveStringMap options) {
     this.options = CatalogOptions.parse(name, options);
     this.session = new CutSession(name, this.options.plainName, new TableLoader(this, this.options));
+    this.context = new CatalogContext(this.options, this::icebergCatalog, session,
+        new CutTables(name, this.options.plainName));
     // the catalog connects as it initialises (the first statement that names it): faults waited out, as every call
     Catalog built = Faults.retrying(this.options.plainName, "connecting", this.options.retryDeadlineMs,
         () -> super.buildIcebergCatalog(this.options.plainName, options));
@@ -91,7 +121,7 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
   }
 
   @Override
-  String catalogName() {
+  public String catalogName() {
     return options.catalogName;
   }
 
@@ -102,12 +132,12 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
   }
 
   /** The Iceberg catalog's options as configured ({@code type}, {@code uri}, {@code warehouse}, ...). */
-  java.util.Map<String, String> icebergOptions() {
-    return java.util.Collections.unmodifiableMap(options.icebergOptions);
+  public java.util.Map<String, String> icebergOptions() {
+    return context.icebergOptions();
   }
 
   /** The session's cuts (the procedures read and refresh them). */
-  CutSession cutSession() {
+  public CutSession cutSession() {
     return session;
   }
 
@@ -147,13 +177,18 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
     return session.lastTimings();
   }
 
+  /** What this catalog hands down to its tables, scans, writes and streams. */
+  CatalogContext context() {
+    return context;
+  }
+
   /** Writes through this catalog: epochs and ingests (protocol §5.9). */
-  EpochWrites writes() {
+  public EpochWrites writes() {
     EpochWrites found = writes;
     if (found == null) {
       synchronized (this) {
         if (writes == null) {
-          writes = new EpochWrites(this, new FencedCommit(icebergCatalog(), catalogName(), options.retryDeadlineMs));
+          writes = new EpochWrites(context);
         }
         found = writes;
       }
@@ -205,7 +240,7 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
       if (!sink) {
         RewrittenSource.refuse(catalogName(), table, name); // when the query is defined, not at its second batch
       }
-      return sink ? new StreamingSinkTable(this, table, name) : new StreamSourceTable(this, table, name);
+      return sink ? new StreamingSinkTable(context, table, name) : new StreamSourceTable(context, table, name);
     }
     Table served;
     try {

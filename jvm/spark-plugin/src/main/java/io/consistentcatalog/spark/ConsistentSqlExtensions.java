@@ -1,5 +1,6 @@
 package io.consistentcatalog.spark;
 
+import io.consistentcatalog.spark.context.WriteStatements;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;

@@ -1,5 +1,11 @@
 package io.consistentcatalog.spark;
 
+import io.consistentcatalog.spark.read.CutRow;
+import io.consistentcatalog.spark.context.Errors;
+import io.consistentcatalog.spark.context.FencedCommit;
+import io.consistentcatalog.spark.context.JobRegistration;
+import io.consistentcatalog.spark.context.Names;
+import io.consistentcatalog.spark.context.Settings;
 import java.util.List;
 import java.util.Locale;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -203,7 +209,7 @@ final class CutProcedures {
       }
       String prefix = catalog.catalogName() + ".";
       String name = table.startsWith(prefix) ? table.substring(prefix.length()) : table;
-      FencedCommit committer = catalog.writes().committer();
+      FencedCommit committer = catalog.context().committer();
       org.apache.iceberg.catalog.TableIdentifier ident = Names.icebergIdentifier(name);
       org.apache.iceberg.Table loaded;
       try {

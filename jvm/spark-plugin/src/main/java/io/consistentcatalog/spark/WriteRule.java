@@ -1,5 +1,8 @@
 package io.consistentcatalog.spark;
 
+import io.consistentcatalog.spark.read.EmptyTable;
+import io.consistentcatalog.spark.read.PinnedTable;
+import io.consistentcatalog.spark.write.SinkTable;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable;

@@ -1,7 +1,7 @@
 package io.consistentcatalog.bench;
 
 import io.consistentcatalog.spark.ConsistentSparkCatalog;
-import io.consistentcatalog.spark.ResolutionTimings;
+import io.consistentcatalog.spark.read.ResolutionTimings;
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
 import java.util.ArrayList;

@@ -9,7 +9,7 @@ import io.consistentcatalog.core.Keys;
 import io.consistentcatalog.core.Ownership;
 import io.consistentcatalog.core.Resolver;
 import io.consistentcatalog.core.TableState;
-import io.consistentcatalog.spark.GenesisSnapshots;
+import io.consistentcatalog.spark.context.GenesisSnapshots;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;

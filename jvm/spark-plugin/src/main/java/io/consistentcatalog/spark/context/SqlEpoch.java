@@ -1,0 +1,481 @@
+package io.consistentcatalog.spark.context;
+
+import io.consistentcatalog.core.Barriers;
+import io.consistentcatalog.core.ConsistentException;
+import io.consistentcatalog.core.EpochCommits;
+import io.consistentcatalog.core.EpochPlanner;
+import io.consistentcatalog.core.ErrorKind;
+import io.consistentcatalog.core.Keys;
+import io.consistentcatalog.core.TableState;
+import io.consistentcatalog.openlineage.EpochRun;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import org.apache.iceberg.AppendFiles;
+import org.apache.iceberg.BaseTable;
+import org.apache.iceberg.HasTableOperations;
+import org.apache.iceberg.Snapshot;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.TableMetadata;
+import org.apache.iceberg.TableOperations;
+import org.apache.iceberg.UpdateRequirement;
+import org.apache.iceberg.catalog.TableIdentifier;
+import org.apache.spark.sql.AnalysisException;
+import org.apache.spark.sql.connector.write.BatchWrite;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One write statement through the consistent catalog as an epoch of its job or an ingest into a root
+ * (protocol §5.9), as carried out: where Spark's write goes ({@link #writeTable}) and what happens when Spark
+ * commits it ({@link #commit}). Planned by {@code write.EpochWrites} when the statement is analysed.
+ *
+ * <p>An epoch ({@code stage}) resets {@code consistent-staged} to main's head, has Spark write onto it through
+ * {@link FencedOperations} (the fence, main and the staged branch asserted inside the catalog's compare-and-swap),
+ * the summary keys carried by Iceberg's commit properties, then verifies the staged epoch (§5.2) and publishes it
+ * (§5.3). {@code publish-staged} and {@code watermark} only publish; {@code done} does nothing and says so.
+ *
+ * <p>An epoch with work is one OpenLineage run when OpenLineage is configured (§5.8, {@link EpochRun}):
+ * {@code START} when Spark starts writing ({@link #executing}), {@code COMPLETE} after the publish, {@code FAIL}
+ * when the staged-branch reset, the commit or the publish raises, or the statement fails elsewhere
+ * ({@link StatementEnds}). Ingests send nothing, as Python's do not.
+ */
+public final class SqlEpoch {
+  private static final Logger LOG = LoggerFactory.getLogger(SqlEpoch.class);
+
+  private enum Kind {
+    EPOCH,
+    INGEST
+  }
+
+  private final WriterInstance writes;
+  private final Kind kind;
+  public final String sink;
+  private final TableIdentifier ident;
+  private final Table table;
+  // --- epochs
+  private final String job;
+  private final long leaseMs;
+  private final EpochPlanner.Plan plan;
+  private final EpochPlanner.SinkPlan sinkPlan;
+  /** The epoch's OpenLineage run (null: OpenLineage is not configured, or the epoch has nothing to do). */
+  private final EpochRun lineage;
+  /** Whether the statement's end is watched for the run ({@link StatementEnds}). */
+  private volatile boolean watched;
+  // --- ingests
+  private final String ingestKey;
+  /** An ingest statement's SQL text (null: a DataFrame write), for its OpenLineage run. */
+  public String sqlText;
+  private final Long skippedBy;
+  /** The event-time column whose maximum is the ingest's barrier (null: the clock). */
+  private EventTime eventTime;
+  /** What the staged write's fenced commit requires. */
+  private volatile List<UpdateRequirement> requirements = Collections.emptyList();
+  /** Main's head the staged epoch is written on (set when Spark builds the write). */
+  private long base;
+  /** The fenced operations the staged write commits through (set when Spark builds the write). */
+  private FencedOperations fenced;
+  /** The ingest Spark's write lands as (set when Spark builds the write). */
+  private RootIngest ingest;
+  /** A streaming epoch's fenced operations, armed when the batch commits (null: a statement's). */
+  private StreamingFence streamingFence;
+  /** The last line reported. */
+  private String reported;
+  /** The sink's metadata once the staged branch is prepared (what the reset's commit returned). */
+  private TableMetadata prepared;
+  /** Why the sink was revised before this epoch was planned (§6.10), e.g. {@code definition changed (...)}; or null. */
+  private String revised;
+
+  private SqlEpoch(
+      WriterInstance writes, Kind kind, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
+      EpochPlanner.Plan plan, EpochRun lineage, String ingestKey, Long skippedBy) {
+    this.writes = writes;
+    this.kind = kind;
+    this.sink = sink;
+    this.ident = ident;
+    this.table = table;
+    this.job = job;
+    this.leaseMs = leaseMs;
+    this.plan = plan;
+    this.sinkPlan = plan == null ? null : plan.sinks.get(sink);
+    this.lineage = lineage;
+    this.ingestKey = ingestKey;
+    this.skippedBy = skippedBy;
+  }
+
+  public static SqlEpoch derived(
+      WriterInstance writes, String sink, TableIdentifier ident, Table table, Settings.Writes settings, EpochPlanner.Plan plan,
+      EpochRun lineage) {
+    return new SqlEpoch(writes, Kind.EPOCH, sink, ident, table, settings.job, settings.leaseMs, plan, lineage, null, null);
+  }
+
+  public static SqlEpoch ingest(
+      WriterInstance writes, String sink, TableIdentifier ident, Table table, TableState state, String key, EventTime eventTime) {
+    Long landed = key == null ? null : state.ingestedWithKey(key);
+    SqlEpoch epoch = new SqlEpoch(writes, Kind.INGEST, sink, ident, table, null, 0L, null, null, key, landed);
+    epoch.eventTime = eventTime;
+    return epoch;
+  }
+
+  /** The sink was revised before this epoch was planned, because {@code why} (null: it was not). */
+  public void revised(String why) {
+    this.revised = why;
+  }
+
+  /** Whether Spark has to run the statement's query (otherwise it gets no rows). */
+  public boolean runsQuery() {
+    if (kind == Kind.INGEST) {
+      return skippedBy == null;
+    }
+    return plan.barrier != null && sinkPlan.action == EpochPlanner.Action.STAGE;
+  }
+
+  /** The action as the protocol names it ({@code stage}, {@code done}, ...; {@code ingest}, {@code skip}). */
+  public String action() {
+    if (kind == Kind.INGEST) {
+      return skippedBy == null ? "ingest" : "skip";
+    }
+    return plan.barrier == null ? "done" : sinkPlan.action.protocolName;
+  }
+
+  private FencedCommit committer() {
+    return writes.committer();
+  }
+
+  // --- where Spark writes --------------------------------------------------------------------------
+
+  /**
+   * The table and branch Spark's write goes to: for a staged epoch {@code consistent-staged}, reset to main's
+   * head first; for an ingest main; both through {@link FencedOperations}. Called when Spark builds the write.
+   */
+  public Table writeTable() {
+    if (!runsQuery()) {
+      return table; // Spark writes no rows; commit() never hands them to Iceberg
+    }
+    try {
+      return fencedWriteTable();
+    } catch (ConsistentException e) {
+      throw failed(refusal(e));
+    } catch (Throwable e) {
+      throw failed(e);
+    }
+  }
+
+  private Table fencedWriteTable() {
+    if (kind == Kind.INGEST) {
+      ingest = new RootIngest(committer(), ident, sink, table, "the ingest into " + sink);
+      ingest.lineage(writes.ingestLineage(sink, table, sqlText));
+      return ingest.writeTable(table.name());
+    }
+    Table current = table; // as the statement's analysis loaded it: the reset's requirements check it is still so
+    base = prepareStagedBranch(current);
+    requirements = EpochCommits.stagedWrite(sinkPlan, base);
+    org.apache.iceberg.SnapshotRef staged = current.refs().get(Keys.STAGED_BRANCH);
+    if (staged == null || staged.snapshotId() != base) {
+      committer().retrying("loading " + ident, ((HasTableOperations) current).operations()::refresh); // the reset just committed: Spark checks the branch
+    }
+    fenced = new FencedOperations(((HasTableOperations) current).operations(), committer(), ident, () -> requirements,
+        "staging barrier " + Barriers.format(plan.barrier));
+    return new BaseTable(fenced, table.name());
+  }
+
+  /** The branch Spark's write goes to (null: main). */
+  public String writeBranch() {
+    return kind == Kind.EPOCH && runsQuery() ? Keys.STAGED_BRANCH : null;
+  }
+
+  /**
+   * {@code prepare_staged_branch}: a sink a revision emptied gets its genesis, then {@code consistent-staged} is
+   * pointed at main's head (discarding a stale staged epoch); returns that head, the epoch's base.
+   */
+  private long prepareStagedBranch(Table current) {
+    TableMetadata metadata = FencedCommit.metadata(current);
+    prepared = metadata;
+    TableState state = TableState.fromMetadata(sink, metadata);
+    Long expectedMain = sinkPlan.mainHead;
+    if (expectedMain == null) {
+      Snapshot genesis = EmptySnapshot.genesis(((HasTableOperations) current).operations(), metadata, job);
+      metadata = send(metadata, EpochCommits.genesis(sinkPlan, genesis));
+      state = TableState.fromMetadata(sink, metadata);
+      expectedMain = state.head();
+    }
+    Long staged = state.head(Keys.STAGED_BRANCH);
+    if (!expectedMain.equals(staged)) {
+      metadata = send(metadata, EpochCommits.reset(sinkPlan, expectedMain, staged));
+    }
+    prepared = metadata;
+    return expectedMain;
+  }
+
+  private TableMetadata send(TableMetadata base, EpochCommits.Commit commit) {
+    return committer().commit(ident, base, new ArrayList<>(commit.requirements), commit.updates, commit.what);
+  }
+
+  // --- Spark commits ------------------------------------------------------------------------------
+
+  /**
+   * What happens when Spark commits the statement's write ({@code delegate}: Iceberg's own batch write). A refusal
+   * is the one-line {@code [CONSISTENT_WRITE.*]} error naming the problem and the way out.
+   */
+  public void commit(BatchWrite delegate, WriterCommitMessage[] messages) {
+    Published published;
+    try {
+      if (kind == Kind.INGEST) {
+        commitIngest(delegate, messages);
+        published = null;
+      } else {
+        published = carryOut(
+            RootIngest.SparkCommit.of(() -> delegate.commit(messages), () -> delegate.abort(messages)));
+      }
+    } catch (ConsistentException e) {
+      throw failed(refusal(e));
+    } catch (Throwable e) {
+      throw failed(e);
+    }
+    completed(published);
+  }
+
+  /** The run's COMPLETE, once the epoch published. */
+  private void completed(Published published) {
+    if (lineage != null && published != null) {
+      Map<String, Long> snapshots = new HashMap<>();
+      snapshots.put(sink, published.snapshot);
+      lineage.complete(Collections.singletonMap(sink, published.action), snapshots,
+          published.attempt == null ? Collections.emptyMap() : Collections.singletonMap(sink, published.attempt));
+    }
+  }
+
+  private static AnalysisException refusal(ConsistentException e) {
+    return Errors.statementRefusal(e);
+  }
+
+  /** The epoch failed with {@code error} (its FAIL event, once); returns it to be thrown as it is. */
+  private RuntimeException failed(Throwable error) {
+    if (lineage != null) {
+      lineage.fail(error);
+    }
+    return Errors.rethrow(error);
+  }
+
+  /** Spark starts writing the statement's epoch (its BatchWrite): the run's START, its statement's end watched. */
+  public void executing() {
+    if (lineage != null && lineage.start()) {
+      watched = StatementEnds.watch(lineage);
+    }
+  }
+
+  /** Spark aborted the write: without a watched statement end (which names the error), FAIL now. */
+  public void aborted() {
+    if (lineage != null && !watched && !lineage.ended()) {
+      lineage.fail(new IllegalStateException("Spark aborted the write of " + sink + " (a task of the statement failed)"));
+    }
+  }
+
+  /** What a publish left on main: the result as {@code EpochResult.actions} names it, the snapshot, the attempt. */
+  private static final class Published {
+    final String action;
+    final Long snapshot;
+    final String attempt;
+
+    Published(String action, Long snapshot, String attempt) {
+      this.action = action;
+      this.snapshot = snapshot;
+      this.attempt = attempt;
+    }
+  }
+
+  /**
+   * A streaming query's micro-batch as this epoch ({@code streaming.StreamingEpoch}): Spark's files are written; when the
+   * action stages, {@code consistent-staged} is reset now and Spark's commit of the files ({@code spark}, through
+   * the {@link FencedOperations} the write was built on) lands there, then is verified and published.
+   */
+  public static String commitStreaming(
+      WriterInstance writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
+      EpochPlanner.Plan plan, StreamingFence fence, RootIngest.SparkCommit spark) {
+    return commitStreaming(writes, sink, ident, table, job, leaseMs, plan, fence, spark, null);
+  }
+
+  /** {@link #commitStreaming}, the sink revised first because {@code revised} (null: it was not). */
+  public static String commitStreaming(
+      WriterInstance writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
+      EpochPlanner.Plan plan, StreamingFence fence, RootIngest.SparkCommit spark, String revised) {
+    EpochPlanner.Action action = plan.sinks.get(sink).action;
+    EpochRun lineage = plan.barrier == null || action == EpochPlanner.Action.DONE ? null
+        : writes.lineage(job, plan.inputs.keySet(), sink); // as a statement's epoch: nothing to do sends nothing
+    if (lineage != null) {
+      lineage.planned(plan.barrier, plan.inputs, Collections.singletonMap(sink, action.protocolName), writes.instance);
+      lineage.start();
+    }
+    SqlEpoch epoch = new SqlEpoch(writes, Kind.EPOCH, sink, ident, table, job, leaseMs, plan, lineage, null, null);
+    epoch.streamingFence = fence;
+    epoch.revised = revised;
+    Published published;
+    try {
+      published = epoch.carryOut(spark);
+    } catch (ConsistentException e) {
+      throw epoch.failed(refusal(e));
+    } catch (Throwable e) {
+      throw epoch.failed(e);
+    }
+    epoch.completed(published);
+    return epoch.reported;
+  }
+
+  /** The epoch's commit; what it published, or null when it published nothing (done). */
+  private Published carryOut(RootIngest.SparkCommit spark) {
+    if (plan.barrier == null) {
+      spark.abort();
+      report("nothing to do: no barrier at which every source (" + String.join(", ", plan.inputs.keySet().isEmpty()
+          ? sinkPlan.previousInputs.keySet() : plan.inputs.keySet()) + ") is complete yet");
+      return null;
+    }
+    String barrier = revised == null ? "barrier " + Barriers.format(plan.barrier)
+        : revised + ": revised at barrier " + Barriers.format(plan.barrier) + ",";
+    switch (sinkPlan.action) {
+      case DONE:
+        spark.abort();
+        report(barrier + " done: the sink already holds it, nothing written");
+        return null;
+      case PUBLISH_STAGED:
+        spark.abort();
+        publish(sinkPlan.mainHead, sinkPlan.stagedHead, null);
+        report(barrier + " republished (an earlier run staged this epoch and did not publish it)");
+        return new Published("republished", sinkPlan.stagedHead, lineage == null ? null : stagedAttempt(sinkPlan.stagedHead));
+      case WATERMARK:
+        spark.abort();
+        publish(sinkPlan.mainHead, null, null);
+        report(barrier + " watermark (inputs unchanged, nothing to compute)");
+        return new Published("watermark", sinkPlan.mainHead, null);
+      default:
+        if (streamingFence != null) {
+          base = prepareStagedBranch(table);
+          requirements = EpochCommits.stagedWrite(sinkPlan, base);
+          fenced = streamingFence.arm(() -> requirements);
+          fenced.prime(prepared); // Iceberg's commit builds on the branch as just reset, with no load
+        }
+        return stage(spark, barrier);
+    }
+  }
+
+  /** The attempt id of the staged epoch the plan found (a replay publishes it unchanged); null when unknown. */
+  private String stagedAttempt(Long head) {
+    try {
+      io.consistentcatalog.core.SnapshotRecord record = head == null ? null : FencedCommit.state(sink, table).snapshots.get(head);
+      return record == null ? null : record.summary.get(Keys.ATTEMPT);
+    } catch (RuntimeException e) { // lineage's detail, never the published epoch's failure
+      return null;
+    }
+  }
+
+  private Published stage(RootIngest.SparkCommit spark, String barrier) {
+    String attempt = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
+    Map<String, String> properties = EpochCommits.summary(plan, job, attempt);
+    Failpoints.at("before-stage");
+    RootIngest.withCommitProperties(properties, spark::commit);
+    TableMetadata staged = fenced.committed(); // what Spark's fenced commit produced (null: it committed nothing)
+    if (staged == null && streamingFence != null) {
+      throw new ConsistentException(ErrorKind.FENCED, sink, sink + ": Iceberg's streaming write skipped the batch "
+          + "at " + barrier + ", since main already holds this query's batch of that id or a later one (a checkpoint "
+          + "whose offsets and commits were reset); nothing was staged — start the query with a new checkpoint");
+    }
+    if (staged == null || base == TableState.fromMetadata(sink, staged).head(Keys.STAGED_BRANCH)) {
+      recordEmptyEpoch(properties); // Spark committed nothing (an empty dynamic overwrite)
+      staged = fenced.committed();
+    }
+    TableState state = TableState.fromMetadata(sink, staged);
+    long rows = verifyStaged(state, base, attempt);
+    Failpoints.at("after-stage");
+    Long head = state.head(Keys.STAGED_BRANCH);
+    publish(base, head, staged);
+    Failpoints.at("after-publish");
+    report(barrier + " published (" + rows + " rows, attempt " + attempt + ")");
+    return new Published("published", head, attempt);
+  }
+
+  /** §5.2 step 4: an empty snapshot tagged like any other records the epoch's barrier and inputs. */
+  private void recordEmptyEpoch(Map<String, String> properties) {
+    AppendFiles append = new BaseTable(fenced, table.name()).newFastAppend().toBranch(Keys.STAGED_BRANCH);
+    properties.forEach(append::set);
+    append.commit();
+  }
+
+  /** {@code verify_staged}: every snapshot from the staged head down to {@code base} carries this attempt; returns the rows added. */
+  private long verifyStaged(TableState state, long base, String attempt) {
+    Long head = state.head(Keys.STAGED_BRANCH);
+    long rows = 0;
+    Long current = head;
+    while (current != null && current != base) {
+      io.consistentcatalog.core.SnapshotRecord record = state.snapshots.get(current);
+      if (record == null || !attempt.equals(record.summary.get(Keys.ATTEMPT))) {
+        throw new ConsistentException(ErrorKind.FENCED, sink, sink + ": snapshot " + current + " on "
+            + Keys.STAGED_BRANCH + " was not written by this attempt at barrier " + Barriers.format(plan.barrier)
+            + ": another writer interfered; run the statement again — it re-plans");
+      }
+      String added = record.summary.get("added-records");
+      rows += added == null || added.isEmpty() ? 0 : Long.parseLong(added);
+      current = record.parentId;
+    }
+    if (current == null || current != base || head == null || head == base) {
+      throw new ConsistentException(ErrorKind.FENCED, sink, sink + ": " + Keys.STAGED_BRANCH
+          + " no longer descends from main's head " + base + "; run the statement again — it re-plans");
+    }
+    return rows;
+  }
+
+  /**
+   * §5.3: one fenced commit moves main to the staged head (or, with none, sets the watermark to T) and renews
+   * the lease; requires the fence and main as planned and the staged branch at its head.
+   */
+  private void publish(Long mainHead, Long stagedHead, TableMetadata read) {
+    // the requirements, not this copy, decide whether the publish lands: the staging commit's answer is enough
+    TableMetadata metadata = read != null ? read : FencedCommit.metadata(committer().load(ident));
+    TableState state = TableState.fromMetadata(sink, metadata);
+    send(metadata, EpochCommits.publish(plan, sink, state, mainHead, stagedHead, System.currentTimeMillis() + leaseMs));
+  }
+
+  // --- ingests -----------------------------------------------------------------------------------------
+
+  /** §5.6 ({@link RootIngest}): the rows land on main, unless the key already landed. */
+  private void commitIngest(BatchWrite delegate, WriterCommitMessage[] messages) {
+    if (skippedBy != null) {
+      delegate.abort(messages);
+      report("ingest key '" + ingestKey + "' already landed in snapshot " + skippedBy + "; nothing written");
+      return;
+    }
+    Long latest = eventTime == null ? null : eventTime.latest(messages);
+    if (eventTime != null && latest == null) {
+      if (BatchFiles.rows(messages) == 0) {
+        delegate.abort(messages);
+        report("no rows: nothing written (the barrier would be the maximum of " + eventTime.column + ")");
+        return;
+      }
+      latest = RootIngest.LATE; // every row's event time is null: they land late
+    }
+    String futureHint = "fix the event times, or RESET " + Settings.PREFIX + Settings.EVENT_TIME_COLUMN
+        + " to ingest at the current time";
+    RootIngest.Outcome outcome = ingest.land(ingestKey, latest, futureHint,
+        RootIngest.SparkCommit.of(() -> delegate.commit(messages), () -> delegate.abort(messages)));
+    if (outcome.skippedBy != null) {
+      report("ingest key '" + ingestKey + "' landed meanwhile in snapshot " + outcome.skippedBy + "; nothing written");
+      return;
+    }
+    report("ingest at barrier " + Barriers.format(outcome.barrier) + " landed in snapshot " + outcome.snapshot
+        + (ingestKey == null ? "" : " (key '" + ingestKey + "')"));
+  }
+
+  /** One line per statement on standard error (a streaming query's batches only log it, and return it). */
+  private void report(String what) {
+    String line = "[" + writes.catalogName() + "] " + (job == null ? "ingest" : job) + ": " + sink + " " + what;
+    reported = line;
+    if (streamingFence == null) {
+      System.err.println(line); // once: a log at INFO on stderr too (a Thrift server's) printed it twice
+      LOG.debug(line);
+    } else {
+      LOG.info(line);
+    }
+  }
+}

@@ -1,0 +1,83 @@
+package io.consistentcatalog.spark.context;
+
+import java.util.List;
+import java.util.Locale;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedRelation;
+import org.apache.spark.sql.catalyst.plans.logical.InsertIntoStatement;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable;
+import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias;
+import scala.collection.JavaConverters;
+
+/**
+ * What the SQL statement this thread parsed last is, set by the SQL extension's parser for every statement it
+ * parses, so it never outlives the next one:
+ *
+ * <ul>
+ *   <li>whether it is an {@code INSERT}: its source loads then defer a table's missing cut to the scan
+ *       ({@link DeferredTable}) instead of failing at once, because an epoch reads its sources at its own plan,
+ *       whatever cut a read would be served (protocol §5.9);
+ *   <li>for a write statement ({@code INSERT}, {@code MERGE INTO}), its text and target: the epoch's definition
+ *       (§6.10, kind {@code sql}), taken once by the epoch of that target ({@link #takeText}).
+ * </ul>
+ */
+public final class WriteStatements {
+  private static final ThreadLocal<Boolean> INSERT = ThreadLocal.withInitial(() -> Boolean.FALSE);
+  /** {target name parts, text} of the write statement parsed last on this thread, until an epoch takes it. */
+  private static final ThreadLocal<Object[]> TEXT = new ThreadLocal<>();
+
+  private WriteStatements() {}
+
+  public static void parsed(LogicalPlan plan) {
+    parsed(plan, null);
+  }
+
+  public static void parsed(LogicalPlan plan, String text) {
+    INSERT.set(plan instanceof InsertIntoStatement);
+    List<String> target = text == null ? null : target(plan);
+    TEXT.set(target == null ? null : new Object[] {target, text});
+  }
+
+  public static boolean inInsert() {
+    return INSERT.get();
+  }
+
+  /** The name a parsed write statement writes, as written (null: not a write statement, or not a table name). */
+  private static List<String> target(LogicalPlan plan) {
+    LogicalPlan table;
+    if (plan instanceof InsertIntoStatement) {
+      table = ((InsertIntoStatement) plan).table();
+    } else if (plan instanceof MergeIntoTable) {
+      table = ((MergeIntoTable) plan).targetTable();
+    } else {
+      return null;
+    }
+    while (table instanceof SubqueryAlias) {
+      table = ((SubqueryAlias) table).child();
+    }
+    if (!(table instanceof UnresolvedRelation)) {
+      return null;
+    }
+    return JavaConverters.seqAsJavaList(((UnresolvedRelation) table).multipartIdentifier());
+  }
+
+  /**
+   * The text of the write statement parsed last on this thread when it writes {@code sink} ({@code ns.t}, with or
+   * without the catalog's name before it); taken once. Null otherwise (a DataFrame write, another statement's sink).
+   */
+  public static String takeText(String catalog, String sink) {
+    Object[] parsed = TEXT.get();
+    if (parsed == null) {
+      return null;
+    }
+    @SuppressWarnings("unchecked")
+    List<String> target = (List<String>) parsed[0];
+    String written = String.join(".", target).toLowerCase(Locale.ROOT);
+    String name = sink.toLowerCase(Locale.ROOT);
+    if (!written.equals(name) && !written.equals(catalog.toLowerCase(Locale.ROOT) + "." + name)) {
+      return null;
+    }
+    TEXT.set(null);
+    return (String) parsed[1];
+  }
+}

@@ -1,0 +1,89 @@
+package io.consistentcatalog.spark.read;
+
+import io.consistentcatalog.spark.context.Errors;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.spark.source.SparkTable;
+import org.apache.spark.sql.connector.expressions.filter.Predicate;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.RowLevelOperationBuilder;
+import org.apache.spark.sql.connector.write.RowLevelOperationInfo;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+
+/**
+ * A table served by the consistent catalog: Iceberg's SparkTable pinned to the cut's snapshot (or, for
+ * a name with a selector, whatever the selector chose), refusing every kind of write.
+ */
+public class PinnedTable extends SparkTable {
+  private final String catalog;
+  private final String plain;
+  private final String table;
+  /** Served at the statement's cut (not a selector, VERSION AS OF or branch): an epoch may replace it by its input. */
+  public final boolean atCut;
+
+  public PinnedTable(Table icebergTable, Long snapshotId, String catalog, String plain, String table) {
+    this(icebergTable, snapshotId, catalog, plain, table, false);
+  }
+
+  public PinnedTable(Table icebergTable, Long snapshotId, String catalog, String plain, String table, boolean atCut) {
+    super(icebergTable, snapshotId, false);
+    this.catalog = catalog;
+    this.plain = plain;
+    this.table = table;
+    this.atCut = atCut;
+  }
+
+  /** The table's name in the catalog ({@code demo.words}). */
+  public String tableName() {
+    return table;
+  }
+
+  public PinnedTable(Table icebergTable, String branch, String catalog, String plain, String table) {
+    super(icebergTable, branch, false);
+    this.catalog = catalog;
+    this.plain = plain;
+    this.table = table;
+    this.atCut = false;
+  }
+
+  private RuntimeException refused(String what) {
+    return Errors.raise(Errors.readOnly(catalog, plain, what + " " + catalog + "." + table));
+  }
+
+  @Override
+  public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+    throw refused("writing to");
+  }
+
+  @Override
+  public RowLevelOperationBuilder newRowLevelOperationBuilder(RowLevelOperationInfo info) {
+    throw refused("a row-level change (DELETE/UPDATE/MERGE) of");
+  }
+
+  @Override
+  public boolean canDeleteWhere(Predicate[] predicates) {
+    throw refused("DELETE FROM");
+  }
+
+  @Override
+  public void deleteWhere(Predicate[] predicates) {
+    throw refused("DELETE FROM");
+  }
+
+  /**
+   * Iceberg's SparkTable compares names only (to invalidate Spark's cache by name); a pinned table is also its
+   * snapshot or branch, so that a plan rewritten to another snapshot (an epoch's input) is a different plan.
+   */
+  @Override
+  public boolean equals(Object other) {
+    if (!super.equals(other) || !(other instanceof PinnedTable)) {
+      return false;
+    }
+    PinnedTable that = (PinnedTable) other;
+    return java.util.Objects.equals(snapshotId(), that.snapshotId()) && java.util.Objects.equals(branch(), that.branch());
+  }
+
+  @Override
+  public int hashCode() {
+    return super.hashCode();
+  }
+}

@@ -1,0 +1,364 @@
+package io.consistentcatalog.spark.streaming;
+
+import io.consistentcatalog.spark.context.CatalogContext;
+import io.consistentcatalog.spark.context.Errors;
+import io.consistentcatalog.spark.context.FencedCommit;
+import io.consistentcatalog.spark.context.JobRegistration;
+import io.consistentcatalog.spark.context.Names;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.consistentcatalog.core.Barriers;
+import io.consistentcatalog.core.ConsistentException;
+import io.consistentcatalog.core.EpochPlanner;
+import io.consistentcatalog.core.Resolver;
+import io.consistentcatalog.core.TableState;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.TreeMap;
+import org.apache.iceberg.DataOperations;
+import org.apache.iceberg.Snapshot;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.exceptions.NoSuchTableException;
+import org.apache.iceberg.spark.source.SparkTable;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
+import org.apache.spark.sql.connector.read.streaming.Offset;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/**
+ * A consistent streaming read of one table (protocol §5.7): a micro-batch stream whose offsets are barriers. The
+ * micro-batch from offset {@code T_prev} to {@code T} holds exactly the rows that moved the table from
+ * {@code snap(t, T_prev)} to {@code snap(t, T)} (Iceberg's incremental read of main's appends between the two
+ * snapshots; a table rewritten in between is refused, it cannot be read as increments).
+ *
+ * <p>The streams of one query (their checkpoint locations share {@code <checkpoint>/sources/}) form a group that
+ * agrees on {@code T}: the newest barrier at which every table of the group is complete (§5.1's plan over the
+ * group's tables, after advancing idle roots, §5.6), computed once per micro-batch for the whole group, so a query
+ * over several consistent sources never mixes barriers. While no such barrier exists (a source without a watermark)
+ * the stream has no new data. The end offsets of the micro-batch being run on a thread are kept for the streaming
+ * sink of the same query ({@link #batchInputs}), which commits the batch as the epoch of {@code T}.
+ */
+final class BarrierStream implements MicroBatchStream {
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final Map<String, Group> GROUPS = new HashMap<>();
+  /** The offsets of the sources of the micro-batch that the current thread (a query's stream thread) runs. */
+  private static final ThreadLocal<Map<String, Range>> BATCH = ThreadLocal.withInitial(TreeMap::new);
+
+  private final CatalogContext context;
+  final String name;
+  private final Group group;
+  private volatile Batch lastBatch;
+
+  /** How long a micro-batch that finds no new barrier waits for one (the read option {@value #WAIT_FOR}). */
+  private final long waitMs;
+
+  static final String WAIT_FOR = "consistent.waitFor";
+
+  BarrierStream(CatalogContext context, String name, String checkpointLocation, long waitMs) {
+    this.context = context;
+    this.name = name;
+    this.waitMs = waitMs;
+    String key = groupOf(checkpointLocation);
+    synchronized (GROUPS) {
+      this.group = GROUPS.computeIfAbsent(key, k -> new Group(k, context));
+      group.members.add(this);
+    }
+  }
+
+  /** The query a source belongs to: its checkpoint location without the trailing {@code /sources/<n>}. */
+  private static String groupOf(String checkpointLocation) {
+    String location = checkpointLocation.replaceAll("/+$", "");
+    int slash = location.lastIndexOf('/');
+    String parent = slash < 0 ? location : location.substring(0, slash);
+    return parent.endsWith("/sources") ? parent.substring(0, parent.length() - "/sources".length()) : location;
+  }
+
+  /**
+   * The offsets of the consistent sources of the micro-batch this thread runs, by table name, taken (cleared): what a
+   * streaming epoch's sink commits the batch as.
+   */
+  static Map<String, Range> batchInputs() {
+    Map<String, Range> inputs = new TreeMap<>(BATCH.get());
+    BATCH.get().clear();
+    return inputs;
+  }
+
+  /** Where one source's part of a micro-batch starts (exclusive) and ends. */
+  static final class Range {
+    final BarrierOffset start;
+    final BarrierOffset end;
+
+    Range(BarrierOffset start, BarrierOffset end) {
+      this.start = start;
+      this.end = end;
+    }
+
+    @Override
+    public String toString() {
+      return start.json() + " -> " + end.json();
+    }
+  }
+
+  // --- offsets ------------------------------------------------------------------------------------------
+
+  /** A barrier and {@code snap(t, barrier)} (both null: nothing read yet). */
+  static final class BarrierOffset extends Offset {
+    final Long barrier;
+    final Long snapshot;
+
+    BarrierOffset(Long barrier, Long snapshot) {
+      this.barrier = barrier;
+      this.snapshot = snapshot;
+    }
+
+    @Override
+    public String json() {
+      ObjectNode node = JSON.createObjectNode();
+      if (barrier == null) {
+        node.putNull("barrier");
+      } else {
+        node.put("barrier", barrier);
+      }
+      if (snapshot == null) {
+        node.putNull("snapshot");
+      } else {
+        node.put("snapshot", snapshot);
+      }
+      return node.toString();
+    }
+
+    static BarrierOffset parse(String json) {
+      try {
+        JsonNode node = JSON.readTree(json);
+        JsonNode barrier = node.get("barrier");
+        JsonNode snapshot = node.get("snapshot");
+        return new BarrierOffset(barrier == null || barrier.isNull() ? null : barrier.asLong(),
+            snapshot == null || snapshot.isNull() ? null : snapshot.asLong());
+      } catch (IOException | RuntimeException e) {
+        throw new IllegalArgumentException("not an offset of a consistent stream (a barrier and a snapshot id): " + json
+            + "; was this checkpoint written by another source? Start the query with a new checkpoint location", e);
+      }
+    }
+  }
+
+  @Override
+  public Offset initialOffset() {
+    return new BarrierOffset(null, null);
+  }
+
+  @Override
+  public Offset deserializeOffset(String json) {
+    return BarrierOffset.parse(json);
+  }
+
+  @Override
+  public Offset latestOffset() {
+    return group.latest(this);
+  }
+
+  // --- planning -----------------------------------------------------------------------------------------
+
+  @Override
+  public InputPartition[] planInputPartitions(Offset start, Offset end) {
+    BarrierOffset from = (BarrierOffset) start;
+    BarrierOffset to = (BarrierOffset) end;
+    BATCH.get().put(name, new Range(from, to));
+    lastBatch = null;
+    if (Objects.equals(from.snapshot, to.snapshot)) {
+      return new InputPartition[0];
+    }
+    Table table = context.committer().load(Names.icebergIdentifier(name));
+    checkAppendsOnly(table, from, to);
+    if (to.snapshot == null) {
+      return new InputPartition[0];
+    }
+    Map<String, String> options = new HashMap<>();
+    if (from.snapshot == null) {
+      options.put("snapshot-id", Long.toString(to.snapshot));
+    } else {
+      options.put("start-snapshot-id", Long.toString(from.snapshot));
+      options.put("end-snapshot-id", Long.toString(to.snapshot));
+    }
+    Batch batch = new SparkTable(table, false).newScanBuilder(new CaseInsensitiveStringMap(options)).build().toBatch();
+    lastBatch = batch;
+    return batch.planInputPartitions();
+  }
+
+  /**
+   * Every snapshot after {@code from} up to {@code to} on main appended or changed no data (a compaction): what an
+   * incremental read holds exactly. A first read ({@code from} empty) reads {@code to} whole, so its history does not
+   * matter.
+   */
+  private void checkAppendsOnly(Table table, BarrierOffset from, BarrierOffset to) {
+    if (from.snapshot == null) {
+      return;
+    }
+    String way = "read this table in batch at its cut (a streaming epoch job in complete output mode recomputes its "
+        + "sink from the whole input), or stream the tables it is computed from";
+    if (to.snapshot == null) {
+      throw notIncremental("it holds nothing at barrier " + Barriers.format(to.barrier) + " any more, but the stream "
+          + "read snapshot " + from.snapshot + " at " + describe(from.barrier) + " (a revision emptied it); " + way);
+    }
+    Snapshot snapshot = table.snapshot(to.snapshot);
+    while (snapshot != null && !Objects.equals(snapshot.snapshotId(), from.snapshot)) {
+      String operation = snapshot.operation();
+      if (!DataOperations.APPEND.equals(operation) && !DataOperations.REPLACE.equals(operation)) {
+        throw notIncremental("snapshot " + snapshot.snapshotId() + " (" + operation + ") between barriers "
+            + describe(from.barrier) + " and " + Barriers.format(to.barrier) + " rewrites rows, and a streaming read "
+            + "holds only the rows appended between two barriers; " + way);
+      }
+      snapshot = snapshot.parentId() == null ? null : table.snapshot(snapshot.parentId());
+    }
+    if (snapshot == null) {
+      throw notIncremental("snapshot " + from.snapshot + " (barrier " + describe(from.barrier) + ", where the stream "
+          + "stopped) is no longer an ancestor of main (a revision rewrote the history, or it expired); " + way);
+    }
+  }
+
+  private RuntimeException notIncremental(String problem) {
+    return Errors.raise(Errors.analysis("CONSISTENT_READ.NOT_INCREMENTAL", context.catalogName() + "." + name + ": "
+        + problem));
+  }
+
+  private static String describe(Long barrier) {
+    return barrier == null ? "(start)" : Barriers.format(barrier);
+  }
+
+  @Override
+  public PartitionReaderFactory createReaderFactory() {
+    Batch batch = lastBatch;
+    if (batch != null) {
+      return batch.createReaderFactory();
+    }
+    return partition -> {
+      throw new IllegalStateException("a consistent stream's micro-batch without input files has nothing to read");
+    };
+  }
+
+  @Override
+  public void commit(Offset end) {}
+
+  @Override
+  public void stop() {
+    synchronized (GROUPS) {
+      group.members.remove(this);
+      if (group.members.isEmpty()) {
+        GROUPS.remove(group.key);
+      }
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "ConsistentStream(" + context.catalogName() + "." + name + ")";
+  }
+
+  // --- the query's sources agree on T -----------------------------------------------------------------
+
+  /** The consistent streams of one query: one barrier per micro-batch for all of them. */
+  private static final class Group {
+    final String key;
+    final CatalogContext context;
+    final Set<BarrierStream> members = Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+    /** The offsets of the round being asked (each member asks once per micro-batch), and who has asked. */
+    private Map<String, BarrierOffset> current;
+    private final Set<BarrierStream> asked = new HashSet<>();
+    private Long last;
+
+    Group(String key, CatalogContext context) {
+      this.key = key;
+      this.context = context;
+    }
+
+    /**
+     * The stream's end offset of this micro-batch. The first member asked computes {@code T} for all; when it finds
+     * no new barrier and a member waits ({@value #WAIT_FOR}), it watches the tables (a catalog read every 50 ms, idle
+     * roots not advanced again) until a barrier is complete or the wait is over: a hop of the DAG then costs its
+     * epoch, not also the wait for the next trigger.
+     */
+    synchronized Offset latest(BarrierStream stream) {
+      if (current == null || asked.contains(stream)) {
+        Long before = last;
+        current = compute(true);
+        long waitMs = 0;
+        synchronized (GROUPS) {
+          for (BarrierStream member : members) {
+            waitMs = Math.max(waitMs, member.waitMs);
+          }
+        }
+        long until = System.currentTimeMillis() + waitMs;
+        while (java.util.Objects.equals(before, last) && System.currentTimeMillis() < until) {
+          try {
+            Thread.sleep(Math.min(50L, Math.max(1L, until - System.currentTimeMillis())));
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt(); // the query is stopping
+            break;
+          }
+          current = compute(false);
+        }
+        asked.clear();
+      }
+      asked.add(stream);
+      BarrierOffset offset = current.get(stream.name);
+      return offset != null ? offset : new BarrierOffset(null, null);
+    }
+
+    /** §5.1's plan over the group's tables (idle roots advanced first, if asked): T and {@code snap(t, T)} of each. */
+    private Map<String, BarrierOffset> compute(boolean advanceIdle) {
+      FencedCommit committer = context.committer();
+      ArrayList<String> names = new ArrayList<>();
+      synchronized (GROUPS) {
+        for (BarrierStream member : members) {
+          if (!names.contains(member.name)) {
+            names.add(member.name);
+          }
+        }
+      }
+      Map<String, Table> loaded = new HashMap<>();
+      try {
+        Map<String, TableState> closure = Resolver.upstreamStates(names, n -> {
+          try {
+            Table table = committer.load(Names.icebergIdentifier(n));
+            loaded.put(n, table);
+            return FencedCommit.state(n, table);
+          } catch (NoSuchTableException e) {
+            return null;
+          }
+        }, true);
+        long now = System.currentTimeMillis();
+        for (String n : advanceIdle ? new ArrayList<>(closure.keySet()) : new ArrayList<String>()) {
+          Table advanced = JobRegistration.advanceIdleRoot(committer, Names.icebergIdentifier(n), n, loaded.get(n), now);
+          if (advanced != null) {
+            closure.put(n, FencedCommit.state(n, advanced));
+          }
+        }
+        Map<String, TableState> sources = new TreeMap<>();
+        for (String n : names) {
+          sources.put(n, closure.get(n));
+        }
+        EpochPlanner.Plan plan = EpochPlanner.plan("stream", sources, Collections.emptyMap(), closure);
+        Map<String, BarrierOffset> out = new LinkedHashMap<>();
+        if (plan.barrier == null || (last != null && plan.barrier < last)) {
+          return current == null ? out : current; // nothing complete yet (or not beyond): no new data
+        }
+        last = plan.barrier;
+        for (Map.Entry<String, Long> input : plan.inputs.entrySet()) {
+          out.put(input.getKey(), new BarrierOffset(plan.barrier, input.getValue()));
+        }
+        return out;
+      } catch (ConsistentException e) {
+        throw Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));
+      }
+    }
+  }
+}

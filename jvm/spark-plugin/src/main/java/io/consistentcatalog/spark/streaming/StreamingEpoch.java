@@ -1,0 +1,196 @@
+package io.consistentcatalog.spark.streaming;
+
+import io.consistentcatalog.spark.context.BatchFiles;
+import io.consistentcatalog.spark.context.Errors;
+import io.consistentcatalog.spark.context.StreamingFence;
+import io.consistentcatalog.spark.context.WriterInstance;
+import io.consistentcatalog.spark.context.FencedCommit;
+import io.consistentcatalog.spark.context.Names;
+import io.consistentcatalog.spark.context.RootIngest;
+import io.consistentcatalog.spark.context.SqlEpoch;
+import io.consistentcatalog.core.Barriers;
+import io.consistentcatalog.core.ConsistentException;
+import io.consistentcatalog.core.EpochPlanner;
+import io.consistentcatalog.core.ErrorKind;
+import io.consistentcatalog.core.Keys;
+import io.consistentcatalog.core.Resolver;
+import io.consistentcatalog.core.TableState;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.Map;
+import java.util.TreeMap;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.catalog.TableIdentifier;
+import org.apache.iceberg.exceptions.NoSuchTableException;
+import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
+import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A streaming query's micro-batch into a derived table as one epoch of its job (protocol §5.7): the query reads its
+ * sources through the consistent catalog ({@link BarrierStream}), so the batch's end offsets are one barrier
+ * {@code T} and {@code snap(source, T)} of each source; the batch commits as the epoch of {@code T} (§5.1's actions
+ * at that barrier: a batch Spark replays after a crash is {@code done}, or republished when it was staged), its
+ * write staged on {@code consistent-staged} through the fence, verified and published ({@link SqlEpoch}). Complete
+ * output mode is Iceberg's streaming overwrite (the sink becomes the query's whole result at {@code T}), append mode
+ * its streaming append (the rows the batch added).
+ */
+public final class StreamingEpoch implements StreamingWrite {
+  private static final Logger LOG = LoggerFactory.getLogger(StreamingEpoch.class);
+
+  private final StreamingSinkTable sink;
+  private final StreamingWrite delegate;
+  private final StreamingFence fence;
+  private final String queryId;
+  private final StreamingSinkTable.Options options;
+
+  StreamingEpoch(StreamingSinkTable sink, StreamingWrite delegate, StreamingFence fence, String queryId, StreamingSinkTable.Options options) {
+    this.sink = sink;
+    this.delegate = delegate;
+    this.fence = fence;
+    this.queryId = queryId;
+    this.options = options;
+  }
+
+  @Override
+  public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
+    return delegate.createStreamingWriterFactory(info);
+  }
+
+  @Override
+  public boolean useCommitCoordinator() {
+    return delegate.useCommitCoordinator();
+  }
+
+  @Override
+  public void commit(long epochId, WriterCommitMessage[] messages) {
+    // a batch that is not staged (done, republished, a watermark, refused) never commits its files, named for
+    // this attempt (StreamingSinkTable.AttemptWriteInfo): abort() deletes them
+    RootIngest.SparkCommit spark = RootIngest.SparkCommit.of(() -> {
+      sent = true; // from here the files may be on the staged branch (also when the commit's answer is lost)
+      delegate.commit(epochId, messages);
+    }, () -> abort(epochId, messages));
+    Map<String, BarrierStream.Range> inputs = BarrierStream.batchInputs();
+    if (inputs.isEmpty()) {
+      spark.abort();
+      if (BatchFiles.rows(messages) == 0) {
+        return; // a batch Spark ran without new input (its watermark moved): the sources' barrier did not move either
+      }
+      throw sink.refused("job '" + options.job + "': micro-batch " + epochId + " wrote rows but read no table of "
+          + sink.catalogName() + " as a stream, so it has no barrier to be the epoch of. An epoch job reads its "
+          + "sources with spark.readStream.table(\"" + sink.catalogName() + ".ns.t\") and nothing else; with a "
+          + "watermark, Spark also runs batches without new input — set spark.sql.streaming.noDataMicroBatches.enabled"
+          + "=false so that what they would emit comes with the next batch of input");
+    }
+    Long barrier = null;
+    for (BarrierStream.Range range : inputs.values()) {
+      if (barrier != null && !barrier.equals(range.end.barrier)) {
+        throw new IllegalStateException("the sources of one micro-batch end at different barriers: " + inputs);
+      }
+      barrier = range.end.barrier;
+    }
+    String name = sink.tableName();
+    TableIdentifier ident = Names.icebergIdentifier(name);
+    WriterInstance writes = sink.writer();
+    FencedCommit committer = writes.committer();
+    try {
+      Table table = sink.register(options.job, inputs.keySet(), queryId, options, committer.load(ident));
+      TableState state = FencedCommit.state(name, table);
+      if (!options.job.equals(state.job()) || !WriterInstance.INSTANCE.equals(state.leaseHolder())) {
+        spark.abort();
+        throw new ConsistentException(ErrorKind.FENCED, name, name + " is now written by job '" + state.job()
+            + "' instance " + state.leaseHolder() + ", not by this application's instance (" + WriterInstance.INSTANCE
+            + ") of '" + options.job + "': its lease was taken over; stop this query (restarting it from its checkpoint "
+            + "takes over again)");
+      }
+      Map<String, TableState> closure = Resolver.upstreamStates(new ArrayList<>(inputs.keySet()), source -> {
+        try {
+          return FencedCommit.state(source, committer.load(Names.icebergIdentifier(source)));
+        } catch (NoSuchTableException e) {
+          return null;
+        }
+      }, true);
+      Map<String, TableState> sources = new TreeMap<>();
+      for (String source : inputs.keySet()) {
+        sources.put(source, closure.get(source));
+      }
+      String definition = sink.definition(queryId, options);
+      EpochPlanner.Plan plan = EpochPlanner.planAt(options.job, barrier, sources, Collections.singletonMap(name, state),
+          definition, false);
+      String revised = null;
+      if (plan.sinks.get(name).action == EpochPlanner.Action.REVISE) { // §6.10: a changed query recomputes its sink
+        revised = plan.sinks.get(name).change.describe();
+        writes.revise(options.job, name, barrier, revised, true);
+        table = committer.load(ident);
+        state = FencedCommit.state(name, table);
+        plan = EpochPlanner.planAt(options.job, barrier, sources, Collections.singletonMap(name, state), definition, false);
+      }
+      for (Map.Entry<String, Long> input : plan.inputs.entrySet()) {
+        Long read = inputs.get(input.getKey()).end.snapshot;
+        if (!java.util.Objects.equals(read, input.getValue())) {
+          spark.abort();
+          throw new ConsistentException(ErrorKind.FENCED, name, name + ": the batch read " + input.getKey() + " at snapshot "
+              + read + ", but snap(" + input.getKey() + ", " + Barriers.format(barrier) + ") is now " + input.getValue()
+              + " (its history was revised or expired under the stream); the query cannot go on from this checkpoint");
+        }
+      }
+      EpochPlanner.SinkPlan sinkPlan = plan.sinks.get(name);
+      if (!options.complete && sinkPlan.action == EpochPlanner.Action.STAGE) {
+        checkContinues(name, inputs, sources, sinkPlan);
+      }
+      if (sinkPlan.action == EpochPlanner.Action.STAGE) {
+        writes.warnEmptySources(options.job, name, plan, sources, true);
+      }
+      String line = SqlEpoch.commitStreaming(writes, name, ident, table, options.job, options.leaseMs, plan, fence, spark,
+          revised);
+      LOG.info("batch {}: {}", epochId, line);
+    } catch (ConsistentException e) {
+      throw Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));
+    }
+  }
+
+  /**
+   * An append epoch appends the rows the batch read, those between its start and end offsets: exact only when the
+   * start is what the sink's last epoch read. A checkpoint that does not continue the sink's epochs (another
+   * checkpoint, another deployment, a Python run or a revision in between) would double or lose rows, and is refused.
+   */
+  private void checkContinues(
+      String name, Map<String, BarrierStream.Range> inputs, Map<String, TableState> sources, EpochPlanner.SinkPlan sinkPlan) {
+    for (Map.Entry<String, BarrierStream.Range> input : inputs.entrySet()) {
+      Long start = input.getValue().start.snapshot;
+      Long previous = sinkPlan.previousInputs.get(input.getKey());
+      if (!sources.get(input.getKey()).branch(Keys.MAIN_BRANCH).sameData(previous, start)) {
+        throw new ConsistentException(ErrorKind.FENCED, name, name + ": job '" + options.job + "' appends what each "
+            + "micro-batch reads, and this batch starts " + input.getKey() + " at snapshot " + start + " where the "
+            + "sink's last epoch read snapshot " + previous + ": this checkpoint does not continue the sink's epochs "
+            + "(another checkpoint or deployment, a Python run or a revision came between), so the append would double "
+            + "or lose rows. Restart the query from the checkpoint that wrote the sink's last epoch, or let a job that "
+            + "reads its increments from the catalog (consistent_catalog.spark.streaming.start_streaming_job with "
+            + "incremental=True) continue it, or recompute the sink in complete output mode");
+      }
+    }
+  }
+
+  /**
+   * Gives the batch up: Iceberg's abort, and the batch's files deleted unless its commit was sent (Iceberg's abort
+   * deletes them only after a refused commit). Also what Spark calls when the batch fails or the query stops.
+   */
+  @Override
+  public void abort(long epochId, WriterCommitMessage[] messages) {
+    delegate.abort(epochId, messages);
+    if (!sent) {
+      BatchFiles.delete(fence.io(), messages);
+    }
+  }
+
+  /** Whether Spark's commit of the batch's files was sent (they may be referenced from then on). */
+  private volatile boolean sent;
+
+  @Override
+  public String toString() {
+    return "ConsistentStreamingEpoch(" + options.job + " -> " + sink.tableName() + ")";
+  }
+}

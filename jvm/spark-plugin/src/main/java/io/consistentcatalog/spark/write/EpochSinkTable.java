@@ -1,0 +1,212 @@
+package io.consistentcatalog.spark.write;
+
+import io.consistentcatalog.spark.context.SqlEpoch;
+import java.util.EnumSet;
+import java.util.Map;
+import java.util.Set;
+import org.apache.iceberg.spark.source.SparkTable;
+import org.apache.spark.sql.connector.catalog.SupportsWrite;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.distributions.Distribution;
+import org.apache.spark.sql.connector.expressions.SortOrder;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.metric.CustomMetric;
+import org.apache.spark.sql.connector.write.BatchWrite;
+import org.apache.spark.sql.connector.write.DataWriterFactory;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
+import org.apache.spark.sql.connector.write.RequiresDistributionAndOrdering;
+import org.apache.spark.sql.connector.write.SupportsDynamicOverwrite;
+import org.apache.spark.sql.connector.write.SupportsOverwrite;
+import org.apache.spark.sql.connector.write.SupportsTruncate;
+import org.apache.spark.sql.connector.write.Write;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
+import org.apache.spark.sql.sources.Filter;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * The sink of a write statement as {@link EpochWrites} planned it: Spark writes through Iceberg's own writer
+ * (on {@code consistent-staged} for an epoch, on main for an ingest, both fenced), and Spark's commit of it is
+ * the epoch's ({@link SqlEpoch#commit}). Distribution, ordering, file formats and partitioning are Iceberg's.
+ */
+final class EpochSinkTable implements org.apache.spark.sql.connector.catalog.Table, SupportsWrite {
+  private final SparkTable current;
+  private final SqlEpoch epoch;
+
+  EpochSinkTable(org.apache.iceberg.Table table, SqlEpoch epoch) {
+    this.current = new SparkTable(table, false);
+    this.epoch = epoch;
+  }
+
+  @Override
+  public String name() {
+    return current.name();
+  }
+
+  @Override
+  @SuppressWarnings("deprecation")
+  public StructType schema() {
+    return current.schema();
+  }
+
+  @Override
+  public Transform[] partitioning() {
+    return current.partitioning();
+  }
+
+  @Override
+  public Map<String, String> properties() {
+    return current.properties();
+  }
+
+  @Override
+  public Set<TableCapability> capabilities() {
+    return EnumSet.of(TableCapability.BATCH_WRITE, TableCapability.TRUNCATE, TableCapability.OVERWRITE_BY_FILTER,
+        TableCapability.OVERWRITE_DYNAMIC);
+  }
+
+  @Override
+  public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+    SparkTable target = epoch.writeBranch() == null
+        ? new SparkTable(epoch.writeTable(), false)
+        : new SparkTable(epoch.writeTable(), epoch.writeBranch(), false);
+    return new Builder(target.newWriteBuilder(info), epoch);
+  }
+
+  /** Iceberg's write builder {@code delegate}, its commit made {@code epoch}'s. */
+  static WriteBuilder wrap(WriteBuilder delegate, SqlEpoch epoch) {
+    return new Builder(delegate, epoch);
+  }
+
+  @Override
+  public String toString() {
+    return "EpochSink(" + epoch.sink + ", " + epoch.action() + ")";
+  }
+
+  /** Iceberg's write builder, its build wrapped so that the commit is the epoch's. */
+  private static final class Builder implements SupportsDynamicOverwrite, SupportsOverwrite {
+    private final WriteBuilder delegate;
+    private final SqlEpoch epoch;
+
+    Builder(WriteBuilder delegate, SqlEpoch epoch) {
+      this.delegate = delegate;
+      this.epoch = epoch;
+    }
+
+    @Override
+    public WriteBuilder overwriteDynamicPartitions() {
+      ((SupportsDynamicOverwrite) delegate).overwriteDynamicPartitions();
+      return this;
+    }
+
+    @Override
+    public WriteBuilder overwrite(Filter[] filters) {
+      ((SupportsOverwrite) delegate).overwrite(filters);
+      return this;
+    }
+
+    @Override
+    public WriteBuilder truncate() {
+      if (delegate instanceof SupportsTruncate) {
+        ((SupportsTruncate) delegate).truncate();
+      } else {
+        ((SupportsOverwrite) delegate).truncate();
+      }
+      return this;
+    }
+
+    @Override
+    public Write build() {
+      return new EpochWrite(delegate.build(), epoch);
+    }
+  }
+
+  /** Iceberg's write, its distribution and ordering kept, its batch commit the epoch's. */
+  private static final class EpochWrite implements RequiresDistributionAndOrdering {
+    private final Write delegate;
+    private final RequiresDistributionAndOrdering requires;
+    private final SqlEpoch epoch;
+
+    EpochWrite(Write delegate, SqlEpoch epoch) {
+      this.delegate = delegate;
+      this.requires = delegate instanceof RequiresDistributionAndOrdering ? (RequiresDistributionAndOrdering) delegate : null;
+      this.epoch = epoch;
+    }
+
+    @Override
+    public Distribution requiredDistribution() {
+      return requires == null ? org.apache.spark.sql.connector.distributions.Distributions.unspecified()
+          : requires.requiredDistribution();
+    }
+
+    @Override
+    public boolean distributionStrictlyRequired() {
+      return requires == null || requires.distributionStrictlyRequired();
+    }
+
+    @Override
+    public int requiredNumPartitions() {
+      return requires == null ? 0 : requires.requiredNumPartitions();
+    }
+
+    @Override
+    public long advisoryPartitionSizeInBytes() {
+      return requires == null ? 0 : requires.advisoryPartitionSizeInBytes();
+    }
+
+    @Override
+    public SortOrder[] requiredOrdering() {
+      return requires == null ? new SortOrder[0] : requires.requiredOrdering();
+    }
+
+    @Override
+    public String description() {
+      return "consistent " + epoch.action() + " of " + epoch.sink + " via " + delegate.description();
+    }
+
+    @Override
+    public BatchWrite toBatch() { // Spark executes the write (never for EXPLAIN): the epoch starts
+      epoch.executing();
+      BatchWrite batch = delegate.toBatch();
+      return new BatchWrite() {
+        @Override
+        public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
+          return batch.createBatchWriterFactory(info);
+        }
+
+        @Override
+        public boolean useCommitCoordinator() {
+          return batch.useCommitCoordinator();
+        }
+
+        @Override
+        public void onDataWriterCommit(WriterCommitMessage message) {
+          batch.onDataWriterCommit(message);
+        }
+
+        @Override
+        public void commit(WriterCommitMessage[] messages) {
+          epoch.commit(batch, messages);
+        }
+
+        @Override
+        public void abort(WriterCommitMessage[] messages) {
+          batch.abort(messages);
+          epoch.aborted();
+        }
+      };
+    }
+
+    @Override
+    public StreamingWrite toStreaming() {
+      throw new UnsupportedOperationException("a streaming write through the consistent catalog is not supported yet");
+    }
+
+    @Override
+    public CustomMetric[] supportedCustomMetrics() {
+      return delegate.supportedCustomMetrics();
+    }
+  }
+}

@@ -1,0 +1,384 @@
+package io.consistentcatalog.spark.write;
+
+import io.consistentcatalog.spark.context.CatalogContext;
+import io.consistentcatalog.spark.context.Errors;
+import io.consistentcatalog.spark.context.EventTime;
+import io.consistentcatalog.spark.context.FencedCommit;
+import io.consistentcatalog.spark.context.JobRegistration;
+import io.consistentcatalog.spark.context.Names;
+import io.consistentcatalog.spark.context.PlanFingerprint;
+import io.consistentcatalog.spark.context.Settings;
+import io.consistentcatalog.spark.context.SqlEpoch;
+import io.consistentcatalog.spark.context.StatementText;
+import io.consistentcatalog.spark.context.WriteStatements;
+import io.consistentcatalog.spark.context.WriterInstance;
+import io.consistentcatalog.spark.context.ServedTables;
+import io.consistentcatalog.core.ConsistentException;
+import io.consistentcatalog.core.Definitions;
+import io.consistentcatalog.core.EpochPlanner;
+import io.consistentcatalog.core.ErrorKind;
+import io.consistentcatalog.core.Resolver;
+import io.consistentcatalog.core.TableState;
+import io.consistentcatalog.openlineage.EpochEmitter;
+import io.consistentcatalog.openlineage.EpochRun;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.TableMetadata;
+import org.apache.iceberg.catalog.TableIdentifier;
+import org.apache.iceberg.exceptions.NoSuchTableException;
+import org.apache.spark.sql.AnalysisException;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.plans.logical.AppendData;
+import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
+import org.apache.spark.sql.catalyst.plans.logical.LocalRelation$;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable;
+import org.apache.spark.sql.catalyst.plans.logical.OneRowRelation;
+import org.apache.spark.sql.catalyst.plans.logical.Range;
+import org.apache.spark.sql.catalyst.plans.logical.V2WriteCommand;
+import org.apache.spark.sql.connector.catalog.Identifier;
+import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
+import scala.collection.JavaConverters;
+import scala.runtime.AbstractPartialFunction;
+
+/**
+ * Writes through the consistent catalog (protocol §5.9), as analysed: which epoch or ingest a write
+ * statement is. Called by {@link WriteRule} once Spark has resolved a write command whose target is a table
+ * of this catalog; returns the command rewritten so that Spark carries the epoch out ({@link EpochSinkTable}).
+ *
+ * <ul>
+ *   <li>a derived sink (or an empty table while {@code spark.sql.consistent.job} is set): the statement's
+ *       sources are the tables of this catalog it reads; registration ({@link JobRegistration}) when this
+ *       instance does not hold the sink with those sources yet; the plan of §5.1 ({@link EpochPlanner});
+ *       the source reads replaced by the plan's inputs, or the query by no rows when the action runs none;
+ *   <li>a root: an ingest (§5.6), skipped when its idempotency key already landed.
+ * </ul>
+ *
+ * <p>With OpenLineage configured, an epoch with work gets its run ({@link EpochEmitter}, protocol §5.8), which
+ * {@link SqlEpoch} reports; a plan that fails after the registration sends its {@code FAIL} from here (as
+ * {@code EpochJob.run_epoch} does when {@code plan} raises). A registration that fails sends nothing, as Python's
+ * {@code register} does not.
+ *
+ * <p>Built from the catalog's {@link CatalogContext}, never the catalog: the writer ({@link WriterInstance}: the
+ * instance id, its registrations, the fenced committer) and the tables served at a cut ({@link ServedTables}).
+ */
+public final class EpochWrites {
+  private final CatalogContext context;
+  private final WriterInstance writer;
+  private final FencedCommit committer;
+  private final String instance;
+
+  public EpochWrites(CatalogContext context) {
+    this.context = context;
+    this.writer = context.writer();
+    this.committer = writer.committer();
+    this.instance = writer.instance;
+  }
+
+  // --- analysis ---------------------------------------------------------------------------------------
+
+  /** The write command rewritten into an epoch or an ingest of its sink. */
+  public LogicalPlan plan(V2WriteCommand write, DataSourceV2Relation target, SparkSession spark) {
+    Identifier ident = target.identifier().get();
+    String sink = Names.tableName(ident);
+    Settings.Writes settings = Settings.Writes.read(spark);
+    TableIdentifier sinkIdent = Names.icebergIdentifier(sink);
+    String text = WriteStatements.takeText(context.catalogName(), sink);
+    Table table = committer.load(sinkIdent);
+    TableState state = state(sink, table);
+    if (!state.isRoot() || settings.job != null) {
+      return derived(write, target, sink, sinkIdent, table, state, settings, definition(settings, text, write.query()));
+    }
+    return ingest(write, target, sink, sinkIdent, table, state, settings);
+  }
+
+  private static TableState state(String name, Table table) {
+    return FencedCommit.state(name, table);
+  }
+
+  private RuntimeException refused(String sink, String problem) {
+    return Errors.raise(Errors.analysis("CONSISTENT_WRITE.REFUSED", context.catalogName() + "." + sink + ": " + problem));
+  }
+
+  private RuntimeException failed(ConsistentException e) {
+    return Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));
+  }
+
+  private LogicalPlan derived(
+      V2WriteCommand write, DataSourceV2Relation target, String sink, TableIdentifier sinkIdent, Table table,
+      TableState state, Settings.Writes settings, String definition) {
+    Planned planned = planDerived(write.query(), sink, sinkIdent, table, state, settings, definition);
+    return (LogicalPlan) write.withNewTable(withTable(target, new EpochSinkTable(planned.table, planned.epoch)))
+        .withNewQuery(planned.query);
+  }
+
+  /** An epoch as planned: what Spark writes and the query it runs (the sources at the plan's inputs, or no rows). */
+  private static final class Planned {
+    final SqlEpoch epoch;
+    final Table table;
+    final LogicalPlan query;
+
+    Planned(SqlEpoch epoch, Table table, LogicalPlan query) {
+      this.epoch = epoch;
+      this.table = table;
+      this.query = query;
+    }
+  }
+
+  /**
+   * The statement's definition fingerprint (§6.10): the declared version ({@code spark.sql.consistent.version}),
+   * else its SQL text, else (a DataFrame write) its analysed query ({@link PlanFingerprint}).
+   */
+  private String definition(Settings.Writes settings, String text, LogicalPlan query) {
+    if (settings.version != null) {
+      return Definitions.fingerprint(Definitions.VERSION, settings.version);
+    }
+    if (text != null) {
+      return Definitions.sql(text);
+    }
+    return PlanFingerprint.of(query);
+  }
+
+  private Planned planDerived(
+      LogicalPlan reads, String sink, TableIdentifier sinkIdent, Table table, TableState state, Settings.Writes settings,
+      String definition) {
+    if (settings.job == null) {
+      String owner = state.job();
+      throw refused(sink, "it is derived from " + String.join(", ", state.sources()) + (owner == null ? "" : " (job '"
+          + owner + "')") + "; a write to it is an epoch of its job — SET " + Settings.PREFIX + Settings.JOB + "="
+          + (owner == null ? "<job>" : owner) + " first");
+    }
+    String job = settings.job;
+    Map<String, LogicalPlan> found = new TreeMap<>();
+    collectSources(reads, sink, found);
+    Set<String> sources = found.keySet();
+    if (sources.isEmpty()) {
+      throw refused(sink, "the statement reads no table of " + context.catalogName() + "; an epoch of job '" + job
+          + "' computes its sink from its sources — read them through " + context.catalogName());
+    }
+    if (sources.contains(sink)) {
+      throw failed(new ConsistentException(ErrorKind.CYCLE, "job '" + job + "' would read and write " + sink
+          + ": a table cannot be its own source; write to a new table instead"));
+    }
+    try {
+      boolean holds = job.equals(state.job()) && instance.equals(state.leaseHolder())
+          && new TreeSet<>(state.sources()).equals(new TreeSet<>(sources));
+      if (!holds) {
+        Map<String, TableState> all = context.states().catalogStates(sink);
+        TableMetadata committed = JobRegistration.register(committer, sinkIdent, sink, table, job, sources, instance,
+            settings.takeover, settings.leaseMs, all == null ? Collections.emptyMap() : all, context.catalogName(), false);
+        writer.registered(sink, job);
+        table = committer.load(sinkIdent);
+        state = TableState.fromMetadata(sink, committed);
+      }
+    } catch (ConsistentException e) {
+      throw failed(e);
+    }
+    EpochRun lineage = writer.lineage(job, sources, sink, reads);
+    try {
+      if (!job.equals(state.job()) || !instance.equals(state.leaseHolder())) {
+        throw new ConsistentException(ErrorKind.FENCED, sink, sink + " is now written by job '" + state.job()
+            + "' instance " + state.leaseHolder() + ", not by this application's instance (" + instance + ") of '" + job
+            + "': its lease was taken over; this application's writes to it are refused");
+      }
+      Map<String, Table> loaded = new HashMap<>();
+      Map<String, TableState> closure = Resolver.upstreamStates(new ArrayList<>(sources), name -> {
+        try {
+          Table source = committer.load(Names.icebergIdentifier(name));
+          loaded.put(name, source);
+          return state(name, source);
+        } catch (NoSuchTableException e) {
+          return null;
+        }
+      }, true);
+      long now = System.currentTimeMillis();
+      for (String name : new ArrayList<>(closure.keySet())) { // idle sources keep the DAG moving (protocol §5.6)
+        Table advanced = JobRegistration.advanceIdleRoot(committer, Names.icebergIdentifier(name), name, loaded.get(name), now);
+        if (advanced != null) {
+          loaded.put(name, advanced);
+          closure.put(name, state(name, advanced));
+        }
+      }
+      Map<String, TableState> sourceStates = new TreeMap<>();
+      for (String source : sources) {
+        sourceStates.put(source, closure.get(source));
+      }
+      EpochPlanner.Plan plan = EpochPlanner.plan(job, sourceStates, Collections.singletonMap(sink, state), closure,
+          definition, settings.rebuild);
+      String revised = null;
+      if (plan.barrier != null && plan.sinks.get(sink).action == EpochPlanner.Action.REVISE) {
+        revised = plan.sinks.get(sink).change.describe();
+        writer.revise(job, sink, plan.barrier, revised, false);
+        table = committer.load(sinkIdent);
+        state = state(sink, table);
+        plan = EpochPlanner.plan(job, sourceStates, Collections.singletonMap(sink, state), closure, definition, false);
+      }
+      EpochPlanner.Action action = plan.sinks.get(sink).action;
+      if (action == EpochPlanner.Action.STAGE) {
+        writer.warnEmptySources(job, sink, plan, sourceStates, false);
+      }
+      boolean work = plan.barrier != null && action != EpochPlanner.Action.DONE; // nothing to do: no run, no event
+      if (lineage != null && work) {
+        Map<String, String> planned = new LinkedHashMap<>();
+        planned.put(sink, action.protocolName);
+        lineage.planned(plan.barrier, plan.inputs, planned, instance);
+      }
+      SqlEpoch epoch = SqlEpoch.derived(writer, sink, sinkIdent, table, settings, plan, work ? lineage : null);
+      epoch.revised(revised);
+      return new Planned(epoch, table, epoch.runsQuery() ? pinned(reads, plan, loaded) : noRows(reads));
+    } catch (ConsistentException e) {
+      AnalysisException refused = Errors.analysis(Errors.errorClass(e.kind()), e.getMessage());
+      if (lineage != null) {
+        lineage.fail(refused);
+      }
+      throw Errors.raise(refused);
+    } catch (RuntimeException e) {
+      if (lineage != null) {
+        lineage.fail(e);
+      }
+      throw e;
+    }
+  }
+
+  /**
+   * {@code MERGE INTO} a derived sink (by keys): an epoch whose staged write is Iceberg's row-level merge into the
+   * previous epoch's output on {@code consistent-staged}; its source (the USING clause) is read at the plan.
+   */
+  public LogicalPlan planMerge(MergeIntoTable merge, DataSourceV2Relation target, SparkSession spark) {
+    String sink = Names.tableName(target.identifier().get());
+    Settings.Writes settings = Settings.Writes.read(spark);
+    String text = WriteStatements.takeText(context.catalogName(), sink);
+    TableIdentifier sinkIdent = Names.icebergIdentifier(sink);
+    Table table = committer.load(sinkIdent);
+    TableState state = state(sink, table);
+    if (state.isRoot() && settings.job == null) {
+      throw refused(sink, "it is a root: an ingest appends rows (INSERT INTO, DataFrame append()); MERGE INTO would "
+          + "change barriers already complete — MERGE INTO is an epoch of a job's derived table (SET "
+          + Settings.PREFIX + Settings.JOB + "=<job>)");
+    }
+    Planned planned = planDerived(merge.sourceTable(), sink, sinkIdent, table, state, settings,
+        definition(settings, text, merge));
+    EpochMergeTable sinkTable = planned.epoch.runsQuery()
+        ? new EpochMergeTable(planned.epoch.writeTable(), planned.epoch.writeBranch(), planned.epoch)
+        : new EpochMergeTable(planned.table, null, planned.epoch);
+    LogicalPlan newTarget = merge.targetTable().transformDown(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
+      @Override
+      public boolean isDefinedAt(LogicalPlan node) {
+        return node == target;
+      }
+
+      @Override
+      public <A1 extends LogicalPlan, B1> B1 applyOrElse(A1 node, scala.Function1<A1, B1> fallback) {
+        if (node != target) {
+          return fallback.apply(node);
+        }
+        @SuppressWarnings("unchecked")
+        B1 out = (B1) withTable(target, sinkTable);
+        return out;
+      }
+    });
+    List<LogicalPlan> children = new ArrayList<>();
+    children.add(newTarget);
+    children.add(planned.query);
+    return merge.withNewChildren(JavaConverters.asScalaBuffer(children).toSeq());
+  }
+
+  private LogicalPlan ingest(
+      V2WriteCommand write, DataSourceV2Relation target, String sink, TableIdentifier sinkIdent, Table table,
+      TableState state, Settings.Writes settings) {
+    if (!(write instanceof AppendData)) {
+      throw refused(sink, "it is a root: an ingest appends rows (INSERT INTO, DataFrame append()); overwriting a root "
+          + "would change barriers already complete — to compute it from other tables, make it a job's sink (SET "
+          + Settings.PREFIX + Settings.JOB + "=<job>) in a new table");
+    }
+    EventTime eventTime = settings.eventTimeColumn == null ? null : EventTime.of(table, sink, settings.eventTimeColumn);
+    SqlEpoch epoch = SqlEpoch.ingest(writer, sink, sinkIdent, table, state, settings.ingestKey, eventTime);
+    epoch.sqlText = StatementText.of((LogicalPlan) write); // its OpenLineage run's sql facet
+    LogicalPlan query = epoch.runsQuery() ? write.query() : noRows(write.query());
+    return (LogicalPlan) write.withNewTable(withTable(target, new EpochSinkTable(table, epoch))).withNewQuery(query);
+  }
+
+  private static DataSourceV2Relation withTable(DataSourceV2Relation relation, org.apache.spark.sql.connector.catalog.Table table) {
+    return relation.copy(table, relation.output(), relation.catalog(), relation.identifier(), relation.options());
+  }
+
+  /** The write's query with no rows (the action writes nothing): the same output, never run against a source. */
+  private static LogicalPlan noRows(LogicalPlan query) {
+    return LocalRelation$.MODULE$.apply(query.output()); // no rows, not streaming: the same on every Spark line
+  }
+
+  /**
+   * Every table the statement reads, by name (the plan as Spark resolved it, subqueries included); anything
+   * read from elsewhere is refused: a derived table is a function of its sources.
+   */
+  private void collectSources(LogicalPlan plan, String sink, Map<String, LogicalPlan> out) {
+    if (plan instanceof DataSourceV2Relation) {
+      DataSourceV2Relation relation = (DataSourceV2Relation) plan;
+      String name = sourceName(relation);
+      if (name == null) {
+        throw refused(sink, "the statement reads " + relation.name() + ", which is not a table of "
+            + context.catalogName() + " at its cut (another catalog, a branch, tag or version, a metadata table); an "
+            + "epoch reads its sources at its plan — read them through " + context.catalogName() + " by their names");
+      }
+      out.put(name, plan);
+      return;
+    }
+    if (plan.children().isEmpty() && !(plan instanceof LocalRelation || plan instanceof OneRowRelation
+        || plan instanceof Range)) {
+      throw refused(sink, "the statement reads " + plan.nodeName() + " (" + firstLine(plan.simpleStringWithNodeId())
+          + "), not a table of " + context.catalogName() + "; an epoch computes its sink only from tables of "
+          + context.catalogName() + " (and constants)");
+    }
+    for (LogicalPlan child : JavaConverters.seqAsJavaList(plan.children())) {
+      collectSources(child, sink, out);
+    }
+    for (LogicalPlan subquery : JavaConverters.seqAsJavaList(plan.subqueries())) {
+      collectSources(subquery, sink, out);
+    }
+  }
+
+  private static String firstLine(String text) {
+    return text.split("\\R", 2)[0];
+  }
+
+  /** The name of a table of this catalog served at the statement's cut; null for anything else. */
+  private String sourceName(DataSourceV2Relation relation) {
+    if (relation.catalog().isEmpty() || !relation.catalog().get().name().equals(context.catalogName()) || relation.identifier().isEmpty()) {
+      return null;
+    }
+    org.apache.spark.sql.connector.catalog.Table table = relation.table();
+    return context.served().servedAtCut(table);
+  }
+
+  /** The query with every source read at the plan's input ({@code snap(source, T)}; empty at T when null). */
+  private LogicalPlan pinned(LogicalPlan query, EpochPlanner.Plan plan, Map<String, Table> loaded) {
+    return query.transformUpWithSubqueries(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
+      @Override
+      public boolean isDefinedAt(LogicalPlan node) {
+        return node instanceof DataSourceV2Relation && sourceName((DataSourceV2Relation) node) != null;
+      }
+
+      @Override
+      public <A1 extends LogicalPlan, B1> B1 applyOrElse(A1 node, scala.Function1<A1, B1> fallback) {
+        if (!isDefinedAt(node)) {
+          return fallback.apply(node);
+        }
+        DataSourceV2Relation relation = (DataSourceV2Relation) node;
+        String name = sourceName(relation);
+        Table source = loaded.get(name);
+        Long input = plan.inputs.get(name);
+        org.apache.spark.sql.connector.catalog.Table served = context.served().atInput(source, input, name);
+        @SuppressWarnings("unchecked")
+        B1 out = (B1) withTable(relation, served);
+        return out;
+      }
+    });
+  }}
