@@ -5,7 +5,7 @@ time or an event-time barrier the caller gives), committed only if ``main`` and 
 read, so two concurrent ingests never compute their barriers from the same stale watermark and one
 idempotency key lands once. A root that receives nothing declares completeness by advancing its
 watermark, explicitly or as a declared idle source. Barriers ahead of the clock are refused
-(``check_not_future``): one would hold every later ingest there.
+(``write_plans.check_not_future``): one would hold every later ingest there.
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.table.update import RemovePropertiesUpdate, SetPropertiesUpdate
 
 from consistent_catalog import properties as P
+from consistent_catalog import write_plans
 from consistent_catalog.barrier import BarrierLike, to_barrier
-from consistent_catalog.commit import RetryPolicy, TableStore, TakeFence, refs_at
+from consistent_catalog.commit import RetryPolicy, TableStore
 from consistent_catalog.exceptions import FencedError, InvalidBarrierError, InvalidInputError
 from consistent_catalog.state import TableState
 from consistent_catalog.util.durations import parse_duration
 from consistent_catalog.util.identifiers import normalize_identifier
-from consistent_catalog.util.time import fmt_barrier, fmt_duration, now_ms
+from consistent_catalog.util.time import now_ms
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -38,18 +39,6 @@ class IngestResult:
     key: str | None = None
     skipped: bool = False
     """True when ``key`` had been ingested already: nothing was written, ``snapshot_id`` is that ingest's."""
-
-
-def check_not_future(state: TableState, barrier: int, *, allow_future: bool, what: str) -> None:
-    """Refuse a barrier beyond now plus the table's clock-skew allowance, unless the caller insists."""
-    limit = now_ms() + state.clock_skew_ms
-    if barrier > limit and not allow_future:
-        raise InvalidBarrierError(
-            f"{state.identifier}: {what} {fmt_barrier(barrier)} lies {fmt_duration(barrier - now_ms())} in the future "
-            f"(allowed: {fmt_duration(state.clock_skew_ms)} of clock skew, table property {P.CLOCK_SKEW}); a barrier "
-            "ahead of the clock holds every later ingest there — pass the current time, or insist with "
-            + ("allow_future=True (CLI: advance-watermark --allow-future)" if what == "watermark" else "allow_future=True")
-        )
 
 
 def ingest(
@@ -75,32 +64,23 @@ def ingest(
     """
     if key is not None and not str(key).strip():
         raise InvalidInputError("an ingest key must be a non-empty string (e.g. the source's batch or file id)")
-    for _ in RetryPolicy(retries).attempts():
+    wanted = None if barrier is None else to_barrier(barrier)
+    for _ in RetryPolicy(retries).attempts():  # refused: plan again after a jittered wait
         loaded, state = store.load(table)
-        if not state.is_root:
-            raise InvalidInputError(
-                f"{state.identifier} is derived from {', '.join(state.sources)}; only root tables take ingested data"
-            )
-        if key is not None:
-            done = state.ingested_with_key(key)
-            if done is not None:
-                return IngestResult(state.identifier, done, state.branch().barrier_of(done), key, skipped=True)
-        wanted = now_ms() if barrier is None else to_barrier(barrier)
-        check_not_future(state, wanted, allow_future=allow_future, what="barrier")
-        current = state.watermark()
-        effective = wanted if current is None or wanted > current else current + 1
-        properties = {P.BARRIER: str(effective)}
-        if key is not None:
-            properties[P.INGEST_KEY] = key
+        plan = write_plans.ingest(state, now=now_ms(), barrier=wanted, key=key, allow_future=allow_future)
+        if plan.skipped_by is not None:
+            return IngestResult(state.identifier, plan.skipped_by, plan.barrier, key, skipped=True)
+        commit = plan.commit
+        assert commit is not None
         base = state.head()
         try:
             # main and the fence as read: another ingest, an idle advance or a revision meanwhile
             # changed the watermark this barrier was computed from (or landed the same key)
             committed = store.write(
                 loaded,
-                refs_at({P.MAIN_BRANCH: base, P.FENCE_BRANCH: state.head(P.FENCE_BRANCH)}),
-                lambda tx, props=properties: tx.append(data, snapshot_properties=props),
-                what="ingesting" if key is None else f"ingesting key {key!r}",
+                commit.requirements,
+                lambda tx, props=dict(commit.summary): tx.append(data, snapshot_properties=props),
+                what=commit.what,
             )
         except FencedError:
             continue  # plan again from the new state
@@ -125,28 +105,15 @@ def advance_watermark(store: TableStore, table: str, barrier: BarrierLike, *, al
     """
     value = to_barrier(barrier)
     loaded, state = store.load(table)
-    if not state.is_root:
-        raise InvalidInputError(
-            f"{state.identifier} is derived (written by job {state.job or state.last_writer or '-'}); its watermark "
-            "advances when its job runs an epoch — advance the watermark of its root tables instead"
-        )
-    check_not_future(state, value, allow_future=allow_future, what="watermark")
-    current = state.watermark()
-    if current is not None and value <= current:
-        if value == current:
-            return current
-        raise InvalidBarrierError(
-            f"{state.identifier} is already complete up to {fmt_barrier(current)}; a watermark never moves back "
-            f"— nothing was changed (a barrier after {current} advances it)"
-        )
-    store.commit(
-        loaded,
-        refs_at({P.MAIN_BRANCH: state.head()}),
-        [SetPropertiesUpdate(updates=state.watermark_properties(value))],
-        what="advancing the watermark",
-        take_fence=TakeFence.keeping_holder(loaded.metadata, "advance", state.head(P.FENCE_BRANCH)),
-    )
+    commit = write_plans.advance_watermark(state, value, now=now_ms(), allow_future=allow_future)
+    if commit is not None:
+        send(store, loaded, commit)
     return value
+
+
+def send(store: TableStore, table: Any, commit: write_plans.WriteCommit) -> Any:
+    """Send a planned metadata commit (``write_plans``) to ``table`` as loaded; the table as committed."""
+    return store.commit(table, commit.requirements, commit.updates, what=commit.what, take_fence=commit.take_fence)
 
 
 def set_idle(store: TableStore, table: str, after: int | str | timedelta | None) -> None:
@@ -174,14 +141,14 @@ def advance_idle_roots(
         states = {s.identifier: s for s in store.states(store.list_tables())}
     advanced: dict[str, int] = {}
     for name, state in states.items():
-        if not state.is_root or state.idle_after_ms is None:
-            continue
-        target = moment - state.idle_after_ms
-        current = state.watermark()
-        if current is not None and target <= current:
-            continue
+        if write_plans.idle_advance(state, now=moment) is None:
+            continue  # not an idle root, or not behind: no load, no commit
         try:
-            advanced[name] = advance_watermark(store, name, target)
+            loaded, current = store.load(name)  # plan again on the table as it is now
+            commit = write_plans.idle_advance(current, now=moment)
+            if commit is not None:
+                send(store, loaded, commit)
+                advanced[name] = moment - (current.idle_after_ms or 0)
         except (FencedError, InvalidBarrierError):
             continue  # an ingest or another advance got there first
     return advanced

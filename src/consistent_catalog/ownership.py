@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table.update import RemovePropertiesUpdate, SetPropertiesUpdate
 
-from consistent_catalog import epoch_commits
+from consistent_catalog import epoch_commits, write_plans
 from consistent_catalog import properties as P
 from consistent_catalog._pyiceberg import empty_snapshot
-from consistent_catalog.commit import TableStore, TakeFence, fence_head, refs_at
+from consistent_catalog.commit import TableStore, TakeFence, fence_head
 from consistent_catalog.exceptions import ConsistentCatalogError, FencedError, InvalidInputError, OwnershipError
 from consistent_catalog.lineage import LineageGraph, check_not_own_source
-from consistent_catalog.state import TableState, encode_table_sources
+from consistent_catalog.state import TableState
 from consistent_catalog.util.identifiers import normalize_identifier
-from consistent_catalog.util.time import fmt_barrier, now_ms
+from consistent_catalog.util.time import now_ms
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 DEFAULT_LEASE_MS = 5 * 60 * 1000
 _OWNERSHIP_KEYS = (P.JOB, P.LEASE_HOLDER, P.LEASE_UNTIL, P.LEASE_HOLDER_INFO, P.SOURCES)
-_LEASE_KEYS = (P.LEASE_HOLDER, P.LEASE_UNTIL, P.LEASE_HOLDER_INFO)
+_LEASE_KEYS = write_plans.LEASE_KEYS
 
 
 def holder_info(application: str | None = None) -> str:
@@ -47,29 +47,6 @@ def holder_info(application: str | None = None) -> str:
     if application:
         info["app"] = application
     return json.dumps(info, sort_keys=True, separators=(",", ":"))
-
-
-def describe_holder(state: TableState) -> str:
-    """The lease holder as an operator needs it before a takeover: ``instance 6a3b6f0460c5 (host h, pid 1234,
-    Spark application local-17…, since <time>)``; just the id where no info was written (earlier versions)."""
-    text = f"instance {state.lease_holder}"
-    raw = state.properties.get(P.LEASE_HOLDER_INFO)
-    try:
-        info = json.loads(raw) if raw else {}
-    except ValueError:
-        info = {}
-    if not isinstance(info, dict):
-        return text
-    parts = []
-    if info.get("host"):
-        parts.append(f"host {info['host']}")
-    if info.get("pid") is not None:
-        parts.append(f"pid {info['pid']}")
-    if info.get("app"):
-        parts.append(f"Spark application {info['app']}")
-    if isinstance(info.get("since"), int):
-        parts.append(f"since {fmt_barrier(info['since'])}")
-    return f"{text} ({', '.join(parts)})" if parts else text
 
 
 @dataclass(frozen=True)
@@ -135,25 +112,19 @@ def register_job(
     graph.check_new_edges(job, source_names, sink_names)
 
     info = holder_info(application)
-    until = now_ms() + lease_ms
+    now = now_ms()
     done: list[tuple[str, Mapping[str, str]]] = []
     try:
         for sink in sink_names:
             table, state = store.load(sink)
-            check_can_own(state, job, instance, takeover)
+            commit = write_plans.register(state, job=job, sources=source_names, instance=instance, takeover=takeover,
+                                          now=now, lease_ms=lease_ms, holder_info=info)
             previous = {k: state.properties.get(k) for k in _OWNERSHIP_KEYS}
             # an empty sink gets its genesis in the same commit, with main asserted absent: every catalog
             # checks that (also on a table without snapshots), so of two racing registrations one wins
-            genesis = genesis_updates(table, job) if state.head() is None else []
-            owned = {P.JOB: job, P.SOURCES: encode_table_sources(list(source_names)), P.LEASE_HOLDER: instance,
-                     P.LEASE_UNTIL: str(until), P.LEASE_HOLDER_INFO: info}
-            store.commit(
-                table,
-                refs_at({P.MAIN_BRANCH: None}) if genesis else [],
-                [*genesis, SetPropertiesUpdate(updates=owned)],
-                what=f"registering job {job!r}",
-                take_fence=TakeFence(state.head(P.FENCE_BRANCH), "register", instance, job),
-            )
+            genesis = genesis_updates(table, job) if commit.genesis else []
+            store.commit(table, commit.requirements, [*genesis, *commit.updates], what=commit.what,
+                         take_fence=commit.take_fence)
             done.append((sink, {k: v for k, v in previous.items() if v is not None}))
     except FencedError as exc:
         _undo_registration(store, done, instance)
@@ -161,48 +132,13 @@ def register_job(
     except ConsistentCatalogError:
         _undo_registration(store, done, instance)
         raise
-    return Lease(job, instance, sink_names, source_names, until)
-
-
-def owner_refusal(state: TableState, job: str, *, now: int | None = None) -> str | None:
-    """Why ``job`` may not write ``state``, owned by another job (None: it may): one line naming the owner, whether
-    an instance of it runs, and the ways out."""
-    owner = state.owner
-    if owner is None or owner == job:
-        return None
-    live = state.lease_until is not None and state.lease_until > (now_ms() if now is None else now)
-    running = (
-        f"its {describe_holder(state)} holds a lease until {fmt_barrier(state.lease_until)}"
-        if live else "no instance of it is running"
-    )
-    return (
-        f"{state.identifier} is owned by job {owner!r} ({running}), not {job!r}; a table has one writer — run "
-        f"this as job {owner!r}, or hand the table over explicitly: consistent-catalog reassign {state.identifier} "
-        f"--to-job {job} (cc.reassign, or CALL <catalog>.system.reassign)"
-    )
+    return Lease(job, instance, sink_names, source_names, now + lease_ms)
 
 
 def check_can_own(state: TableState, job: str, instance: str, takeover: bool, *, now: int | None = None) -> None:
     """Refuse a registration of ``job`` (instance ``instance``) on the sink ``state`` while somebody else owns or
-    writes it (protocol §6.1-§6.2)."""
-    refusal = owner_refusal(state, job, now=now)
-    if refusal is not None:
-        raise OwnershipError(refusal)
-    live = state.lease_until is not None and state.lease_until > (now_ms() if now is None else now)
-    if state.job == job and live and state.lease_holder not in (None, instance) and not takeover:
-        raise OwnershipError(
-            f"{state.identifier} is being written by another live {describe_holder(state)} of job "
-            f"{job!r} until {fmt_barrier(state.lease_until)}; stop it, wait for the lease to lapse, or, if it is "
-            "dead, take over with takeover=True (register_job / cc.job; the demo: consistent-catalog demo --takeover)"
-        )
-    if state.is_root and state.head() is not None:
-        history = TableState(state.identifier, state.snapshots, state.branches, {P.SOURCES: '["?"]'})
-        untracked = history.branch().untracked
-        if untracked is not None:
-            raise InvalidInputError(
-                f"{state.identifier} already holds data written outside any job (snapshot {untracked}); "
-                "a job's sink must start empty — create a new table for the job"
-            )
+    writes it (protocol §6.1-§6.2): ``write_plans.check_can_own`` at ``now`` (default: the clock)."""
+    write_plans.check_can_own(state, job, instance, takeover, now=now_ms() if now is None else now)
 
 
 def _undo_registration(store: TableStore, done: list[tuple[str, Mapping[str, str]]], instance: str) -> None:
@@ -227,16 +163,12 @@ def unregister_job(store: TableStore, lease: Lease) -> None:
     """Release the lease on the lease's sinks if still held by it; the job keeps owning them (``consistent.job``
     stays, and lineage in ``consistent.sources``): only ``reassign`` hands a table to another job."""
     for sink in lease.sinks:
-        table = store.load_table(sink)
-        if table.metadata.properties.get(P.LEASE_HOLDER) != lease.instance:
+        table, state = store.load(sink)
+        commit = write_plans.unregister(state, job=lease.job, instance=lease.instance)
+        if commit is None:
             continue  # taken over meanwhile: not ours to clear
         try:
-            store.commit(
-                table,
-                refs_at({P.FENCE_BRANCH: fence_head(table)}),
-                [RemovePropertiesUpdate(removals=[k for k in _LEASE_KEYS if k in table.metadata.properties])],
-                what=f"unregistering job {lease.job!r}",
-            )
+            store.commit(table, commit.requirements, commit.updates, what=commit.what)
         except FencedError:
             pass
 
@@ -245,20 +177,9 @@ def renew_lease(store: TableStore, lease: Lease, lease_ms: int = DEFAULT_LEASE_M
     """Extend ``lease`` to now + ``lease_ms`` on every sink; FencedError when an instance took a sink over."""
     until = now_ms() + lease_ms
     for sink in lease.sinks:
-        table = store.load_table(sink)
-        found = table.metadata.properties
-        if found.get(P.JOB) != lease.job or found.get(P.LEASE_HOLDER) != lease.instance:
-            raise FencedError(
-                f"{sink}: renewing the lease of job {lease.job!r} was refused: the table is now written by job "
-                f"{found.get(P.JOB)!r} instance {found.get(P.LEASE_HOLDER)!r}, not by this instance ({lease.instance}); "
-                "stop this instance"
-            )
-        store.commit(
-            table,
-            refs_at({P.FENCE_BRANCH: fence_head(table)}),  # a takeover after this read moves the fence
-            [SetPropertiesUpdate(updates={P.LEASE_UNTIL: str(until)})],
-            what=f"renewing the lease of job {lease.job!r}",
-        )
+        table, state = store.load(sink)
+        commit = write_plans.renew(state, job=lease.job, instance=lease.instance, until=until)
+        store.commit(table, commit.requirements, commit.updates, what=commit.what)  # a takeover after the load moves the fence
     return Lease(lease.job, lease.instance, lease.sinks, lease.sources, until)
 
 
@@ -286,32 +207,14 @@ def reassign(store: TableStore, table: str, to_job: str, *, takeover: bool = Fal
         raise InvalidInputError("reassign needs the job to hand the table to (--to-job J), not an empty id")
     name = normalize_identifier(table)
     tbl, state = store.load(name)  # TableNotFoundError naming it
-    if state.is_root:
-        raise InvalidInputError(
-            f"{name} is a root (no consistent.sources): roots are ingested, not owned by a job — reassign hands "
-            "a derived table to another job"
-        )
+    commit = write_plans.reassign(state, to_job=to_job, takeover=takeover, now=now_ms())
     owner = state.owner
-    live = state.lease_until is not None and state.lease_until > now_ms() and state.lease_holder is not None
-    if live and not takeover:
-        raise OwnershipError(
-            f"{name} is being written by job {owner!r} ({describe_holder(state)}, lease until "
-            f"{fmt_barrier(state.lease_until)}); stop that job first, or if its instance is dead, pass --takeover "
-            "(takeover=True)"
-        )
-    if owner == to_job and not live:
+    if commit is None:
         return Reassignment(name, owner, to_job, False)
     graph = LineageGraph.from_states(s for s in store.states(store.list_tables()) if s.identifier != name)
     graph.check_new_edges(to_job, state.sources, (name,))
     try:
-        store.commit(
-            tbl,
-            [],
-            [SetPropertiesUpdate(updates={P.JOB: to_job}),
-             RemovePropertiesUpdate(removals=[k for k in _LEASE_KEYS if k in state.properties])],
-            what=f"reassigning {name} to job {to_job!r}",
-            take_fence=TakeFence(state.head(P.FENCE_BRANCH), "reassign", None, to_job),
-        )
+        store.commit(tbl, commit.requirements, commit.updates, what=commit.what, take_fence=commit.take_fence)
     except FencedError as exc:
         raise OwnershipError(f"{exc}; the table changed while it was being reassigned — run reassign again") from None
     return Reassignment(name, owner, to_job, True)

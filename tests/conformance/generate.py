@@ -43,6 +43,7 @@ from tests.conformance import fault_cases
 from tests.conformance.corpus import CASES, make_case, metadata_json, python_answer, write_case
 from tests.conformance.write_plans import can_own_query, definition_query, fingerprint_sql_query, write_plan_query
 from tests.conformance.write_plans import new_edges_query as edges
+from tests.conformance.write_plans import write_commit_query as wc
 from tests.conformance.write_plans import write_plan_query as wp
 from tests.harness.builders import (
     EMPTY_TOTALS,
@@ -514,6 +515,77 @@ def h14_write_plans() -> Case:
     return "write plans on hand-written histories (compaction, floors, staged branches, sinks without main)", tables, queries
 
 
+def h16_write_commits() -> Case:
+    """The protocol's other commits as planned (``write_plans`` / ``WritePlanner``): ingests (keyed, keyless, at an
+    event time, late), watermark advances (explicit, idle), registration, renewal, release, reassignment."""
+    now = T0 + 10_000
+    fence = snapshot(19, None, T0, summary={**EMPTY_TOTALS, P.FENCE_REASON: "advance"})
+    keyed = snapshot(2, 1, T0 + 205, barrier=T0 + 200, summary={"added-records": "1", "total-records": "2",
+                                                                  P.INGEST_KEY: "k1"})
+    r = table_state("db.r", [ingest(1, None, T0 + 100), keyed, fence], {MAIN: 2, P.FENCE_BRANCH: 19},
+                    {P.WATERMARK: str(T0 + 400)})
+    empty = table_state("db.empty", [], {}, {})
+    idle = table_state("db.idle", [ingest(3, None, T0 + 100)], head=3,
+                       properties={P.WATERMARK: str(T0 + 100), P.IDLE_AFTER: "5000"})
+    lease = {P.LEASE_HOLDER: "aaaaaaaaaaaa", P.LEASE_UNTIL: str(now + 60_000), P.LEASE_HOLDER_INFO: '{"pid":7}'}
+    fence_d = snapshot(29, None, T0, summary={**EMPTY_TOTALS, P.FENCE_REASON: "register", P.FENCE_HOLDER: "aaaaaaaaaaaa",
+                                              P.FENCE_JOB: "job-d"})
+    d = table_state("db.d", [genesis(20, job="job-d", ts=T0), epoch(21, 20, T0 + 100, job="job-d", sources={"db.r": 1}),
+                             fence_d],
+                    {MAIN: 21, STAGED: 21, P.FENCE_BRANCH: 29}, {**derived_properties("job-d", "db.r"), **lease})
+    lapsed = table_state("db.lapsed", [genesis(30, job="job-l", ts=T0)], head=30,
+                         properties={**derived_properties("job-l", "db.r"), P.LEASE_HOLDER: "bbbbbbbbbbbb",
+                                     P.LEASE_UNTIL: str(now - 1)})
+    sink = table_state("db.sink", [], {}, {})  # created, never written: registration gives it its genesis
+    raw = table_state("db.raw", [snapshot(5, None, T0, summary={"added-records": "1", "total-records": "1"})], head=5)
+    tables = meta(r, empty, idle, d, lapsed, sink, raw)
+    i, a, reg = "ingest", "advance", "register"
+    owner = {"sources": ["db.r"], "lease_ms": 300_000, "holder_info": '{"host":"h","pid":1}'}
+    queries = [
+        wc(i, "db.r", now),  # keyless at the clock
+        wc(i, "db.r", now, barrier=T0 + 300),  # at an event time below W: W + 1
+        wc(i, "db.r", now, barrier=T0 + 500, key="k2"),  # keyed, above W
+        wc(i, "db.r", now, barrier="late"),  # rows without an event time: W + 1
+        wc(i, "db.empty", now, barrier="late"),  # ... on a table without a watermark: the clock
+        wc(i, "db.r", now, key="k1"),  # the key landed in snapshot 2: skipped
+        wc(i, "db.r", now, barrier=now + 3_600_000),  # beyond the clock-skew allowance
+        wc(i, "db.r", now, barrier=now + 3_600_000, allow_future=True),
+        wc(i, "db.d", now),  # a derived table takes no ingests
+        wc(i, "db.r", now, key=" "),  # an empty key
+        wc(i, "db.empty", now, key="it's"),  # no main, no fence: both asserted absent
+        wc(a, "db.r", now, barrier=T0 + 500),
+        wc(a, "db.r", now, barrier=T0 + 400),  # the same barrier again: nothing to commit
+        wc(a, "db.r", now, barrier=T0 + 300),  # a watermark never moves back
+        wc(a, "db.r", now, barrier=now + 3_600_000),
+        wc(a, "db.empty", now, barrier=T0 + 500),  # main asserted absent
+        wc(a, "db.d", now, barrier=T0 + 500),
+        wc("idle-advance", "db.idle", now),  # now - 5 s
+        wc("idle-advance", "db.r", now),  # not declared idle
+        wc("idle-advance", "db.idle", now, target=T0 + 50),  # not behind
+        wc("idle-advance", "db.r", now, target=T0 + 9_000),  # a streaming root's own target
+        wc("idle-advance", "db.d", now, target=T0 + 9_000),  # derived: never
+        wc(reg, "db.sink", now, job="job-s", instance="cccccccccccc", **owner),  # genesis, main asserted absent
+        wc(reg, "db.d", now, job="job-d", instance="aaaaaaaaaaaa", **owner),  # the holder again
+        wc(reg, "db.d", now, job="job-d", instance="cccccccccccc", **owner),  # another live instance
+        wc(reg, "db.d", now, job="job-d", instance="cccccccccccc", takeover=True, **owner),
+        wc(reg, "db.d", now, job="job-x", instance="cccccccccccc", takeover=True, **owner),  # another job's table
+        wc(reg, "db.lapsed", now, job="job-l", instance="cccccccccccc", **owner),  # the lease lapsed
+        wc(reg, "db.raw", now, job="job-x", instance="cccccccccccc", **owner),  # data written outside any job
+        wc("unregister", "db.d", now, job="job-d", instance="aaaaaaaaaaaa"),
+        wc("unregister", "db.d", now, job="job-d", instance="cccccccccccc"),  # not ours: nothing
+        wc("renew", "db.d", now, job="job-d", instance="aaaaaaaaaaaa", until=now + 300_000),
+        wc("renew", "db.d", now, job="job-d", instance="cccccccccccc", until=now + 300_000),  # taken over
+        wc("renew", "db.lapsed", now, job="job-x", instance="bbbbbbbbbbbb", until=now + 300_000),  # reassigned
+        wc("reassign", "db.d", now, job="job-y"),  # a live lease
+        wc("reassign", "db.d", now, job="job-y", takeover=True),
+        wc("reassign", "db.lapsed", now, job="job-y"),
+        wc("reassign", "db.lapsed", now, job="job-l"),  # its owner already, no live lease: nothing
+        wc("reassign", "db.r", now, job="job-y"),  # a root
+        wc("reassign", "db.missing", now, job="job-y"),
+    ]
+    return "the protocol's other commits (§5.6, §6.1-§6.3, §6.9) as planned: ingests, advances, ownership", tables, queries
+
+
 def h15_faults_and_durations() -> Case:
     """Catalog faults (protocol §6.8) as PostgreSQL's and SQLite's drivers raise them, and the duration grammar."""
     return ("fault classes of PostgreSQL's and SQLite's errors (§6.8) and durations: one classification, one grammar",
@@ -557,6 +629,54 @@ HAND: dict[str, dict[int, Callable[[dict[str, Any]], bool]]] = {
     },
     "h12_no_complete_barrier": {0: lambda a: a == {"error": "ResolutionError"}},
     # protocol §3.6, §5.1-§5.3
+    "h16_write_commits": {
+        # worked out from protocol §5.6, §6.1-§6.3 and §6.9 (now = T0 + 10 s, W(db.r) = T0 + 400)
+        0: lambda a: a["barrier"] == T0 + 10_000 and a["commit"]["summary"] == {P.BARRIER: str(T0 + 10_000)}
+        and _refs(a) == [(P.FENCE_BRANCH, 19), (MAIN, 2)] and a["commit"]["take_fence"] is None,
+        1: lambda a: a["barrier"] == T0 + 401,
+        2: lambda a: a["commit"]["summary"] == {P.BARRIER: str(T0 + 500), P.INGEST_KEY: "k2"},
+        3: lambda a: a["barrier"] == T0 + 401,
+        4: lambda a: a["barrier"] == T0 + 10_000,
+        5: lambda a: a == {"skipped_by": 2, "barrier": T0 + 200},
+        6: lambda a: a == {"error": "InvalidBarrierError"},
+        7: lambda a: a["barrier"] == T0 + 10_000 + 3_600_000,
+        8: lambda a: a == {"error": "InvalidInputError"},
+        9: lambda a: a == {"error": "InvalidInputError"},
+        10: lambda a: _refs(a) == [(P.FENCE_BRANCH, None), (MAIN, None)] and a["commit"]["what"] == 'ingesting key "it\'s"',
+        11: lambda a: _refs(a) == [(MAIN, 2)] and a["commit"]["take_fence"] == {
+            "expected": 19, "reason": "advance", "holder": None, "job": None}
+        and a["commit"]["updates"][0]["updates"][P.WATERMARK] == str(T0 + 500),
+        12: lambda a: a == {"commit": None},
+        13: lambda a: a == {"error": "InvalidBarrierError"},
+        14: lambda a: a == {"error": "InvalidBarrierError"},
+        15: lambda a: _refs(a) == [(MAIN, None)] and a["commit"]["take_fence"]["expected"] is None,
+        16: lambda a: a == {"error": "InvalidInputError"},
+        17: lambda a: a["commit"]["updates"][0]["updates"][P.WATERMARK] == str(T0 + 10_000 - 5_000),
+        18: lambda a: a == {"commit": None},
+        19: lambda a: a == {"commit": None},
+        20: lambda a: a["commit"]["updates"][0]["updates"][P.WATERMARK] == str(T0 + 9_000),
+        21: lambda a: a == {"commit": None},
+        22: lambda a: a["commit"]["genesis"] is True and _refs(a) == [(MAIN, None)] and a["commit"]["take_fence"] == {
+            "expected": None, "reason": "register", "holder": "cccccccccccc", "job": "job-s"}
+        and a["commit"]["updates"][0]["updates"][P.LEASE_UNTIL] == str(T0 + 10_000 + 300_000),
+        23: lambda a: a["commit"]["genesis"] is False and _refs(a) == [] and a["commit"]["take_fence"]["expected"] == 29,
+        24: lambda a: a == {"error": "OwnershipError"},
+        25: lambda a: a["commit"]["take_fence"]["holder"] == "cccccccccccc",
+        26: lambda a: a == {"error": "OwnershipError"},
+        28: lambda a: a == {"error": "InvalidInputError"},
+        29: lambda a: _refs(a) == [(P.FENCE_BRANCH, 29)] and a["commit"]["updates"] == [
+            {"action": "remove-properties", "removals": [P.LEASE_HOLDER, P.LEASE_UNTIL, P.LEASE_HOLDER_INFO]}],
+        30: lambda a: a == {"commit": None},
+        31: lambda a: _refs(a) == [(P.FENCE_BRANCH, 29)]
+        and a["commit"]["updates"][0]["updates"] == {P.LEASE_UNTIL: str(T0 + 10_000 + 300_000)},
+        32: lambda a: a == {"error": "FencedError"},
+        33: lambda a: a == {"error": "FencedError"},
+        34: lambda a: a == {"error": "OwnershipError"},
+        35: lambda a: a["commit"]["take_fence"] == {"expected": 29, "reason": "reassign", "holder": None, "job": "job-y"},
+        37: lambda a: a == {"commit": None},
+        38: lambda a: a == {"error": "InvalidInputError"},
+        39: lambda a: a == {"error": "TableNotFoundError"},
+    },
     "h14_write_plans": {
         # the compaction's recorded inputs are its parent's: unchanged, so the watermark moves on the compaction
         0: lambda a: _published_properties(a, "db.compacted") == {
@@ -597,6 +717,11 @@ WRITE_OUTLINES: dict[str, list[Any]] = {
     "w07_refused": ["CycleError", "CycleError", "CycleError", "ok", "ok", "ok", "UntrackedWriteError",
                     "TableNotFoundError", {"db.b": "done:"}],
 }
+
+
+def _refs(answer: Mapping[str, Any]) -> list[tuple[str, int | None]]:
+    """The refs a planned write commit asserts, in order."""
+    return [(r["ref"], r["snapshot-id"]) for r in answer["commit"]["requirements"]]
 
 
 def _published_properties(answer: dict[str, Any], sink: str) -> dict[str, str]:
@@ -1129,6 +1254,7 @@ HANDWRITTEN: tuple[Callable[[], Case], ...] = (
     h13_revisions_tags_branches,
     h14_write_plans,
     h15_faults_and_durations,
+    h16_write_commits,
 )
 
 

@@ -9,11 +9,13 @@
 The writer's side too (``write_plans.py``): for a history and a job, the epoch it plans (protocol §5.1) and
 the exact requirements and updates of every commit it sends (§5.2-§5.3), from ``epoch_plan``/``epoch_commits``
 and from the plugin's ``EpochPlanner``/``EpochCommits``, in the ``w*`` and ``h14`` cases and for each derived
-table of the random histories.
+table of the random histories; and every other commit (ingests, watermark advances, registration, renewal, release,
+reassignment) as ``write_plans`` and the plugin's ``WritePlanner`` plan it, in ``h16``. Fault classes and durations
+(``fault_cases.py``) in ``h15``.
 
 A disagreement fails: the JVM code (``jvm/spark-plugin/src/main/java/io/consistentcatalog/core``) is
 a port of ``barrier.py``, ``state.py``, ``completeness.py``, ``resolver.py``, ``epoch_plan.py`` and
-``epoch_commits.py``; change both together and regenerate the corpus (``python -m tests.conformance.generate``).
+``epoch_commits.py`` and ``write_plans.py``; change both together and regenerate the corpus (``python -m tests.conformance.generate``).
 """
 
 from __future__ import annotations
@@ -99,6 +101,31 @@ def test_write_plans_cover_every_action_and_commit() -> None:
     wanted = {"done", "publish-staged", "watermark", "stage", "genesis", "reset", "staged-write", "publish", "no barrier",
               "ok", "CycleError", "UntrackedWriteError", "TableNotFoundError"}
     assert wanted <= seen, f"the write plans of the corpus lack {sorted(wanted - seen)}; run python -m tests.conformance.generate"
+
+
+def test_write_commits_cover_every_commit_kind() -> None:
+    """The corpus plans every commit of ``write_plans``/``WritePlanner`` (§5.6, §6.1-§6.3, §6.9) at least once to a
+    commit, and the outcomes without one: a skipped ingest, nothing to commit, each refusal class."""
+    committed: set[str] = set()
+    outcomes: set[str] = set()
+    for case in CORPUS.values():
+        for query in case["queries"]:
+            if query.get("kind") != "write-commit":
+                continue
+            answer = query["expected"]
+            if answer.get("commit"):
+                committed.add(query["commit"])
+            elif "skipped_by" in answer:
+                outcomes.add("skipped")
+            elif "error" in answer:
+                outcomes.add(answer["error"])
+            else:
+                outcomes.add("nothing")
+    kinds = {"ingest", "advance", "idle-advance", "register", "unregister", "renew", "reassign"}
+    assert kinds <= committed, f"the corpus plans no commit of {sorted(kinds - committed)}"
+    wanted = {"skipped", "nothing", "InvalidInputError", "InvalidBarrierError", "OwnershipError", "FencedError",
+              "TableNotFoundError"}
+    assert wanted <= outcomes, f"the write commits of the corpus lack {sorted(wanted - outcomes)}"
 
 
 # --- random histories -----------------------------------------------------------------------------------

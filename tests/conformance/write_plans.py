@@ -24,6 +24,15 @@ JVM's (``conformance.Main``: ``EpochPlanner`` and ``EpochCommits``):
   ``{"revise": bool, "reason": "rebuild" | "definition" | "schema" | null, "recorded": <the last epoch's
   fingerprint, or its schema id for "schema"> | null}``.
 - ``"fingerprint-sql"``: ``{"text"}``: ``{"fingerprint": "sql:<16 hex>"}`` of the statement (§6.10).
+- ``"write-commit"``: ``{"commit", "table", "now", ...}``: one of the protocol's other commits as ``write_plans`` (Java:
+  ``core.WritePlanner``) plans it over the case's table ``table`` at the clock ``now``. ``"commit"`` is ``"ingest"``
+  (``"barrier"``: a number, ``"late"`` or null for the clock; ``"key"``, ``"allow_future"``), ``"advance"``
+  (``"barrier"``, ``"allow_future"``), ``"idle-advance"`` (``"target"``, null: now minus the idle allowance),
+  ``"register"`` (``"job"``, ``"sources"``, ``"instance"``, ``"takeover"``, ``"lease_ms"``, ``"holder_info"``),
+  ``"unregister"`` and ``"renew"`` (``"job"``, ``"instance"``, ``"until"`` for renew) or ``"reassign"`` (``"job"``,
+  ``"takeover"``). The answer is ``{"commit": null}`` (nothing to commit), ``{"skipped_by", "barrier"}`` (an ingest
+  whose key landed), or ``{"commit": {"what", "requirements", "updates", "take_fence": {"expected", "reason",
+  "holder", "job"} | null, "summary", "genesis"}}`` (plus ``"barrier"`` for an ingest), in Iceberg's REST JSON.
 - a ``"write-plan"`` may carry ``"definition"`` and ``"rebuild"``: then a sink's action may be ``revise`` (no
   commits: the runner revises the sink and plans again).
 
@@ -43,7 +52,7 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadataUtil
 
-from consistent_catalog import epoch_commits
+from consistent_catalog import epoch_commits, write_plans
 from consistent_catalog import properties as P
 from consistent_catalog.definition import definition_change, sql_definition
 from consistent_catalog.epoch_plan import EpochPlan, plan_epoch
@@ -52,7 +61,7 @@ from consistent_catalog.lineage import LineageGraph
 from consistent_catalog.ownership import check_can_own, genesis_snapshot
 from consistent_catalog.state import TableState
 
-KINDS = ("write-plan", "new-edges", "can-own", "definition", "fingerprint-sql")
+KINDS = ("write-plan", "new-edges", "can-own", "definition", "fingerprint-sql", "write-commit")
 #: the fixed parts of a write plan's commits: the staging attempt's id, the lease a publish renews to, the
 #: snapshot id the staged data write made (the writer's, not one of the epoch's own commits)
 FIXED = {"attempt": "0123456789ab", "lease_until": 1_701_000_000_000, "written": 7_000_000_000_000_000_001}
@@ -77,6 +86,53 @@ def definition_query(job: str, sink: str, definition: str | None, *, rebuild: bo
 
 def fingerprint_sql_query(text: str) -> dict[str, Any]:
     return {"kind": "fingerprint-sql", "text": text}
+
+
+def write_commit_query(commit: str, table: str, now: int, **args: Any) -> dict[str, Any]:
+    return {"kind": "write-commit", "commit": commit, "table": table, "now": now, **args}
+
+
+def write_commit_answer(state: TableState, query: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``write_plans`` plans for a ``"write-commit"`` query over ``state`` (raises the protocol's refusal)."""
+    kind, now = query["commit"], query["now"]
+    if kind == "ingest":
+        plan = write_plans.ingest(state, now=now, barrier=query.get("barrier"), key=query.get("key"),
+                                  allow_future=query.get("allow_future", False))
+        if plan.skipped_by is not None:
+            return {"skipped_by": plan.skipped_by, "barrier": plan.barrier}
+        return {"barrier": plan.barrier, "commit": write_commit_json(plan.commit)}
+    if kind == "advance":
+        commit = write_plans.advance_watermark(state, query["barrier"], now=now, allow_future=query.get("allow_future", False))
+    elif kind == "idle-advance":
+        commit = write_plans.idle_advance(state, now=now, target=query.get("target"))
+    elif kind == "register":
+        commit = write_plans.register(state, job=query["job"], sources=query["sources"], instance=query["instance"],
+                                      takeover=query.get("takeover", False), now=now, lease_ms=query["lease_ms"],
+                                      holder_info=query["holder_info"])
+    elif kind == "unregister":
+        commit = write_plans.unregister(state, job=query["job"], instance=query["instance"])
+    elif kind == "renew":
+        commit = write_plans.renew(state, job=query["job"], instance=query["instance"], until=query["until"])
+    elif kind == "reassign":
+        commit = write_plans.reassign(state, to_job=query["job"], takeover=query.get("takeover", False), now=now)
+    else:
+        raise ValueError(f"no write commit {kind!r}")
+    return {"commit": write_commit_json(commit)}
+
+
+def write_commit_json(commit: write_plans.WriteCommit | None) -> dict[str, Any] | None:
+    if commit is None:
+        return None
+    fence = commit.take_fence
+    return {
+        "what": commit.what,
+        "requirements": [_rest_json(r) for r in commit.requirements],
+        "updates": [_rest_json(u) for u in commit.updates],
+        "take_fence": None if fence is None else {"expected": fence.expected, "reason": fence.reason,
+                                                  "holder": fence.holder, "job": fence.job},
+        "summary": dict(commit.summary),
+        "genesis": commit.genesis,
+    }
 
 
 def new_edges_query(job: str, sources: Iterable[str], sinks: Iterable[str]) -> dict[str, Any]:
@@ -106,6 +162,11 @@ def answer(tables: Mapping[str, Any], query: Mapping[str, Any], states: Mapping[
     """What the Python writer answers to a query of one of ``KINDS`` (normalised)."""
     kind = query["kind"]
     try:
+        if kind == "write-commit":
+            state = states.get(query["table"])
+            if state is None:
+                raise TableNotFoundError(f"table {query['table']} does not exist in the catalog; check the name")
+            return write_commit_answer(state, query)
         if kind == "fingerprint-sql":
             return {"fingerprint": sql_definition(query["text"])}
         if kind in ("can-own", "definition"):

@@ -230,6 +230,37 @@ def test_event_time_barrier_from_a_column(env, tables):
     assert catalog.load_table(words + "_ev").metadata.snapshot_by_id(result.snapshot_id).summary[P.BARRIER] == str(expected)
 
 
+def test_a_keyless_ingest_asserts_main_and_the_fence_like_every_ingest(env, tables, monkeypatch):
+    """Issue 35: the keyless PySpark ingest publishes its staged rows with the fence and main asserted (as the keyed one,
+    pyiceberg's and the plugin's): an idle advance (it takes the fence) and another ingest (it moves main) landing while
+    Spark writes make it plan again, so its barrier never falls at or below a watermark readers were given."""
+    from consistent_catalog.spark import job as spark_job
+
+    root, catalog, spark = env
+    cc = ConsistentCatalog(catalog)
+    words = tables["words"]
+    spark_job.ingest_dataframe(cc, df(spark, "a"), words, barrier=1_000)
+    staged = spark_job._stage_with_wap
+    meanwhile = [lambda: cc.advance_watermark(words, 5_000), lambda: cc.ingest(words, pa.table({"word": ["x"]}), barrier=7_000)]
+    attempts = []
+
+    def stage_then_interfere(*args, **kwargs):
+        found = staged(*args, **kwargs)
+        attempts.append(dict(args[4]))  # the summary keys this attempt was planned with
+        if meanwhile:
+            meanwhile.pop(0)()
+        return found
+
+    monkeypatch.setattr(spark_job, "_stage_with_wap", stage_then_interfere)
+    result = spark_job.ingest_dataframe(cc, df(spark, "b"), words, barrier=2_000)
+    # planned three times: at 2000, after the advance to 5000 (5001), after the ingest at 7000 (7001)
+    assert [a[P.BARRIER] for a in attempts] == ["2000", "5001", "7001"]
+    table = catalog.load_table(words)
+    assert table.metadata.current_snapshot_id == result.snapshot_id and result.barrier == 7_001
+    assert table.metadata.snapshot_by_id(result.snapshot_id).summary[P.BARRIER] == "7001"
+    assert sorted(r["word"] for r in table.scan().to_arrow().to_pylist()) == ["a", "b", "x"]  # the refused stagings never reached main
+
+
 def test_spark_sql_shell_reads_the_cut(env, tables, tmp_path):
     from consistent_catalog.spark.job import ingest_dataframe
     from consistent_catalog.spark.session import write_spark_defaults

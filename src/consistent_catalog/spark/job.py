@@ -10,22 +10,22 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.update import SetPropertiesUpdate, SetSnapshotRefUpdate
 
-from consistent_catalog import openlineage_events
+from consistent_catalog import openlineage_events, write_plans
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import BarrierLike, to_barrier
 from consistent_catalog.catalog import ConsistentCatalog
-from consistent_catalog.commit import RetryPolicy, refs_at
+from consistent_catalog.commit import RetryPolicy
 from consistent_catalog.definition import job_definition, sql_definition
 from consistent_catalog.epoch import EpochJob, Staged
 from consistent_catalog.epoch_plan import EpochPlan, check_append_only
 from consistent_catalog.exceptions import FencedError, InvalidInputError
 from consistent_catalog.faults import Fault, unavailable
-from consistent_catalog.ingest import IngestResult, check_not_future
+from consistent_catalog.ingest import IngestResult
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut
 from consistent_catalog.spark import _jvm
 from consistent_catalog.sql import view_names
@@ -334,7 +334,7 @@ def ingest_dataframe(
     frame: DataFrame,
     table: str,
     *,
-    barrier: BarrierLike | None = None,
+    barrier: BarrierLike | Literal["late"] | None = None,
     event_time_column: str | None = None,
     key: str | None = None,
     allow_future: bool = False,
@@ -343,13 +343,15 @@ def ingest_dataframe(
 ) -> IngestResult:
     """Append ``frame`` to a root table with Spark, tagged with a barrier.
 
-    The barrier is, in order: ``barrier`` if given; the maximum of ``event_time_column`` (a timestamp,
+    The barrier is, in order: ``barrier`` if given (``"late"``: rows without an event time, W(X) + 1); the maximum of ``event_time_column`` (a timestamp,
     date or epoch-milliseconds column) for event-time barriers; otherwise the current time. It is
     raised to W(X) + 1 if it would fall at or below the table's watermark (see ``ConsistentCatalog.ingest``).
 
-    ``key`` makes the ingest idempotent, as in ``ConsistentCatalog.ingest``: Spark writes the rows as
-    a staged (write-audit-publish) snapshot that is published by one catalog commit requiring
-    ``main`` to be where the key was checked, so two concurrent ingests of one key cannot both land.
+    The ingest is planned by ``write_plans.ingest``, as ``ConsistentCatalog.ingest``'s: Spark writes the rows
+    as a staged (write-audit-publish) snapshot that one catalog commit publishes, requiring the fence and
+    ``main`` where the barrier and the key were checked (so a concurrent ingest, idle advance, revision or
+    takeover makes it plan again). ``key`` makes the ingest idempotent: an ingest of a key already on
+    ``main`` is skipped, and two concurrent ingests of one key cannot both land.
     With OpenLineage configured, an ingest that lands is a run of the job ``ingest:<table>`` (protocol §5.8).
     """
     name = normalize_identifier(table)
@@ -361,51 +363,41 @@ def ingest_dataframe(
 
 
 def _ingest_dataframe(
-    cc: ConsistentCatalog, frame: DataFrame, name: str, *, barrier: BarrierLike | None, event_time_column: str | None,
+    cc: ConsistentCatalog, frame: DataFrame, name: str, *, barrier: BarrierLike | Literal["late"] | None,
+    event_time_column: str | None,
     key: str | None, allow_future: bool, spark_catalog: str, retries: int,
 ) -> IngestResult:
-    for _ in RetryPolicy(retries).attempts():
+    fixed: int | Literal["late"] | None = (
+        None if barrier is None else write_plans.LATE if barrier == write_plans.LATE else to_barrier(barrier))
+    for _ in RetryPolicy(retries).attempts():  # refused: plan again after a jittered wait
         loaded, state = cc.store.load(name)
-        if not state.is_root:
-            raise InvalidInputError(f"{name} is derived from {', '.join(state.sources)}; only root tables take ingested data")
-        if key is not None:
-            done = state.ingested_with_key(key)
-            if done is not None:
-                return IngestResult(name, done, state.branch().barrier_of(done), key, skipped=True)
-        if barrier is not None:
-            wanted = to_barrier(barrier)
-        elif event_time_column is not None:
-            latest = max_event_time(frame, event_time_column)
-            if latest is None:
+        if fixed is None and event_time_column is not None and state.is_root and (
+                key is None or state.ingested_with_key(key) is None):  # one Spark job, only when rows may land
+            fixed = max_event_time(frame, event_time_column)
+            if fixed is None:
                 raise InvalidInputError(f"event-time column {event_time_column!r} has no values; pass barrier= explicitly")
-            wanted = latest
-        else:
-            wanted = now_ms()
-        check_not_future(state, wanted, allow_future=allow_future, what="barrier")
-        current = state.watermark()
-        effective = wanted if current is None or wanted > current else current + 1
-        properties = {P.BARRIER: str(effective)}
-        target = qualified_name(spark_catalog, name)
-        if key is None:
-            frame.writeTo(target).options(**snapshot_options(properties)).append()
-            head = cc.store.state(name).head()
-            assert head is not None
-            return IngestResult(name, head, effective)
-        properties[P.INGEST_KEY] = key
-        staged, loaded = _stage_with_wap(cc, frame, name, target, properties, loaded)
+        plan = write_plans.ingest(state, now=now_ms(), barrier=fixed, key=key, allow_future=allow_future)
+        if plan.skipped_by is not None:
+            return IngestResult(name, plan.skipped_by, plan.barrier, key, skipped=True)
+        commit = plan.commit
+        assert commit is not None and plan.barrier is not None
+        # Spark writes the rows as a staged (write-audit-publish) snapshot; one catalog commit publishes it,
+        # asserting what the plan asserts (the fence and main as read), keyed or not
+        staged, loaded = _stage_with_wap(cc, frame, name, qualified_name(spark_catalog, name), commit.summary, loaded)
         try:
             cc.store.commit(  # the catalog validates the fence against its current metadata, not ``loaded``'s
                 loaded,
-                refs_at({P.MAIN_BRANCH: state.head(), P.FENCE_BRANCH: state.head(P.FENCE_BRANCH)}),
+                commit.requirements,
                 [SetSnapshotRefUpdate(ref_name=P.MAIN_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=staged)],
-                what=f"publishing ingest key {key!r}",
+                what=f"publishing {commit.what}",
             )
         except FencedError:
-            continue  # main moved: another ingest landed; check the key again (the staged snapshot is left to expiry)
-        return IngestResult(name, staged, effective, key)
+            continue  # main moved: another ingest landed; plan again (the staged snapshot is left to expiry)
+        return IngestResult(name, staged, plan.barrier, key)
+    again = " — the key makes it safe to repeat" if key is not None else ""
     raise FencedError(
-        f"{name}: ingest of key {key!r} kept losing the race to other ingests ({retries} attempts); run it again "
-        "— the key makes it safe to repeat"
+        f"{name}: ingest{'' if key is None else f' of key {key!r}'} kept losing the race to other ingests "
+        f"({retries} attempts); run it again{again}"
     )
 
 

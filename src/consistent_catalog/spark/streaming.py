@@ -59,7 +59,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 from consistent_catalog.catalog import ConsistentCatalog
 from consistent_catalog.epoch import EpochJob, EpochResult
@@ -70,6 +70,7 @@ from consistent_catalog.spark.job import enable_staged_writes, ingest_dataframe,
 from consistent_catalog.util.durations import parse_duration
 from consistent_catalog.util.identifiers import normalize_identifier
 from consistent_catalog.util.time import now_ms
+from consistent_catalog.write_plans import LATE
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -243,7 +244,7 @@ class RootStreamWriter:
         started = time.monotonic()
         self.last_activity = started
         key = f"{self.query_id(frame)}/{batch_id}"
-        barrier: int | None = None
+        barrier: int | Literal["late"] | None = None
         cached = False
         try:
             if self.event_time_column is not None:
@@ -251,10 +252,11 @@ class RootStreamWriter:
                     frame = frame.persist()
                     cached = True
                 latest = max_event_time(frame, self.event_time_column)
-                if latest is None:  # a batch without rows (Spark runs some for stateful queries): nothing to land
+                if latest is None and frame.isEmpty():  # a batch without rows (Spark runs some for stateful queries)
                     self.batches.append(RootBatch(batch_id, key, None, None, False, time.monotonic() - started))
                     return
-                barrier = max(0, latest - self.watermark_delay_ms)
+                # rows without an event time are late rows: W + 1 (write_plans.LATE), as the plugin's streaming root
+                barrier = LATE if latest is None else max(0, latest - self.watermark_delay_ms)
             extra = [c for c in frame.columns if c not in self.columns]
             out = frame.drop(*extra) if extra else frame
             result = ingest_dataframe(

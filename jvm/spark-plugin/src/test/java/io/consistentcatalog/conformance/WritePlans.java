@@ -9,6 +9,7 @@ import io.consistentcatalog.core.Keys;
 import io.consistentcatalog.core.Ownership;
 import io.consistentcatalog.core.Resolver;
 import io.consistentcatalog.core.TableState;
+import io.consistentcatalog.core.WritePlanner;
 import io.consistentcatalog.spark.context.GenesisSnapshots;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -37,6 +38,7 @@ import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ObjectNode;
  * query and answer formats): {@code "write-plan"}, the epoch {@link EpochPlanner#plan} plans and the commits
  * {@link EpochCommits} builds for each sink's action, in the order {@code SqlEpoch} sends them (requirements
  * and updates in Iceberg's REST JSON, by {@link UpdateRequirementParser} and {@link MetadataUpdateParser});
+ * {@code "write-commit"}, the protocol's other commits as {@link WritePlanner} plans them;
  * {@code "new-edges"}, registration's cycle check ({@link EpochPlanner#checkNewEdges}, the job-level check included);
  * {@code "can-own"} ({@link Ownership#checkCanOwn}), {@code "definition"} ({@link EpochPlanner#definitionChange}) and
  * {@code "fingerprint-sql"} ({@link Definitions#sql}). The snapshot ids a
@@ -51,7 +53,103 @@ final class WritePlans {
   static boolean handles(JsonNode query) {
     String kind = query.path("kind").asText("");
     return kind.equals("write-plan") || kind.equals("new-edges") || kind.equals("can-own") || kind.equals("definition")
-        || kind.equals("fingerprint-sql");
+        || kind.equals("fingerprint-sql") || kind.equals("write-commit");
+  }
+
+  /**
+   * {@code "write-commit"}: one of the protocol's other commits as {@link WritePlanner} plans it over the case's table
+   * at the query's clock (the query and answer formats are {@code write_plans.py}'s).
+   */
+  private static JsonNode answerWriteCommit(Function<String, TableState> load, JsonNode query) {
+    ObjectNode out = NODES.objectNode();
+    try {
+      String table = query.get("table").asText();
+      TableState state = load.apply(table);
+      if (state == null) {
+        throw new ConsistentException(ErrorKind.TABLE_NOT_FOUND, table, "table " + table + " does not exist");
+      }
+      String kind = query.get("commit").asText();
+      long now = query.get("now").longValue();
+      boolean allowFuture = query.path("allow_future").asBoolean(false);
+      boolean takeover = query.path("takeover").asBoolean(false);
+      String job = query.hasNonNull("job") ? query.get("job").asText() : null;
+      String instance = query.hasNonNull("instance") ? query.get("instance").asText() : null;
+      WritePlanner.Commit commit;
+      switch (kind) {
+        case "ingest": {
+          JsonNode barrier = query.get("barrier");
+          Long wanted = barrier == null || barrier.isNull() ? null
+              : barrier.isTextual() && barrier.asText().equals("late") ? WritePlanner.LATE : barrier.longValue();
+          String key = query.hasNonNull("key") ? query.get("key").asText() : null;
+          WritePlanner.IngestPlan plan = WritePlanner.ingest(state, now, wanted, key, allowFuture, null);
+          if (plan.skippedBy != null) {
+            out.put("skipped_by", plan.skippedBy);
+            putLong(out, "barrier", plan.barrier);
+            return out;
+          }
+          putLong(out, "barrier", plan.barrier);
+          out.set("commit", writeCommitJson(plan.commit));
+          return out;
+        }
+        case "advance":
+          commit = WritePlanner.advanceWatermark(state, query.get("barrier").longValue(), now, allowFuture);
+          break;
+        case "idle-advance":
+          commit = WritePlanner.idleAdvance(state, now, query.hasNonNull("target") ? query.get("target").longValue() : null);
+          break;
+        case "register":
+          commit = WritePlanner.register(state, job, strings(query.get("sources")), instance, takeover, now,
+              query.get("lease_ms").longValue(), query.get("holder_info").asText(), "lake_consistent", false);
+          break;
+        case "unregister":
+          commit = WritePlanner.unregister(state, job, instance);
+          break;
+        case "renew":
+          commit = WritePlanner.renew(state, job, instance, query.get("until").longValue());
+          break;
+        case "reassign":
+          commit = WritePlanner.reassign(state, job, takeover, now, "lake_consistent");
+          break;
+        default:
+          throw new IllegalArgumentException("no write commit " + kind);
+      }
+      out.set("commit", writeCommitJson(commit));
+      return out;
+    } catch (ConsistentException e) {
+      ObjectNode node = NODES.objectNode();
+      node.put("error", e.pythonName());
+      node.put("message", e.getMessage());
+      return node;
+    }
+  }
+
+  private static JsonNode writeCommitJson(WritePlanner.Commit commit) {
+    if (commit == null) {
+      return NODES.nullNode();
+    }
+    ObjectNode node = NODES.objectNode();
+    node.put("what", commit.what);
+    node.set("requirements", requirementsJson(commit.requirements));
+    ArrayNode updates = NODES.arrayNode();
+    for (MetadataUpdate update : commit.updates) {
+      updates.add(parse(MetadataUpdateParser.toJson(update)));
+    }
+    node.set("updates", updates);
+    if (commit.fence == null) {
+      node.putNull("take_fence");
+    } else {
+      ObjectNode fence = NODES.objectNode();
+      putLong(fence, "expected", commit.fence.expected);
+      fence.put("reason", commit.fence.reason);
+      fence.put("holder", commit.fence.holder);
+      fence.put("job", commit.fence.job);
+      node.set("take_fence", fence);
+    }
+    ObjectNode summary = NODES.objectNode();
+    commit.summary.forEach(summary::put);
+    node.set("summary", summary);
+    node.put("genesis", commit.genesis);
+    return node;
   }
 
   /** The queries of protocol §6.2 and §6.10: {@code can-own}, {@code definition}, {@code fingerprint-sql}. */
@@ -103,6 +201,9 @@ final class WritePlans {
       Map<String, JsonNode> tables, Function<String, TableMetadata> metadata, Function<String, TableState> load,
       JsonNode query) {
     String queryKind = query.get("kind").asText();
+    if (queryKind.equals("write-commit")) {
+      return answerWriteCommit(load, query);
+    }
     if (!queryKind.equals("write-plan") && !queryKind.equals("new-edges")) {
       return answerDefinitions(load, query);
     }

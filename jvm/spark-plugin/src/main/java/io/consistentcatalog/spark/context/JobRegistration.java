@@ -6,6 +6,7 @@ import io.consistentcatalog.core.EpochPlanner;
 import io.consistentcatalog.core.ErrorKind;
 import io.consistentcatalog.core.Keys;
 import io.consistentcatalog.core.TableState;
+import io.consistentcatalog.core.WritePlanner;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
@@ -26,7 +27,8 @@ import org.apache.iceberg.catalog.TableIdentifier;
 
 /**
  * Registration, lease and the fence (protocol §6.1-§6.3) in the JVM, as {@code consistent_catalog.ownership}
- * and {@code TableStore.commit(take_fence=...)} do them in Python: the same commits, requirements and updates.
+ * and {@code TableStore.commit(take_fence=...)} do them in Python: each commit planned by {@link WritePlanner} (Python's
+ * {@code write_plans}), sent here.
  */
 public final class JobRegistration {
   public static final long DEFAULT_LEASE_MS = 5 * 60 * 1000L;
@@ -71,30 +73,40 @@ public final class JobRegistration {
     TableMetadata base = FencedCommit.metadata(table);
     TableState state = TableState.fromMetadata(sink, base);
     // whose table it is comes first: a foreign job's name is refused as such, not as the cycle it would make
-    checkCanOwn(state, job, instance, takeover, catalogName, streaming);
+    WritePlanner.Commit plan = WritePlanner.register(state, job, sources, instance, takeover, System.currentTimeMillis(),
+        leaseMs, HolderInfo.json(), catalogName, streaming);
     Map<String, TableState> others = new LinkedHashMap<>(catalog);
     others.remove(sink);
     EpochPlanner.checkNewEdges(job, new TreeSet<>(sources), Collections.singleton(sink), others);
     TableOperations ops = ((HasTableOperations) table).operations();
     List<MetadataUpdate> updates = new ArrayList<>();
-    List<UpdateRequirement> requirements = new ArrayList<>();
     long sequence = base.lastSequenceNumber() + 1;
-    if (state.head() == null) { // genesis, with main asserted absent: of two racing registrations one wins
+    if (plan.genesis) { // genesis, with main asserted absent: of two racing registrations one wins
       Snapshot genesis = EmptySnapshot.genesis(ops, base, job);
       sequence++;
       updates.add(new MetadataUpdate.AddSnapshot(genesis));
       updates.add(branchRef(Keys.MAIN_BRANCH, genesis.snapshotId()));
-      requirements.add(new UpdateRequirement.AssertRefSnapshotID(Keys.MAIN_BRANCH, null));
     }
-    Map<String, String> owned = new LinkedHashMap<>();
-    owned.put(Keys.JOB, job);
-    owned.put(Keys.SOURCES, EpochPlanner.encodeTableSources(sources));
-    owned.put(Keys.LEASE_HOLDER, instance);
-    owned.put(Keys.LEASE_UNTIL, Long.toString(System.currentTimeMillis() + leaseMs));
-    owned.put(Keys.LEASE_HOLDER_INFO, HolderInfo.json());
-    updates.add(new MetadataUpdate.SetProperties(owned));
-    takeFence(ops, base, state.head(Keys.FENCE_BRANCH), "register", instance, job, sequence, requirements, updates);
-    return commitTakingFence(committer, ops, ident, base, requirements, updates, "registering job '" + job + "'");
+    return send(committer, ops, ident, base, plan, updates, sequence, plan.what);
+  }
+
+  /**
+   * Sends the planned {@code plan} ({@link WritePlanner}) to the table {@code base} was read from: {@code before} (a
+   * genesis) and the plan's updates, the fence taken when the plan says so ({@link #takeFence}, its empty snapshot at
+   * {@code sequence}). Returns the metadata as committed.
+   */
+  static TableMetadata send(
+      FencedCommit committer, TableOperations ops, TableIdentifier ident, TableMetadata base, WritePlanner.Commit plan,
+      List<MetadataUpdate> before, long sequence, String what) {
+    List<UpdateRequirement> requirements = new ArrayList<>(plan.requirements);
+    List<MetadataUpdate> updates = new ArrayList<>(before);
+    updates.addAll(plan.updates);
+    if (plan.fence == null) {
+      return committer.commit(ident, base, requirements, updates, what);
+    }
+    WritePlanner.FenceMove fence = plan.fence;
+    takeFence(ops, base, fence.expected, fence.reason, fence.holder, fence.job, sequence, requirements, updates);
+    return commitTakingFence(committer, ops, ident, base, requirements, updates, what);
   }
 
   /**
@@ -205,17 +217,12 @@ public final class JobRegistration {
   public static void unregister(FencedCommit committer, TableIdentifier ident, String instance, String job) {
     Table table = committer.load(ident);
     TableMetadata base = FencedCommit.metadata(table);
-    if (!instance.equals(base.properties().get(Keys.LEASE_HOLDER))) {
+    WritePlanner.Commit plan = WritePlanner.unregister(TableState.fromMetadata(ident.toString(), base), job, instance);
+    if (plan == null) {
       return; // taken over meanwhile: not ours to clear
     }
-    SnapshotRef fence = base.ref(Keys.FENCE_BRANCH);
-    List<UpdateRequirement> requirements = new ArrayList<>();
-    requirements.add(new UpdateRequirement.AssertRefSnapshotID(Keys.FENCE_BRANCH, fence == null ? null : fence.snapshotId()));
-    List<MetadataUpdate> updates = new ArrayList<>();
-    updates.add(new MetadataUpdate.RemoveProperties(new java.util.HashSet<>(java.util.Arrays.asList(
-        Keys.LEASE_HOLDER, Keys.LEASE_UNTIL, Keys.LEASE_HOLDER_INFO))));
     try {
-      committer.commit(ident, base, requirements, updates, "unregistering job '" + job + "'");
+      committer.commit(ident, base, new ArrayList<>(plan.requirements), new ArrayList<>(plan.updates), plan.what);
     } catch (FencedCommit.Refused e) {
       // taken over meanwhile
     }
@@ -243,42 +250,17 @@ public final class JobRegistration {
       Map<String, TableState> catalog, String catalogName) {
     TableMetadata base = FencedCommit.metadata(table);
     TableState state = TableState.fromMetadata(name, base);
-    if (state.isRoot()) {
-      throw new ConsistentException(ErrorKind.INVALID_INPUT, name, name + " is a root: a root has no owning job (it is "
-          + "written by ingests); reassign hands a derived table to another job");
-    }
+    WritePlanner.Commit plan = WritePlanner.reassign(state, job, takeover, System.currentTimeMillis(), catalogName);
     String from = state.owner();
-    Long until = state.leaseUntil();
-    String holder = state.leaseHolder();
-    boolean live = holder != null && until != null && until > System.currentTimeMillis();
-    if (live && !takeover) {
-      throw new ConsistentException(ErrorKind.OWNERSHIP, name, name + " is being written by job '" + from + "' ("
-          + io.consistentcatalog.core.Ownership.describeHolder(state) + ", lease until " + Barriers.format(until) + "); stop that job first, or, if it is dead, CALL "
-          + catalogName + ".system.reassign(table => '" + name + "', job => '" + job + "', takeover => true)");
-    }
-    if (job.equals(from) && !live) {
+    if (plan == null) {
       return new Reassigned(from, false);
     }
     Map<String, TableState> others = new LinkedHashMap<>(catalog);
     others.remove(name);
     EpochPlanner.checkJobEdges(job, new TreeSet<>(state.sources()), Collections.singleton(name), others);
-    TableOperations ops = ((HasTableOperations) table).operations();
-    List<UpdateRequirement> requirements = new ArrayList<>();
-    List<MetadataUpdate> updates = new ArrayList<>();
-    updates.add(new MetadataUpdate.SetProperties(Collections.singletonMap(Keys.JOB, job)));
-    Set<String> lease = new TreeSet<>();
-    for (String key : new String[] {Keys.LEASE_HOLDER, Keys.LEASE_UNTIL, Keys.LEASE_HOLDER_INFO}) {
-      if (base.properties().containsKey(key)) {
-        lease.add(key);
-      }
-    }
-    if (!lease.isEmpty()) {
-      updates.add(new MetadataUpdate.RemoveProperties(lease));
-    }
-    takeFence(ops, base, state.head(Keys.FENCE_BRANCH), "reassign", null, job, base.lastSequenceNumber() + 1,
-        requirements, updates);
     try {
-      commitTakingFence(committer, ops, ident, base, requirements, updates, "reassigning " + name + " to job '" + job + "'");
+      send(committer, ((HasTableOperations) table).operations(), ident, base, plan, new ArrayList<MetadataUpdate>(),
+          base.lastSequenceNumber() + 1, plan.what);
     } catch (FencedCommit.Refused e) {
       throw new ConsistentException(ErrorKind.OWNERSHIP, name, e.getMessage() + "; the table changed while it was being "
           + "reassigned — run reassign again");
@@ -308,20 +290,13 @@ public final class JobRegistration {
    */
   public static Table advanceRoot(FencedCommit committer, TableIdentifier ident, String name, Table table, long target, String what) {
     TableMetadata base = FencedCommit.metadata(table);
-    TableState state = TableState.fromMetadata(name, base);
-    Long current = state.watermark();
-    if (!state.isRoot() || (current != null && target <= current)) {
+    WritePlanner.Commit plan = WritePlanner.idleAdvance(TableState.fromMetadata(name, base), System.currentTimeMillis(), target);
+    if (plan == null) {
       return null;
     }
-    List<UpdateRequirement> requirements = new ArrayList<>();
-    requirements.add(new UpdateRequirement.AssertRefSnapshotID(Keys.MAIN_BRANCH, state.head()));
-    List<MetadataUpdate> updates = new ArrayList<>();
-    updates.add(new MetadataUpdate.SetProperties(state.watermarkProperties(target)));
-    takeFence(((HasTableOperations) table).operations(), base, state.head(Keys.FENCE_BRANCH), "advance",
-        base.properties().get(Keys.LEASE_HOLDER), base.properties().get(Keys.JOB), base.lastSequenceNumber() + 1,
-        requirements, updates);
     try {
-      commitTakingFence(committer, ((HasTableOperations) table).operations(), ident, base, requirements, updates, what);
+      send(committer, ((HasTableOperations) table).operations(), ident, base, plan, new ArrayList<MetadataUpdate>(),
+          base.lastSequenceNumber() + 1, what);
     } catch (FencedCommit.Refused e) {
       return null;
     }

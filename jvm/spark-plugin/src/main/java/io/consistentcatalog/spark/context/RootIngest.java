@@ -1,13 +1,11 @@
 package io.consistentcatalog.spark.context;
 
-import io.consistentcatalog.core.Barriers;
 import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.core.ErrorKind;
-import io.consistentcatalog.core.Keys;
 import io.consistentcatalog.core.RetryPolicy;
 import io.consistentcatalog.core.TableState;
+import io.consistentcatalog.core.WritePlanner;
 import java.util.Collections;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.iceberg.BaseTable;
@@ -20,9 +18,9 @@ import org.apache.iceberg.spark.CommitMetadata;
 
 /**
  * One ingest into a root (protocol §5.6), shared by SQL and DataFrame ingests ({@link SqlEpoch}) and the
- * streaming sink ({@link StreamingIngest}): Spark's own commit of the rows lands on main through
- * {@link FencedOperations} with {@code consistent.barrier = max(barrier, W + 1)} (and the idempotency key), requiring
- * the fence and main as read; refused because main moved (another ingest landed), it is sent again after the key
+ * streaming sink ({@link StreamingIngest}), planned by {@link WritePlanner#ingest} (Python's {@code write_plans.ingest}):
+ * Spark's own commit of the rows lands on main through {@link FencedOperations} with {@code consistent.barrier =
+ * max(barrier, W + 1)} (and the idempotency key), requiring the fence and main as read; refused because main moved (another ingest landed), it is sent again after the key
  * and the barrier are checked against the new head, after a jittered wait ({@link RetryPolicy#replans}). Catalog
  * faults on the way are waited out by {@link FencedCommit} and {@link FencedOperations} (protocol §6.8).
  */
@@ -32,7 +30,7 @@ public final class RootIngest {
    * The barrier of rows that have no event time (their column is null): late rows, {@code W + 1} (the clock when the
    * table has no watermark yet), so they never change a completed barrier.
    */
-  public static final long LATE = Long.MIN_VALUE;
+  public static final long LATE = WritePlanner.LATE;
 
   /** Spark's commit of the rows (Iceberg's batch or streaming write), and giving them up. */
   public interface SparkCommit {
@@ -106,39 +104,21 @@ public final class RootIngest {
     while (attempts.next()) {
       TableMetadata read = FencedCommit.metadata(committer.load(ident));
       fenced.prime(read); // Spark's commit builds on what the key and the barrier were checked against
-      TableState state = TableState.fromMetadata(sink, read);
-      if (key != null) {
-        Long landed = state.ingestedWithKey(key);
-        if (landed != null) {
-          spark.abort();
-          return new Outcome(null, null, landed);
-        }
-      }
-      Map<String, Long> refs = new LinkedHashMap<>();
-      refs.put(Keys.FENCE_BRANCH, state.head(Keys.FENCE_BRANCH));
-      refs.put(Keys.MAIN_BRANCH, state.head());
-      requirements = FencedCommit.refsAt(refs);
-      long now = System.currentTimeMillis();
-      if (barrier != null && barrier == LATE) {
-        barrier = state.watermark() == null ? now : state.watermark() + 1;
-      }
-      if (barrier != null && barrier > now + state.clockSkewMs()) {
+      WritePlanner.IngestPlan plan; // the rule is the core's, as Python's write_plans.ingest
+      try {
+        plan = WritePlanner.ingest(TableState.fromMetadata(sink, read), System.currentTimeMillis(), barrier, key, false,
+            futureHint + "; nothing was written");
+      } catch (ConsistentException e) {
         spark.abort();
-        throw new ConsistentException(ErrorKind.INVALID_BARRIER, sink, sink + ": the ingest's barrier "
-            + Barriers.format(barrier) + " lies in the future beyond the table's clock-skew allowance ("
-            + state.clockSkewMs() + " ms, table property consistent.clock-skew-ms); a barrier ahead of the clock holds "
-            + "every later ingest there — " + futureHint + "; nothing was written");
+        throw e;
       }
-      long written = barrier == null ? now : barrier;
-      Long watermark = state.watermark();
-      if (watermark != null && written <= watermark) {
-        written = watermark + 1; // late rows never change a completed barrier (§3.2)
+      if (plan.skippedBy != null) {
+        spark.abort();
+        return new Outcome(null, null, plan.skippedBy);
       }
-      Map<String, String> properties = new LinkedHashMap<>();
-      properties.put(Keys.BARRIER, Long.toString(written));
-      if (key != null) {
-        properties.put(Keys.INGEST_KEY, key);
-      }
+      requirements = plan.commit.requirements;
+      long written = plan.barrier;
+      Map<String, String> properties = plan.commit.summary;
       Failpoints.at("before-ingest");
       try {
         withCommitProperties(properties, spark::commit);
