@@ -174,21 +174,20 @@ def difference(old: pa.Table, new: pa.Table, key: Iterable[str] = (), *, barrier
     import pyarrow as pa
 
     both = pa.concat_tables([old, new], promote_options="permissive")
-    old_rows, new_rows = _rows(both.slice(0, old.num_rows)), _rows(both.slice(old.num_rows))
-    net: Counter[tuple[Hashable, ...]] = Counter(new_rows)
-    net.subtract(old_rows)
-    deleted = _take(old_rows, {row: -count for row, count in net.items() if count < 0}, offset=0)
-    inserted = _take(new_rows, {row: count for row, count in net.items() if count > 0}, offset=old.num_rows)
+    netted = _net_grouped(both, old.num_rows)
+    changed, signs = netted if netted is not None else _net_rows(both, old.num_rows)
+    deleted = [i for i, sign in enumerate(signs) if sign < 0]
+    inserted = [i for i, sign in enumerate(signs) if sign > 0]
 
-    key_at = [both.column_names.index(k) for k in key]
     pairs: list[tuple[int, int]] = []
-    if key_at:
-        rows = old_rows + new_rows
+    key = list(key)
+    if key and deleted and inserted:  # only the net rows are paired: usually few
+        keys = _rows(changed.select(key))
         by_key: dict[tuple[Hashable, ...], tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
         for index in deleted:
-            by_key[tuple(rows[index][i] for i in key_at)][0].append(index)
+            by_key[keys[index]][0].append(index)
         for index in inserted:
-            by_key[tuple(rows[index][i] for i in key_at)][1].append(index)
+            by_key[keys[index]][1].append(index)
         pairs = [(gone[0], came[0]) for gone, came in by_key.values() if len(gone) == 1 and len(came) == 1]
         paired = {i for pair in pairs for i in pair}
         deleted = [i for i in deleted if i not in paired]
@@ -196,8 +195,41 @@ def difference(old: pa.Table, new: pa.Table, key: Iterable[str] = (), *, barrier
 
     order = deleted + [i for pair in pairs for i in pair] + inserted
     kinds = [DELETE] * len(deleted) + [UPDATE_BEFORE, UPDATE_AFTER] * len(pairs) + [INSERT] * len(inserted)
-    changes = both.take(pa.array(order, pa.int64()))
-    return with_change_columns(changes, kinds, barrier)
+    return with_change_columns(changed.take(pa.array(order, pa.int64())), kinds, barrier)
+
+
+def _net_grouped(both: pa.Table, old_rows: int) -> tuple[pa.Table, list[int]] | None:
+    """Step 1 vectorised: the rows of ``both`` (the first ``old_rows`` old, the rest new) with a net count, each
+    occurrence once, and its sign; None when a column's type cannot be grouped by Arrow (lists, structs, maps)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = both.column_names
+    if not columns:
+        return None
+    sign = "__consistent_sign"
+    signs = np.concatenate([np.full(old_rows, -1, np.int64), np.ones(both.num_rows - old_rows, np.int64)])
+    try:
+        grouped = both.append_column(sign, pa.array(signs)).group_by(columns, use_threads=False).aggregate([(sign, "sum")])
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
+        return None
+    grouped = grouped.filter(pc.not_equal(grouped[f"{sign}_sum"], 0))
+    counts = grouped[f"{sign}_sum"].to_numpy()
+    repeat = np.repeat(np.arange(len(counts)), np.abs(counts))
+    return grouped.select(columns).take(pa.array(repeat, pa.int64())), np.sign(counts)[repeat].tolist()
+
+
+def _net_rows(both: pa.Table, old_rows: int) -> tuple[pa.Table, list[int]]:
+    """Step 1 row by row (any column type): what ``_net_grouped`` returns."""
+    import pyarrow as pa
+
+    rows = _rows(both)
+    net: Counter[tuple[Hashable, ...]] = Counter(rows[old_rows:])
+    net.subtract(rows[:old_rows])
+    deleted = _take(rows[:old_rows], {row: -count for row, count in net.items() if count < 0}, offset=0)
+    inserted = _take(rows[old_rows:], {row: count for row, count in net.items() if count > 0}, offset=old_rows)
+    return both.take(pa.array(deleted + inserted, pa.int64())), [-1] * len(deleted) + [1] * len(inserted)
 
 
 def _take(rows: list[tuple[Hashable, ...]], wanted: dict[tuple[Hashable, ...], int], *, offset: int) -> list[int]:

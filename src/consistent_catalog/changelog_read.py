@@ -8,7 +8,7 @@ and removed between the two snapshots, or (merge-on-read deletes) both snapshots
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from consistent_catalog.barrier import BarrierLike
 from consistent_catalog.changelog import INSERT, ChangeRange, check_key, difference, plan_changes, with_change_columns
@@ -63,19 +63,59 @@ def read_change_range(
         ).to_arrow()
         return found, with_change_columns(_shaped(added, shape), INSERT, found.barrier), "appends"
 
-    new_tasks = _tasks(iceberg, found.to_snapshot_id)
-    old_tasks = [] if found.from_snapshot_id is None else _tasks(iceberg, found.from_snapshot_id)
-    if any(task.delete_files for task in (*old_tasks, *new_tasks)):
-        how = "snapshots"  # merge-on-read: a file's rows depend on delete files, so read both sides whole
+    swapped = _files_swapped(iceberg, found.from_snapshot_id, found.to_snapshot_id)
+    if swapped is not None:
+        how = "files"  # copy-on-write: only the files the range removed and added; the others cancel
+        old_tasks, new_tasks = swapped
     else:
-        how = "files"  # copy-on-write: the files live at both snapshots cancel in the difference
-        old_paths = {task.file.file_path for task in old_tasks}
-        new_paths = {task.file.file_path for task in new_tasks}
-        old_tasks = [task for task in old_tasks if task.file.file_path not in new_paths]
-        new_tasks = [task for task in new_tasks if task.file.file_path not in old_paths]
+        how = "snapshots"  # merge-on-read: a file's rows depend on delete files, so read both sides whole
+        new_tasks = _tasks(iceberg, found.to_snapshot_id)
+        old_tasks = [] if found.from_snapshot_id is None else _tasks(iceberg, found.from_snapshot_id)
     old = _shaped(_read(iceberg, old_tasks), shape)
     new = _shaped(_read(iceberg, new_tasks), shape)
     return found, difference(old, new, keys, barrier=found.barrier), how
+
+
+def _files_swapped(table: Table, start: int | None, end: int) -> tuple[list[FileScanTask], list[FileScanTask]] | None:
+    """The data files live at ``start`` but not at ``end`` and the other way round, from the manifests the snapshots
+    in (start, end] wrote (their own ADDED and DELETED entries), as scan tasks; None when delete files are live at
+    ``start`` or added in the range (merge-on-read), or the range is not one line of ``main``'s ancestry."""
+    from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
+    from pyiceberg.table import FileScanTask
+
+    metadata = table.metadata
+    chain = []
+    current: int | None = end
+    while current is not None and current != start:
+        snapshot = metadata.snapshot_by_id(current)
+        if snapshot is None:
+            return None
+        chain.append(snapshot)
+        current = snapshot.parent_snapshot_id
+    if current != start:
+        return None
+    first = None if start is None else metadata.snapshot_by_id(start)
+    if first is not None and (first.summary is None or first.summary.get("total-delete-files") != "0"):
+        return None  # deletes live at the start (or unknown): its files' rows are not the files' whole content
+    added: dict[str, Any] = {}
+    removed: dict[str, Any] = {}
+    for snapshot in reversed(chain):  # oldest first: a file added and removed within the range cancels
+        for manifest in snapshot.manifests(table.io):
+            if manifest.added_snapshot_id != snapshot.snapshot_id:
+                continue
+            if manifest.content != ManifestContent.DATA:
+                return None
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+                if entry.snapshot_id != snapshot.snapshot_id:
+                    continue  # an existing file carried into a rewritten manifest
+                path = entry.data_file.file_path
+                if entry.status == ManifestEntryStatus.ADDED:
+                    if removed.pop(path, None) is None:
+                        added[path] = entry.data_file
+                elif entry.status == ManifestEntryStatus.DELETED:
+                    if added.pop(path, None) is None:
+                        removed[path] = entry.data_file
+    return [FileScanTask(f) for f in removed.values()], [FileScanTask(f) for f in added.values()]
 
 
 def _tasks(table: Table, snapshot_id: int) -> list[FileScanTask]:

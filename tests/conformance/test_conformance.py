@@ -12,8 +12,8 @@ and from the plugin's ``EpochPlanner``/``EpochCommits``, in the ``w*`` and ``h14
 table of the random histories.
 
 A disagreement fails: the JVM code (``jvm/spark-plugin/src/main/java/io/consistentcatalog/core``) is
-a port of ``barrier.py``, ``state.py``, ``completeness.py``, ``resolver.py``, ``epoch_plan.py`` and
-``epoch_commits.py``; change both together and regenerate the corpus (``python -m tests.conformance.generate``).
+a port of ``barrier.py``, ``state.py``, ``completeness.py``, ``resolver.py``, ``epoch_plan.py``,
+``epoch_commits.py`` and the range of ``changelog.py`` (``ChangeRange``, the ``h16`` case); change both together and regenerate the corpus (``python -m tests.conformance.generate``).
 """
 
 from __future__ import annotations
