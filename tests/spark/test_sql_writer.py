@@ -525,6 +525,19 @@ def test_create_changes_view_reads_the_changes_between_two_barriers(env: Any, ns
     assert Counter(tuple(r) for r in spark.sql(f"SELECT word, cnt, _change_type FROM {ns}_word_counts_changes").collect()) == {
         ("a", 2, "UPDATE_BEFORE"): 1, ("a", 3, "UPDATE_AFTER"): 1, ("c", 1, "INSERT"): 1, ("d", 1, "INSERT"): 1}
 
+    # without a declared key, the table's identifier fields pair the updates
+    with cc.catalog.load_table(f"{ns}.word_counts").update_schema(allow_incompatible_changes=True) as update:
+        update.update_column("word", required=True)
+        update.set_identifier_fields("word")
+    (row,) = sql(spark, f"CALL lake_consistent.system.create_changes_view(table => '{ns}.word_counts', from_barrier => "
+                        f"{second}, to_barrier => {third})")
+    assert Counter(tuple(r) for r in spark.sql(f"SELECT * FROM {row.changes_view}").collect()) == {
+        ("c", 1, "DELETE", row.barrier): 1}
+    (row,) = sql(spark, f"CALL lake_consistent.system.create_changes_view(table => '{ns}.word_counts', from_barrier => "
+                        f"{first}, to_barrier => {second})")
+    assert Counter(tuple(r)[2] for r in spark.sql(f"SELECT * FROM {row.changes_view}").collect()) == {
+        "UPDATE_BEFORE": 1, "UPDATE_AFTER": 1, "INSERT": 2}
+
     call = f"CALL lake_consistent.system.create_changes_view(table => '{ns}.word_counts', from_barrier => "
     message = error_of(spark, call + f"{second}, to_barrier => {first})")
     assert message.startswith("[CONSISTENT_READ.INVALID_RANGE]") and "lies after to_barrier" in message, message
