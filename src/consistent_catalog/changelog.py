@@ -201,7 +201,6 @@ def difference(old: pa.Table, new: pa.Table, key: Iterable[str] = (), *, barrier
 def _net_grouped(both: pa.Table, old_rows: int) -> tuple[pa.Table, list[int]] | None:
     """Step 1 vectorised: the rows of ``both`` (the first ``old_rows`` old, the rest new) with a net count, each
     occurrence once, and its sign; None when a column's type cannot be grouped by Arrow (lists, structs, maps)."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -209,15 +208,15 @@ def _net_grouped(both: pa.Table, old_rows: int) -> tuple[pa.Table, list[int]] | 
     if not columns:
         return None
     sign = "__consistent_sign"
-    signs = np.concatenate([np.full(old_rows, -1, np.int64), np.ones(both.num_rows - old_rows, np.int64)])
+    signs = pa.array([-1] * old_rows + [1] * (both.num_rows - old_rows), pa.int64())
     try:
-        grouped = both.append_column(sign, pa.array(signs)).group_by(columns, use_threads=False).aggregate([(sign, "sum")])
+        grouped = both.append_column(sign, signs).group_by(columns, use_threads=False).aggregate([(sign, "sum")])
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
         return None
     grouped = grouped.filter(pc.not_equal(grouped[f"{sign}_sum"], 0))
-    counts = grouped[f"{sign}_sum"].to_numpy()
-    repeat = np.repeat(np.arange(len(counts)), np.abs(counts))
-    return grouped.select(columns).take(pa.array(repeat, pa.int64())), np.sign(counts)[repeat].tolist()
+    counts = grouped[f"{sign}_sum"].to_pylist()  # the net rows: usually few
+    repeat = [index for index, count in enumerate(counts) for _ in range(abs(count))]
+    return grouped.select(columns).take(pa.array(repeat, pa.int64())), [1 if counts[i] > 0 else -1 for i in repeat]
 
 
 def _net_rows(both: pa.Table, old_rows: int) -> tuple[pa.Table, list[int]]:
