@@ -35,7 +35,7 @@ from consistent_catalog.loading import table_state
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut
 from consistent_catalog.resolver import component_cut as resolver_component_cut
 from consistent_catalog.state import TableState
-from tests.conformance import fault_cases, write_plans
+from tests.conformance import change_ranges, fault_cases, write_plans
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).resolve().parent / "cases"
@@ -89,6 +89,8 @@ def python_answer(tables: Mapping[str, Any], query: Mapping[str, Any]) -> dict[s
         return write_plans.answer(tables, query, states_of(tables))
     if query.get("kind") in fault_cases.KINDS:
         return fault_cases.answer(query)
+    if query.get("kind") in change_ranges.KINDS:
+        return change_ranges.answer(states_of(tables), query)
     level = query.get("level", DEFAULT_LEVEL)
     as_of = query.get("as_of")
     try:

@@ -39,7 +39,7 @@ import pyarrow as pa
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import SnapshotRecord
 from consistent_catalog.state import TableState, encode_summary_sources, encode_table_sources
-from tests.conformance import fault_cases
+from tests.conformance import change_ranges, fault_cases
 from tests.conformance.corpus import CASES, make_case, metadata_json, python_answer, write_case
 from tests.conformance.write_plans import can_own_query, definition_query, fingerprint_sql_query, write_plan_query
 from tests.conformance.write_plans import new_edges_query as edges
@@ -1238,6 +1238,23 @@ GENERATED: tuple[Callable[[Path], Case], ...] = (
     w07_refused,
     w08_owners_and_definitions,
 )
+def h17_change_ranges() -> Case:
+    """Protocol §5.10: the range of changes between two barriers over the histories of h01, h02, h06 and h08 (late
+    snapshots, compactions and overwrite epochs, a foreign write, expired history): both snapshots, the barrier of
+    the changes, and how little a reader reads; bad ranges and expired starts are typed errors."""
+    tables: dict[str, Any] = {}
+    for make in (h01_late_snapshots, h02_replace_and_overwrite, h06_foreign_writes, h08_expired_history):
+        found = make()[1]
+        assert not tables.keys() & found.keys(), "h17 merges histories whose table names are distinct"
+        tables.update(found)
+    grid = [T0 + 5, T0 + 100, T0 + 150, T0 + 250, T0 + 300, T0 + 301, T0 + 302, T0 + 303, T0 + 400]
+    queries = [change_ranges.query(name, a, b) for name in sorted(tables) for i, a in enumerate(grid) for b in grid[i:]]
+    queries += [change_ranges.query(name, T0 + 100) for name in sorted(tables)]  # to: the watermark
+    queries += [change_ranges.query("db.events", T0 + 300, T0 + 200), change_ranges.query("db.events", -1),
+                change_ranges.query("db.events", T0, T0 + 10**6)]
+    return "changes between two barriers: their range", tables, queries
+
+
 HANDWRITTEN: tuple[Callable[[], Case], ...] = (
     h01_late_snapshots,
     h02_replace_and_overwrite,
@@ -1255,6 +1272,7 @@ HANDWRITTEN: tuple[Callable[[], Case], ...] = (
     h14_write_plans,
     h15_faults_and_durations,
     h16_write_commits,
+    h17_change_ranges,
 )
 
 

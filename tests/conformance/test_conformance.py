@@ -14,8 +14,9 @@ reassignment) as ``write_plans`` and the plugin's ``WritePlanner`` plan it, in `
 (``fault_cases.py``) in ``h15``.
 
 A disagreement fails: the JVM code (``jvm/spark-plugin/src/main/java/io/consistentcatalog/core``) is
-a port of ``barrier.py``, ``state.py``, ``completeness.py``, ``resolver.py``, ``epoch_plan.py`` and
-``epoch_commits.py`` and ``write_plans.py``; change both together and regenerate the corpus (``python -m tests.conformance.generate``).
+a port of ``barrier.py``, ``state.py``, ``completeness.py``, ``resolver.py``, ``epoch_plan.py``,
+``epoch_commits.py``, ``write_plans.py`` and the range of ``changelog.py`` (``ChangeRange``, the ``h17`` case); change
+both together and regenerate the corpus (``python -m tests.conformance.generate``).
 """
 
 from __future__ import annotations

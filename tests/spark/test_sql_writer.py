@@ -437,3 +437,120 @@ def test_a_dataframe_append_to_a_root_is_an_ingest(env: Any, ns: str) -> None:
     assert len(chain) == 1 and P.BARRIER in summary(chain[0])
     assert cc.status([f"{ns}.words"])[0].watermark == int(summary(chain[0])[P.BARRIER])
 
+
+
+# --- changes between barriers (protocol §5.10) ----------------------------------------------------------------
+def raw_snap(cc: ConsistentCatalog, table: str, barrier: int) -> int | None:
+    """snap(t, T) recounted from pyiceberg: the newest snapshot of main whose barrier (the summary's, else on a root
+    its commit time; raw barriers rise in this test) is <= T; a derived table's untagged genesis holds nothing."""
+    found = None
+    for snapshot in main_chain(cc, table):
+        tags = summary(snapshot)
+        raw = int(tags[P.BARRIER]) if P.BARRIER in tags else (snapshot.timestamp_ms if table.endswith(".words") else None)
+        if raw is not None and raw <= barrier:
+            found = snapshot.snapshot_id
+    return found
+
+
+def rows_at(cc: ConsistentCatalog, table: str, barrier: int) -> list[tuple]:
+    snapshot_id = raw_snap(cc, table, barrier)
+    if snapshot_id is None:
+        return []
+    return [tuple(r.values()) for r in cc.catalog.load_table(table).scan(snapshot_id=snapshot_id).to_arrow().to_pylist()]
+
+
+def expected_changes(old: list[tuple], new: list[tuple], keyed: bool) -> Counter:
+    """The §5.10 rows recounted: net multiset difference; with a (unique, first-column) key, changed keys as pairs."""
+    inserted, deleted = Counter(new) - Counter(old), Counter(old) - Counter(new)
+    expected = Counter({(*r, "INSERT"): n for r, n in inserted.items()}) + Counter({(*r, "DELETE"): n for r, n in deleted.items()})
+    if keyed:
+        for gone in [r for r in deleted if sum(1 for d in deleted if d[0] == r[0]) == 1]:
+            came = [r for r in inserted if r[0] == gone[0]]
+            if len(came) == 1:
+                del expected[(*gone, "DELETE")], expected[(*came[0], "INSERT")]
+                expected[(*gone, "UPDATE_BEFORE")] += 1
+                expected[(*came[0], "UPDATE_AFTER")] += 1
+    return expected
+
+
+def test_create_changes_view_reads_the_changes_between_two_barriers(env: Any, ns: str) -> None:
+    cc, spark = env
+    cc.catalog.create_table(f"{ns}.latest", schema=COUNTS)
+    cc.catalog.create_table(f"{ns}.word_log", schema=WORDS)
+    cc.catalog.load_table(f"{ns}.words").transaction().set_properties({"write.delete.mode": "merge-on-read"}).commit_transaction()
+
+    def epochs() -> None:  # an overwrite, a merge and an append epoch of the root's newest barrier
+        for job, statement in (
+            ("word-count", f"INSERT OVERWRITE lake_consistent.{ns}.word_counts {COUNT_WORDS.format(ns=ns)}"),
+            ("latest", f"MERGE INTO lake_consistent.{ns}.latest t USING ({COUNT_WORDS.format(ns=ns)}) s "
+                       "ON t.word = s.word WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"),
+            ("word-log", f"INSERT INTO lake_consistent.{ns}.word_log SELECT word FROM lake_consistent.{ns}.words"),
+        ):
+            sql(spark, f"SET spark.sql.consistent.job={job}")
+            sql(spark, statement)
+
+    first = ingest(cc, ns, "a", "b", "a")
+    epochs()
+    second = ingest(cc, ns, "c", "a", "d")
+    epochs()
+    sql(spark, f"DELETE FROM lake.{ns}.words WHERE word = 'c'")  # a plain writer on a root: merge-on-read deletes
+    third = cc.status([f"{ns}.words"])[0].watermark
+    epochs()
+    assert any(task.delete_files for task in cc.catalog.load_table(f"{ns}.words").scan().plan_files())
+
+    reads = {}
+    pairs = [(first - 1, first), (first, second), (second, second), (second, third), (first - 1, third)]
+    for table, key in ((f"{ns}.words", None), (f"{ns}.word_counts", "word"), (f"{ns}.latest", "word"),
+                       (f"{ns}.word_log", None)):
+        for low, high in pairs:
+            keyed = f", key => array('{key}')" if key else ""
+            (row,) = sql(spark, f"CALL lake_consistent.system.create_changes_view(table => '{table}', from_barrier => "
+                                f"{low}, to_barrier => {high}{keyed}, changes_view => 'cv')")
+            got = Counter(tuple(r) for r in spark.sql("SELECT * FROM cv").drop("_barrier").collect())
+            old, new = rows_at(cc, table, low), rows_at(cc, table, high)
+            assert got == expected_changes(old, new, key is not None), (table, low, high, row.read)
+            assert (row.from_snapshot_id, row.to_snapshot_id) == (raw_snap(cc, table, low), raw_snap(cc, table, high))
+            assert {r[0] for r in spark.sql("SELECT DISTINCT _barrier FROM cv").collect()} <= {row.barrier}
+            # Python's read of the same range, checked the same way
+            py = Counter(tuple(r.values())[:-1] for r in cc.changes(table, low, high, key=key).to_pylist())
+            assert py == got, (table, low, high)
+            reads[(table, low, high)] = row.read
+    assert reads[(f"{ns}.word_log", first, second)] == "appends"
+    assert reads[(f"{ns}.word_counts", first, second)] == "changelog"
+    assert reads[(f"{ns}.words", second, third)] == "snapshots"
+    assert reads[(f"{ns}.latest", second, second)] == "none"
+    # the overwrite epoch rewrote the table; its changes are the counts that moved, paired by the key
+    sql(spark, f"CALL lake_consistent.system.create_changes_view(table => '{ns}.word_counts', from_barrier => {first}, "
+               f"to_barrier => {second}, key => array('word'))")
+    assert Counter(tuple(r) for r in spark.sql(f"SELECT word, cnt, _change_type FROM {ns}_word_counts_changes").collect()) == {
+        ("a", 2, "UPDATE_BEFORE"): 1, ("a", 3, "UPDATE_AFTER"): 1, ("c", 1, "INSERT"): 1, ("d", 1, "INSERT"): 1}
+
+    # without a declared key, the table's identifier fields pair the updates
+    with cc.catalog.load_table(f"{ns}.word_counts").update_schema(allow_incompatible_changes=True) as update:
+        update.update_column("word", required=True)
+        update.set_identifier_fields("word")
+    (row,) = sql(spark, f"CALL lake_consistent.system.create_changes_view(table => '{ns}.word_counts', from_barrier => "
+                        f"{second}, to_barrier => {third})")
+    assert Counter(tuple(r) for r in spark.sql(f"SELECT * FROM {row.changes_view}").collect()) == {
+        ("c", 1, "DELETE", row.barrier): 1}
+    (row,) = sql(spark, f"CALL lake_consistent.system.create_changes_view(table => '{ns}.word_counts', from_barrier => "
+                        f"{first}, to_barrier => {second})")
+    assert Counter(tuple(r)[2] for r in spark.sql(f"SELECT * FROM {row.changes_view}").collect()) == {
+        "UPDATE_BEFORE": 1, "UPDATE_AFTER": 1, "INSERT": 2}
+
+    call = f"CALL lake_consistent.system.create_changes_view(table => '{ns}.word_counts', from_barrier => "
+    message = error_of(spark, call + f"{second}, to_barrier => {first})")
+    assert message.startswith("[CONSISTENT_READ.INVALID_RANGE]") and "lies after to_barrier" in message, message
+    message = error_of(spark, call + f"{first}, to_barrier => {third + 10_000})")
+    assert message.startswith("[CONSISTENT_READ.INVALID_RANGE]") and f"its watermark is {third}" in message, message
+    message = error_of(spark, call + f"{first}, key => array('nope'))")
+    assert message.startswith("[CONSISTENT_READ.INVALID_KEY]") and "word, cnt" in message, message
+    message = error_of(spark, f"CALL lake_consistent.system.create_changes_view(table => '{ns}.nope', from_barrier => 0)")
+    assert message.startswith("[CONSISTENT_READ.TABLE_NOT_FOUND]"), message
+    from consistent_catalog.retention import RetentionPolicy
+
+    cc.retention.expire([f"{ns}.words"], RetentionPolicy(older_than=0, keep_last=1), now=third + 3_600_000)
+    oldest = cc.history(f"{ns}.words")[-1].barrier
+    assert oldest > first
+    message = error_of(spark, f"CALL lake_consistent.system.create_changes_view(table => '{ns}.words', from_barrier => {first})")
+    assert message.startswith("[CONSISTENT_READ.HISTORY_EXPIRED]") and f"read the changes from {oldest} on" in message, message

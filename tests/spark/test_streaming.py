@@ -555,6 +555,7 @@ def test_a_native_job_keeps_moving_with_an_idle_source_and_refuses_a_rewritten_s
         message = str(refused.value).splitlines()[0]
         assert message.startswith(f"[CONSISTENT_READ.NOT_INCREMENTAL] lake_consistent.{table}: its job {job} rewrites"), message
         assert f"committed snapshot {rewrite.snapshot_id} as {rewrite.summary.operation.value}" in message
+        assert f"CALL lake_consistent.system.create_changes_view(table => '{table}'" in message  # the batch way out
         assert rewrite.summary.additional_properties[P.BARRIER] in message
 
 

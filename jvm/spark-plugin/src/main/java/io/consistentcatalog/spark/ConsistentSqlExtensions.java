@@ -60,7 +60,7 @@ public class ConsistentSqlExtensions extends AbstractFunction1<SparkSessionExten
   static final class CallParser implements ParserInterface {
     private static final Pattern CALL =
         Pattern.compile(
-            "\\s*call\\s+((?:`[^`]+`|[a-z_][a-z0-9_]*)\\s*\\.\\s*system\\s*\\.\\s*(?:refresh_cut|current_cut|reassign))\\s*\\((.*)\\)\\s*;?\\s*",
+            "\\s*call\\s+((?:`[^`]+`|[a-z_][a-z0-9_]*)\\s*\\.\\s*system\\s*\\.\\s*(?:refresh_cut|current_cut|reassign|create_changes_view))\\s*\\((.*)\\)\\s*;?\\s*",
             Pattern.CASE_INSENSITIVE | Pattern.DOTALL);
     private static final Pattern NAMED = Pattern.compile("\\s*([a-z_][a-z0-9_]*)\\s*=>\\s*(.*)", Pattern.CASE_INSENSITIVE | Pattern.DOTALL);
 

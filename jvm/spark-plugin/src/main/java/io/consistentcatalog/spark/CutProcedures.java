@@ -53,12 +53,15 @@ final class CutProcedures {
       if (procedure.equals("reassign")) {
         return new Reassign(catalog);
       }
+      if (procedure.equals(ChangesView.NAME)) {
+        return new ChangesView(catalog);
+      }
     }
     String catalogName = catalog.catalogName();
     throw catalog.refused(
         "CALL " + catalogName + "." + String.join(".", namespace) + "." + ident.name()
             + " (this catalog has only system.refresh_cut(), system.current_cut([table]) and system.reassign(table, job[, "
-            + "takeover]); run Iceberg's "
+            + "takeover]) and system." + ChangesView.NAME + "(table, from_barrier, ...); run Iceberg's "
             + "procedures as CALL " + catalog.plainCatalogName() + ".system." + ident.name() + "(...))");
   }
 

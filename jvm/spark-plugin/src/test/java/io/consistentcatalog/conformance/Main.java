@@ -90,6 +90,9 @@ public final class Main {
     if (FaultCases.handles(query)) {
       return FaultCases.answer(query);
     }
+    if (ChangeRanges.handles(query)) {
+      return ChangeRanges.answer(load, query);
+    }
     if (WritePlans.handles(query)) {
       return WritePlans.answer(metadata, name -> {
         JsonNode node = metadata.get(name);

@@ -30,8 +30,9 @@ public final class RewrittenSource {
     throw Errors.raise(Errors.analysis("CONSISTENT_READ.NOT_INCREMENTAL", catalog + "." + name + ": " + rewrite
         + ", and a streaming read holds only the rows appended between two barriers (its second micro-batch would be "
         + "refused); read this table in batch at its cut (a streaming epoch job in complete output mode recomputes its "
-        + "sink from the whole input), or stream the tables it is computed from (`consistent-catalog lineage "
-        + name + "` lists them)"));
+        + "sink from the whole input), read its changes between two barriers in batch (CALL " + catalog
+        + ".system.create_changes_view(table => '" + name + "', from_barrier => ...)), or stream the tables it is "
+        + "computed from (`consistent-catalog lineage " + name + "` lists them)"));
   }
 
   /** How the newest epoch on main rewrote a derived table, or null (a root, no epoch yet, an appending epoch). */
