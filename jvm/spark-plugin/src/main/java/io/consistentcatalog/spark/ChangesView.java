@@ -3,6 +3,8 @@ package io.consistentcatalog.spark;
 import io.consistentcatalog.core.ChangeRange;
 import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.core.TableState;
+import io.consistentcatalog.spark.context.Errors;
+import io.consistentcatalog.spark.context.Names;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
