@@ -308,7 +308,7 @@ final class EpochWrites {
   }
 
   private static DataSourceV2Relation withTable(DataSourceV2Relation relation, org.apache.spark.sql.connector.catalog.Table table) {
-    return relation.copy(table, relation.output(), relation.catalog(), relation.identifier(), relation.options());
+    return LineSpark.withTable(relation, table);
   }
 
   /** The write's query with no rows (the action writes nothing): the same output, never run against a source. */

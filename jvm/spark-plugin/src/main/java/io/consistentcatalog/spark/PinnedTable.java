@@ -1,7 +1,6 @@
 package io.consistentcatalog.spark;
 
 import org.apache.iceberg.Table;
-import org.apache.iceberg.spark.source.SparkTable;
 import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.RowLevelOperationBuilder;
@@ -12,7 +11,7 @@ import org.apache.spark.sql.connector.write.WriteBuilder;
  * A table served by the consistent catalog: Iceberg's SparkTable pinned to the cut's snapshot (or, for
  * a name with a selector, whatever the selector chose), refusing every kind of write.
  */
-class PinnedTable extends SparkTable {
+class PinnedTable extends LineSparkTable {
   private final String catalog;
   private final String plain;
   private final String table;
@@ -24,7 +23,7 @@ class PinnedTable extends SparkTable {
   }
 
   PinnedTable(Table icebergTable, Long snapshotId, String catalog, String plain, String table, boolean atCut) {
-    super(icebergTable, snapshotId, false);
+    super(icebergTable, snapshotId);
     this.catalog = catalog;
     this.plain = plain;
     this.table = table;
@@ -37,7 +36,7 @@ class PinnedTable extends SparkTable {
   }
 
   PinnedTable(Table icebergTable, String branch, String catalog, String plain, String table) {
-    super(icebergTable, branch, false);
+    super(icebergTable, branch);
     this.catalog = catalog;
     this.plain = plain;
     this.table = table;

@@ -10,7 +10,6 @@ import java.util.regex.Pattern;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.streaming.StreamingRelationV2;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
-import org.apache.spark.sql.execution.streaming.StreamingExecutionRelation;
 import scala.collection.JavaConverters;
 import scala.runtime.AbstractPartialFunction;
 
@@ -102,8 +101,9 @@ final class PlanFingerprint {
     if (node instanceof StreamingRelationV2) {
       return "stream " + ((StreamingRelationV2) node).table().name();
     }
-    if (node instanceof StreamingExecutionRelation) {
-      return "stream " + ((StreamingExecutionRelation) node).source();
+    Object source = LineSpark.streamSource(node);
+    if (source != null) {
+      return "stream " + source;
     }
     return null;
   }

@@ -1,7 +1,6 @@
 package io.consistentcatalog.spark;
 
 import org.apache.iceberg.Table;
-import org.apache.iceberg.spark.source.SparkTable;
 import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.RowLevelOperationBuilder;
@@ -14,12 +13,12 @@ import org.apache.spark.sql.connector.write.WriteBuilder;
  * into an epoch or an ingest; without the rule (the SQL extension not configured) and for row-level changes the
  * write is refused with the way out.
  */
-final class SinkTable extends SparkTable {
+final class SinkTable extends LineSparkTable {
   private final String catalog;
   private final String table;
 
   SinkTable(Table icebergTable, String catalog, String table) {
-    super(icebergTable, false);
+    super(icebergTable);
     this.catalog = catalog;
     this.table = table;
   }

@@ -68,7 +68,7 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
     this.name = name;
     this.ident = Names.icebergIdentifier(name);
     this.session = SparkSession.active();
-    this.current = new SparkTable(table, false);
+    this.current = LineSparkTable.current(table);
     this.derived = !EpochWrites.state(name, table).isRoot();
   }
 
@@ -202,12 +202,12 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
     if (options.job != null) {
       StreamingEpoch.Fence fence = new StreamingEpoch.Fence(loaded, committer, ident, "job '" + options.job
           + "': a micro-batch staged on " + name);
-      WriteBuilder iceberg = new SparkTable(fence.table(table.name()), false).newWriteBuilder(attempt);
+      WriteBuilder iceberg = LineSparkTable.current(fence.table(table.name())).newWriteBuilder(attempt);
       return new Builder(this, iceberg, null, fence, info.queryId(), options);
     }
     RootIngest ingest = new RootIngest(committer, ident, name, loaded, "a micro-batch into " + name);
     ingest.lineage(catalog.writes().ingestLineage(name, loaded, null)); // each batch that lands: an OpenLineage run
-    WriteBuilder iceberg = new SparkTable(ingest.writeTable(table.name()), false).newWriteBuilder(attempt);
+    WriteBuilder iceberg = LineSparkTable.current(ingest.writeTable(table.name())).newWriteBuilder(attempt);
     startWatcher(info.queryId(), options);
     return new Builder(this, iceberg, ingest, null, info.queryId(), options);
   }
@@ -387,11 +387,7 @@ final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog
           options.version.trim());
     }
     StreamingQuery query = session.streams().get(java.util.UUID.fromString(queryId));
-    if (!(query instanceof org.apache.spark.sql.execution.streaming.StreamingQueryWrapper)) {
-      return null;
-    }
-    org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan =
-        ((org.apache.spark.sql.execution.streaming.StreamingQueryWrapper) query).streamingQuery().analyzedPlan();
+    org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan = LineSpark.analyzedPlan(query);
     return plan == null ? null : PlanFingerprint.of(plan);
   }
 
