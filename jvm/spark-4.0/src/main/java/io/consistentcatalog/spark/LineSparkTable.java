@@ -36,4 +36,9 @@ public abstract class LineSparkTable extends SparkTable {
   public static SparkTable onBranch(Table table, String branch) {
     return new SparkTable(table, branch, false);
   }
+
+  /** Whether Iceberg loaded {@code table} as it is now: no branch, no snapshot or time travel (a plain name). */
+  public static boolean isCurrent(SparkTable table) {
+    return table.branch() == null && table.snapshotId() == null;
+  }
 }

@@ -27,7 +27,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * {@code copyWithBranch(branch)} for a branch; their constructors are private. A subclass can therefore only be
  * "the table as it is now": for a snapshot or a branch this class builds Iceberg's own table with those
  * factories and delegates to it everything that depends on the state it pins (schema, scans, writes, row-level
- * operations, deletes, version, equality); what depends on the table alone (name, properties, capabilities,
+ * operations, deletes, equality); what depends on the table alone (name, properties, capabilities,
  * partitioning) is the same either way. The plugin's tables override writes on top of this, as on other lines.
  */
 public abstract class LineSparkTable extends SparkTable {
@@ -62,6 +62,15 @@ public abstract class LineSparkTable extends SparkTable {
     return current(table).copyWithBranch(branch);
   }
 
+  /**
+   * Whether Iceberg loaded {@code table} as it is now: no branch, no time travel (a plain name). Iceberg 1.11+
+   * always sets the snapshot (the current one) and keeps the time travel private, so this compares with the
+   * table as it is now by Iceberg's own equality (snapshot, branch, schema and time travel).
+   */
+  public static boolean isCurrent(SparkTable table) {
+    return table.branch() == null && table.equals(current(table.table()));
+  }
+
   @Override
   public Long snapshotId() {
     return pinned == null ? super.snapshotId() : pinned.snapshotId();
@@ -72,9 +81,16 @@ public abstract class LineSparkTable extends SparkTable {
     return pinned == null ? super.branch() : pinned.branch();
   }
 
+  /**
+   * None: the plugin's tables are not versioned for Spark. Spark 4.1 reloads every relation whose table has a
+   * version after analysis ({@code QueryExecution}'s refresh phase, {@code V2TableRefreshUtil}: the catalog's
+   * {@code loadTable(ident)}, without write privileges) and swaps the table in; that would replace a write's
+   * {@code SinkTable} by a read-only {@code PinnedTable} and re-resolve a pinned read's cut after the statement
+   * chose it. The plugin pins its tables itself (the cut, the epoch), as on Spark 3.5 and 4.0.
+   */
   @Override
   public String version() {
-    return pinned == null ? super.version() : pinned.version();
+    return null;
   }
 
   @Override

@@ -179,7 +179,7 @@ public class ConsistentSparkCatalog extends ReadOnlySparkCatalog {
     }
     if (loaded instanceof SparkTable) {
       SparkTable table = (SparkTable) loaded;
-      if (table.branch() == null && table.snapshotId() == null
+      if (LineSparkTable.isCurrent(table)
           && !(table.table() instanceof org.apache.iceberg.BaseMetadataTable)) {
         return new SinkTable(table.table(), catalogName(), name);
       }
