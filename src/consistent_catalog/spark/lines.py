@@ -13,8 +13,8 @@ import importlib.metadata
 import importlib.util
 import os
 import re
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 
 from consistent_catalog.exceptions import CatalogConfigError
 
