@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # another (make test SPARK=4.0) runs the plugin's tier on that line with its own venv (.venv-spark<line>).
 SPARK ?=
 DEFAULT_SPARK := 3.5
-OTHER_SPARK_LINES := 4.0
+OTHER_SPARK_LINES := 4.0 4.1
 # The plugin's tier: what runs on every supported line.
 PLUGIN_TIER ?= tests/spark/test_spark_catalog_plugin.py tests/spark/test_sql_writer.py tests/conformance
 

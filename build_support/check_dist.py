@@ -16,6 +16,7 @@ JARS_IN_WHEEL = "consistent_catalog/jars/"
 #: The dbt package (``consistent-catalog dbt-path``): in the wheel and, under src/, in the sdist.
 DBT_PACKAGE_FILES = ("consistent_catalog/dbt/dbt_project.yml", "consistent_catalog/dbt/macros/epoch.sql",
                      "consistent_catalog/dbt/macros/seed.sql", "consistent_catalog/dbt/macros/freshness.sql")
+ROOT = Path(__file__).resolve().parent.parent
 MANIFEST_KEYS = ("Implementation-Version", "Spark-Line", "Spark-Version", "Scala-Version", "Iceberg-Version",
                  "Java-Release")
 
@@ -35,6 +36,21 @@ def jar_manifest(jar_bytes: bytes) -> dict[str, str]:
             key, value = line.split(": ", 1)
             attributes[key] = value
     return attributes
+
+
+def expected_jars(root: Path = ROOT) -> set[str]:
+    """The jar name of each Spark line module in the reactor (``jvm/spark-<line>/pom.xml``'s line and Scala)."""
+    import re
+
+    names = set()
+    for pom in sorted((root / "jvm").glob("spark-[0-9]*/pom.xml")):
+        text = pom.read_text(encoding="utf-8")
+        line = re.search(r"<spark.line>([^<]+)</spark.line>", text)
+        scala = re.search(r"<scala.binary.version>([^<]+)</scala.binary.version>", text)
+        if not line or not scala:
+            raise SystemExit(f"check_dist: {pom} sets no <spark.line> or <scala.binary.version>")
+        names.add(f"{JARS_IN_WHEEL}lake-consistent-spark-{line.group(1)}_{scala.group(1)}.jar")
+    return names
 
 
 def check(dist: Path) -> list[str]:
@@ -61,6 +77,9 @@ def check(dist: Path) -> list[str]:
         jars = sorted(n for n in wheel.namelist() if n.startswith(JARS_IN_WHEEL) and n.endswith(".jar"))
         if not jars:
             raise SystemExit(f"check_dist: {wheels[0].name} has no {JARS_IN_WHEEL}*.jar")
+        lacking = sorted(expected_jars() - set(jars))
+        if lacking:
+            raise SystemExit(f"check_dist: {wheels[0].name} lacks the plugin jar of a Spark line in jvm/: {lacking}")
         for name in jars:
             manifest = jar_manifest(wheel.read(name))
             missing = [key for key in MANIFEST_KEYS if key not in manifest]

@@ -450,7 +450,13 @@ def test_errors_are_one_line_and_name_the_table_and_the_way_out(lake: Lake) -> N
         ("CREATE NAMESPACE lake_consistent.more", "CONSISTENT_CUT.READ_ONLY"),
     ],
 )
-def test_writes_that_are_not_epochs_or_ingests_are_refused(lake: Lake, sql: str, error_class: str) -> None:
+def test_writes_that_are_not_epochs_or_ingests_are_refused(lake: Lake, sql: str, error_class: str,
+                                                          request: pytest.FixtureRequest) -> None:
+    if sql.startswith("MERGE") and lake.spark.version.startswith("4.1."):
+        # README, "Spark lines": Spark 4.1 rewrites an insert-only MERGE into an append before the plugin's
+        # post-hoc write rule sees a MERGE, so it lands as an ingest instead of being refused
+        request.node.add_marker(pytest.mark.xfail(reason="Spark 4.1: MERGE INTO is rewritten before the write rule",
+                                                  strict=True))
     before = {t: lake.cc.load_table(t).metadata.metadata_log for t in (WORDS, COUNTS)}
     message = _error(lake, sql)
     assert message.startswith(f"[{error_class}] lake_consistent"), message

@@ -301,9 +301,14 @@ def test_a_second_hop_in_the_same_session(env: Any, ns: str) -> None:
     assert read.cut.barrier == barrier
 
 
-def test_merge_into_by_keys_is_an_epoch(env: Any, ns: str) -> None:
+def test_merge_into_by_keys_is_an_epoch(env: Any, ns: str, request: pytest.FixtureRequest) -> None:
     """MERGE INTO merges the new counts into the previous epoch's output (on the staged branch), by key."""
     cc, spark = env
+    if spark.version.startswith("4.1."):
+        # README, "Spark lines": Spark 4.1 rewrites MERGE INTO into a row-level write before the plugin's post-hoc
+        # write rule sees the MERGE, so the epoch is refused as a row-level change
+        request.node.add_marker(pytest.mark.xfail(reason="Spark 4.1: MERGE INTO is rewritten before the write rule",
+                                                  strict=True))
     cc.catalog.create_table(f"{ns}.latest", schema=COUNTS)
     merge = (f"MERGE INTO lake_consistent.{ns}.latest t USING ({COUNT_WORDS.format(ns=ns)}) s ON t.word = s.word "
              "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")

@@ -10,8 +10,11 @@ pyspark (``importlib.metadata`` reads the installed version).
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import os
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from consistent_catalog.exceptions import CatalogConfigError
 
@@ -65,6 +68,7 @@ SPARK_LINES: dict[str, SparkLine] = {
     for line in (
         SparkLine("3.5", "2.12", "1.10.2"),
         SparkLine("4.0", "2.13", "1.11.0"),  # Iceberg 1.12 has no Spark 4.0 runtime
+        SparkLine("4.1", "2.13", "1.12.0"),  # Iceberg's 4.1 runtimes start at 1.11.0
     )
 }
 """Every supported line, oldest first (keep in step with jvm/pom.xml's modules)."""
@@ -88,6 +92,39 @@ def line_of_version(spark_version: str) -> SparkLine:
     return SPARK_LINES[key]
 
 
+def _spark_jars_dir() -> Path | None:
+    """Where the Spark that pyspark runs keeps its jars: ``$SPARK_HOME/jars``, else the pyspark package's."""
+    home = os.environ.get("SPARK_HOME", "").strip()
+    if home:
+        return Path(home) / "jars"
+    spec = importlib.util.find_spec("pyspark")  # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / "jars"
+
+
+def installed_scala_version() -> str | None:
+    """The Scala of the Spark pyspark runs (``2.12`` from ``spark-core_2.12-3.5.9.jar``); None when unknown."""
+    folder = _spark_jars_dir()
+    if folder is None or not folder.is_dir():
+        return None
+    for jar in folder.glob("spark-core_*.jar"):
+        found = re.match(r"spark-core_(\d+\.\d+)-", jar.name)
+        if found:
+            return found.group(1)
+    return None
+
+
+def check_scala(line: SparkLine, scala: str | None) -> SparkLine:
+    """``line`` when ``scala`` (the running Spark's) is its Scala or unknown; else one line naming the supported."""
+    if scala is not None and scala != line.scala:
+        raise CatalogConfigError(
+            f"Spark {line.line} built for Scala {scala} is not a supported combination (the plugin jar of Spark "
+            f"{line.line} is built for Scala {line.scala}); supported: {supported_lines_text()}"
+        )
+    return line
+
+
 def installed_pyspark_version() -> str | None:
     try:
         return importlib.metadata.version("pyspark")
@@ -101,4 +138,6 @@ def current_line() -> SparkLine:
     if explicit:
         return line_of_version(explicit)
     version = installed_pyspark_version()
-    return line_of_version(version) if version else SPARK_LINES[DEFAULT_LINE]
+    if not version:
+        return SPARK_LINES[DEFAULT_LINE]
+    return check_scala(line_of_version(version), installed_scala_version())

@@ -1,5 +1,6 @@
 package io.consistentcatalog.spark;
 
+import io.consistentcatalog.spark.line.LineSparkTable;
 import io.consistentcatalog.spark.read.CatalogConnections;
 import io.consistentcatalog.spark.context.CatalogContext;
 import io.consistentcatalog.spark.context.CatalogOptions;
@@ -214,7 +215,7 @@ public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
     }
     if (loaded instanceof SparkTable) {
       SparkTable table = (SparkTable) loaded;
-      if (table.branch() == null && table.snapshotId() == null
+      if (LineSparkTable.isCurrent(table)
           && !(table.table() instanceof org.apache.iceberg.BaseMetadataTable)) {
         return new SinkTable(table.table(), catalogName(), name);
       }
@@ -265,14 +266,17 @@ public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
    */
   private static String streamingCaller() {
     return StackWalker.getInstance().walk(frames -> frames
-        .filter(f -> (f.getMethodName().equals("toTable") && f.getClassName().equals(STREAM_WRITER))
-            || (f.getMethodName().equals("table") && f.getClassName().equals(STREAM_READER)))
+        .filter(f -> (f.getMethodName().equals("toTable") && STREAM_WRITERS.contains(f.getClassName()))
+            || (f.getMethodName().equals("table") && STREAM_READERS.contains(f.getClassName())))
         .map(StackWalker.StackFrame::getMethodName)
         .findFirst().orElse(null));
   }
 
-  private static final String STREAM_WRITER = "org.apache.spark.sql.streaming.DataStreamWriter";
-  private static final String STREAM_READER = "org.apache.spark.sql.streaming.DataStreamReader";
+  // Spark 3.5's classes; Spark 4's are implemented in org.apache.spark.sql.classic (the frames name those)
+  private static final java.util.Set<String> STREAM_WRITERS = java.util.Set.of(
+      "org.apache.spark.sql.streaming.DataStreamWriter", "org.apache.spark.sql.classic.DataStreamWriter");
+  private static final java.util.Set<String> STREAM_READERS = java.util.Set.of(
+      "org.apache.spark.sql.streaming.DataStreamReader", "org.apache.spark.sql.classic.DataStreamReader");
 
   /**
    * A source of an INSERT without a cut: deferred to its scan, since the epoch reads it at its own plan

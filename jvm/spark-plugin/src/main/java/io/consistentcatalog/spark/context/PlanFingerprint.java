@@ -1,6 +1,7 @@
 package io.consistentcatalog.spark.context;
 
 import io.consistentcatalog.core.Definitions;
+import io.consistentcatalog.spark.line.LineSpark;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -10,7 +11,6 @@ import java.util.regex.Pattern;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.streaming.StreamingRelationV2;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
-import org.apache.spark.sql.execution.streaming.StreamingExecutionRelation;
 import scala.collection.JavaConverters;
 import scala.runtime.AbstractPartialFunction;
 
@@ -102,8 +102,9 @@ public final class PlanFingerprint {
     if (node instanceof StreamingRelationV2) {
       return "stream " + ((StreamingRelationV2) node).table().name();
     }
-    if (node instanceof StreamingExecutionRelation) {
-      return "stream " + ((StreamingExecutionRelation) node).source();
+    Object source = LineSpark.streamSource(node);
+    if (source != null) {
+      return "stream " + source;
     }
     return null;
   }

@@ -1,8 +1,8 @@
 package io.consistentcatalog.spark.read;
 
 import io.consistentcatalog.spark.context.Errors;
+import io.consistentcatalog.spark.line.LineSparkTable;
 import org.apache.iceberg.Table;
-import org.apache.iceberg.spark.source.SparkTable;
 import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.RowLevelOperationBuilder;
@@ -13,7 +13,7 @@ import org.apache.spark.sql.connector.write.WriteBuilder;
  * A table served by the consistent catalog: Iceberg's SparkTable pinned to the cut's snapshot (or, for
  * a name with a selector, whatever the selector chose), refusing every kind of write.
  */
-public class PinnedTable extends SparkTable {
+public class PinnedTable extends LineSparkTable {
   private final String catalog;
   private final String plain;
   private final String table;
@@ -25,7 +25,7 @@ public class PinnedTable extends SparkTable {
   }
 
   public PinnedTable(Table icebergTable, Long snapshotId, String catalog, String plain, String table, boolean atCut) {
-    super(icebergTable, snapshotId, false);
+    super(icebergTable, snapshotId);
     this.catalog = catalog;
     this.plain = plain;
     this.table = table;
@@ -38,7 +38,7 @@ public class PinnedTable extends SparkTable {
   }
 
   public PinnedTable(Table icebergTable, String branch, String catalog, String plain, String table) {
-    super(icebergTable, branch, false);
+    super(icebergTable, branch);
     this.catalog = catalog;
     this.plain = plain;
     this.table = table;

@@ -13,6 +13,7 @@ import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.core.EpochPlanner;
 import io.consistentcatalog.core.Resolver;
 import io.consistentcatalog.core.TableState;
+import io.consistentcatalog.spark.line.LineSparkTable;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -27,7 +28,6 @@ import org.apache.iceberg.DataOperations;
 import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.exceptions.NoSuchTableException;
-import org.apache.iceberg.spark.source.SparkTable;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
@@ -189,7 +189,7 @@ final class BarrierStream implements MicroBatchStream {
       options.put("start-snapshot-id", Long.toString(from.snapshot));
       options.put("end-snapshot-id", Long.toString(to.snapshot));
     }
-    Batch batch = new SparkTable(table, false).newScanBuilder(new CaseInsensitiveStringMap(options)).build().toBatch();
+    Batch batch = LineSparkTable.current(table).newScanBuilder(new CaseInsensitiveStringMap(options)).build().toBatch();
     lastBatch = batch;
     return batch.planInputPartitions();
   }

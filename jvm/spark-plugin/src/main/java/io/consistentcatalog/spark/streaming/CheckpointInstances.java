@@ -1,5 +1,6 @@
 package io.consistentcatalog.spark.streaming;
 
+import io.consistentcatalog.spark.line.LineSpark;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -12,7 +13,6 @@ import java.util.List;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.execution.streaming.StreamingQueryWrapper;
 import org.apache.spark.sql.streaming.StreamingQuery;
 
 /**
@@ -35,8 +35,8 @@ final class CheckpointInstances {
   /** The file of the running query {@code queryId} (its resolved checkpoint root). */
   static CheckpointInstances of(SparkSession session, String queryId) {
     for (StreamingQuery query : session.streams().active()) {
-      if (query.id().toString().equals(queryId) && query instanceof StreamingQueryWrapper) {
-        String root = ((StreamingQueryWrapper) query).streamingQuery().resolvedCheckpointRoot();
+      String root = query.id().toString().equals(queryId) ? LineSpark.checkpointRoot(query) : null;
+      if (root != null) {
         return new CheckpointInstances(session, new Path(root.replaceAll("/+$", "") + "/" + FILE));
       }
     }

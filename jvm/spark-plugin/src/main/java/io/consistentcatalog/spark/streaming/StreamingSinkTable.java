@@ -1,8 +1,9 @@
 package io.consistentcatalog.spark.streaming;
 
+import io.consistentcatalog.core.Barriers;
+import io.consistentcatalog.core.Durations;
+import io.consistentcatalog.core.TableState;
 import io.consistentcatalog.spark.context.CatalogContext;
-import io.consistentcatalog.spark.context.StreamingFence;
-import io.consistentcatalog.spark.context.WriterInstance;
 import io.consistentcatalog.spark.context.Errors;
 import io.consistentcatalog.spark.context.EventTime;
 import io.consistentcatalog.spark.context.FencedCommit;
@@ -10,9 +11,10 @@ import io.consistentcatalog.spark.context.JobRegistration;
 import io.consistentcatalog.spark.context.Names;
 import io.consistentcatalog.spark.context.PlanFingerprint;
 import io.consistentcatalog.spark.context.RootIngest;
-import io.consistentcatalog.core.Durations;
-import io.consistentcatalog.core.Barriers;
-import io.consistentcatalog.core.TableState;
+import io.consistentcatalog.spark.context.StreamingFence;
+import io.consistentcatalog.spark.context.WriterInstance;
+import io.consistentcatalog.spark.line.LineSpark;
+import io.consistentcatalog.spark.line.LineSparkTable;
 import java.util.EnumSet;
 import java.util.Map;
 import java.util.Set;
@@ -78,7 +80,7 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
     this.name = name;
     this.ident = Names.icebergIdentifier(name);
     this.session = SparkSession.active();
-    this.current = new SparkTable(table, false);
+    this.current = LineSparkTable.current(table);
     this.derived = !FencedCommit.state(name, table).isRoot();
   }
 
@@ -212,12 +214,12 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
     if (options.job != null) {
       StreamingFence fence = new StreamingFence(loaded, committer, ident, "job '" + options.job
           + "': a micro-batch staged on " + name);
-      WriteBuilder iceberg = new SparkTable(fence.table(table.name()), false).newWriteBuilder(attempt);
+      WriteBuilder iceberg = LineSparkTable.current(fence.table(table.name())).newWriteBuilder(attempt);
       return new Builder(this, iceberg, null, fence, info.queryId(), options);
     }
     RootIngest ingest = new RootIngest(committer, ident, name, loaded, "a micro-batch into " + name);
     ingest.lineage(context.writer().ingestLineage(name, loaded, null)); // each batch that lands: an OpenLineage run
-    WriteBuilder iceberg = new SparkTable(ingest.writeTable(table.name()), false).newWriteBuilder(attempt);
+    WriteBuilder iceberg = LineSparkTable.current(ingest.writeTable(table.name())).newWriteBuilder(attempt);
     startWatcher(info.queryId(), options);
     return new Builder(this, iceberg, ingest, null, info.queryId(), options);
   }
@@ -397,11 +399,7 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
           options.version.trim());
     }
     StreamingQuery query = session.streams().get(java.util.UUID.fromString(queryId));
-    if (!(query instanceof org.apache.spark.sql.execution.streaming.StreamingQueryWrapper)) {
-      return null;
-    }
-    org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan =
-        ((org.apache.spark.sql.execution.streaming.StreamingQueryWrapper) query).streamingQuery().analyzedPlan();
+    org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan = LineSpark.analyzedPlan(query);
     return plan == null ? null : PlanFingerprint.of(plan);
   }
 

@@ -2,8 +2,8 @@ package io.consistentcatalog.spark.write;
 
 import io.consistentcatalog.spark.context.Errors;
 import io.consistentcatalog.spark.context.SqlEpoch;
+import io.consistentcatalog.spark.line.LineSparkTable;
 import org.apache.iceberg.Table;
-import org.apache.iceberg.spark.source.SparkTable;
 import org.apache.spark.sql.connector.expressions.NamedReference;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
@@ -19,11 +19,11 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * main's head, fenced), so the merge reads the previous epoch's output and writes the new one there; Iceberg's
  * row-level operation (copy-on-write) does the merge, its commit is the epoch's ({@link SqlEpoch#commit}).
  */
-final class EpochMergeTable extends SparkTable {
+final class EpochMergeTable extends LineSparkTable {
   private final SqlEpoch epoch;
 
   EpochMergeTable(Table table, String branch, SqlEpoch epoch) {
-    super(table, branch, false);
+    super(table, branch);
     this.epoch = epoch;
   }
 

@@ -1,6 +1,7 @@
 package io.consistentcatalog.spark.write;
 
 import io.consistentcatalog.spark.context.SqlEpoch;
+import io.consistentcatalog.spark.line.LineSparkTable;
 import java.util.EnumSet;
 import java.util.Map;
 import java.util.Set;
@@ -36,7 +37,7 @@ final class EpochSinkTable implements org.apache.spark.sql.connector.catalog.Tab
   private final SqlEpoch epoch;
 
   EpochSinkTable(org.apache.iceberg.Table table, SqlEpoch epoch) {
-    this.current = new SparkTable(table, false);
+    this.current = LineSparkTable.current(table);
     this.epoch = epoch;
   }
 
@@ -70,8 +71,8 @@ final class EpochSinkTable implements org.apache.spark.sql.connector.catalog.Tab
   @Override
   public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
     SparkTable target = epoch.writeBranch() == null
-        ? new SparkTable(epoch.writeTable(), false)
-        : new SparkTable(epoch.writeTable(), epoch.writeBranch(), false);
+        ? LineSparkTable.current(epoch.writeTable())
+        : LineSparkTable.onBranch(epoch.writeTable(), epoch.writeBranch());
     return new Builder(target.newWriteBuilder(info), epoch);
   }
 

@@ -21,6 +21,7 @@ import io.consistentcatalog.core.Resolver;
 import io.consistentcatalog.core.TableState;
 import io.consistentcatalog.openlineage.EpochEmitter;
 import io.consistentcatalog.openlineage.EpochRun;
+import io.consistentcatalog.spark.line.LineSpark;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
@@ -307,7 +308,7 @@ public final class EpochWrites {
   }
 
   private static DataSourceV2Relation withTable(DataSourceV2Relation relation, org.apache.spark.sql.connector.catalog.Table table) {
-    return relation.copy(table, relation.output(), relation.catalog(), relation.identifier(), relation.options());
+    return LineSpark.withTable(relation, table);
   }
 
   /** The write's query with no rows (the action writes nothing): the same output, never run against a source. */

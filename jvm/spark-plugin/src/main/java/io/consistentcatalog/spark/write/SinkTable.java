@@ -2,8 +2,8 @@ package io.consistentcatalog.spark.write;
 
 import io.consistentcatalog.spark.context.Errors;
 import io.consistentcatalog.spark.context.Names;
+import io.consistentcatalog.spark.line.LineSparkTable;
 import org.apache.iceberg.Table;
-import org.apache.iceberg.spark.source.SparkTable;
 import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.RowLevelOperationBuilder;
@@ -16,12 +16,12 @@ import org.apache.spark.sql.connector.write.WriteBuilder;
  * into an epoch or an ingest; without the rule (the SQL extension not configured) and for row-level changes the
  * write is refused with the way out.
  */
-public final class SinkTable extends SparkTable {
+public final class SinkTable extends LineSparkTable {
   private final String catalog;
   private final String table;
 
   public SinkTable(Table icebergTable, String catalog, String table) {
-    super(icebergTable, false);
+    super(icebergTable);
     this.catalog = catalog;
     this.table = table;
   }
