@@ -18,8 +18,8 @@ pytest.importorskip("duckdb", reason="the duckdb extra is not installed (pip ins
 
 from consistent_catalog import ConsistentCatalog  # noqa: E402
 from consistent_catalog.demo import (  # noqa: E402
-    FLIP_VERSION,
     COUNTS,
+    FLIP_VERSION,
     HISTOGRAM,
     HISTOGRAM_SQL,
     TABLES,
