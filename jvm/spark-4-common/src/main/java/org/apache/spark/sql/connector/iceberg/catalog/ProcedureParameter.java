@@ -3,7 +3,7 @@ package org.apache.spark.sql.connector.iceberg.catalog;
 import org.apache.spark.sql.types.DataType;
 
 /**
- * Spark 4 shim (this line's own source): Iceberg's Spark 3.5 procedure parameter, as the shared procedures
+ * Spark 4 shim (jvm/spark-4-common, shared by the 4.0 and 4.1 lines): Iceberg's Spark 3.5 procedure parameter, as the shared procedures
  * declare theirs, turned into Spark 4's {@code ProcedureParameter} when a procedure is bound (an optional
  * parameter defaults to NULL).
  */

@@ -17,7 +17,7 @@ import scala.runtime.AbstractFunction2;
 import scala.runtime.BoxedUnit;
 
 /**
- * Spark 4's variant of the shared {@code ConsistentSqlExtensions} (jvm/spark-plugin; excluded from this line's
+ * Spark 4's variant of the shared {@code ConsistentSqlExtensions} (jvm/spark-plugin; excluded from the Spark 4 lines'
  * build): Spark 4 parses {@code CALL <catalog>.system.refresh_cut()} itself and resolves it against the
  * catalog's {@code loadProcedure}, so no CALL parser is needed. What stays is the rest of the shared one: the
  * parser wrapper telling {@link WriteStatements} which statement this thread parsed last, and the

@@ -11,7 +11,7 @@ import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * Spark 4 shim (this line's own source, never on Spark 3.5): Iceberg's Spark 3.5 procedure interface, which
+ * Spark 4 shim (jvm/spark-4-common, a source folder of the 4.0 and 4.1 lines, never on Spark 3.5): Iceberg's Spark 3.5 procedure interface, which
  * the shared procedures ({@code io.consistentcatalog.spark.CutProcedures}) implement, as a Spark 4
  * {@link UnboundProcedure}. Spark 4 parses and resolves {@code CALL} itself against the catalog's
  * {@code loadProcedure}; binding gives a {@link BoundProcedure} whose call returns the rows as one local scan.
