@@ -480,17 +480,24 @@ def expected_changes(old: list[tuple], new: list[tuple], keyed: bool) -> Counter
 
 def test_create_changes_view_reads_the_changes_between_two_barriers(env: Any, ns: str) -> None:
     cc, spark = env
+    # MERGE epochs do not run on Spark 4.1 yet (test_merge_into_by_keys_is_an_epoch): there the merged table is left out
+    merges = not spark.version.startswith("4.1.")
     cc.catalog.create_table(f"{ns}.latest", schema=COUNTS)
     cc.catalog.create_table(f"{ns}.word_log", schema=WORDS)
     cc.catalog.load_table(f"{ns}.words").transaction().set_properties({"write.delete.mode": "merge-on-read"}).commit_transaction()
+    statements = [
+        ("word-count", f"INSERT OVERWRITE lake_consistent.{ns}.word_counts {COUNT_WORDS.format(ns=ns)}"),
+        ("latest", f"MERGE INTO lake_consistent.{ns}.latest t USING ({COUNT_WORDS.format(ns=ns)}) s "
+                   "ON t.word = s.word WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"),
+        ("word-log", f"INSERT INTO lake_consistent.{ns}.word_log SELECT word FROM lake_consistent.{ns}.words"),
+    ]
+    tables = [(f"{ns}.words", None), (f"{ns}.word_counts", "word"), (f"{ns}.latest", "word"), (f"{ns}.word_log", None)]
+    if not merges:
+        statements = [s for s in statements if s[0] != "latest"]
+        tables = [t for t in tables if t[0] != f"{ns}.latest"]
 
     def epochs() -> None:  # an overwrite, a merge and an append epoch of the root's newest barrier
-        for job, statement in (
-            ("word-count", f"INSERT OVERWRITE lake_consistent.{ns}.word_counts {COUNT_WORDS.format(ns=ns)}"),
-            ("latest", f"MERGE INTO lake_consistent.{ns}.latest t USING ({COUNT_WORDS.format(ns=ns)}) s "
-                       "ON t.word = s.word WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"),
-            ("word-log", f"INSERT INTO lake_consistent.{ns}.word_log SELECT word FROM lake_consistent.{ns}.words"),
-        ):
+        for job, statement in statements:
             sql(spark, f"SET spark.sql.consistent.job={job}")
             sql(spark, statement)
 
@@ -505,8 +512,7 @@ def test_create_changes_view_reads_the_changes_between_two_barriers(env: Any, ns
 
     reads = {}
     pairs = [(first - 1, first), (first, second), (second, second), (second, third), (first - 1, third)]
-    for table, key in ((f"{ns}.words", None), (f"{ns}.word_counts", "word"), (f"{ns}.latest", "word"),
-                       (f"{ns}.word_log", None)):
+    for table, key in tables:
         for low, high in pairs:
             keyed = f", key => array('{key}')" if key else ""
             (row,) = sql(spark, f"CALL lake_consistent.system.create_changes_view(table => '{table}', from_barrier => "
@@ -523,7 +529,9 @@ def test_create_changes_view_reads_the_changes_between_two_barriers(env: Any, ns
     assert reads[(f"{ns}.word_log", first, second)] == "appends"
     assert reads[(f"{ns}.word_counts", first, second)] == "changelog"
     assert reads[(f"{ns}.words", second, third)] == "snapshots"
-    assert reads[(f"{ns}.latest", second, second)] == "none"
+    assert reads[(f"{ns}.word_counts", second, second)] == "none"
+    if merges:
+        assert reads[(f"{ns}.latest", second, second)] == "none"
     # the overwrite epoch rewrote the table; its changes are the counts that moved, paired by the key
     sql(spark, f"CALL lake_consistent.system.create_changes_view(table => '{ns}.word_counts', from_barrier => {first}, "
                f"to_barrier => {second}, key => array('word'))")

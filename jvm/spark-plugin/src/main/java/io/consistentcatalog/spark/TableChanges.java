@@ -83,8 +83,12 @@ final class TableChanges {
     return net.select(withChanges(data, kind.as(CHANGE_TYPE), barrier));
   }
 
+  /**
+   * The table at one snapshot, by SQL's {@code VERSION AS OF} (Spark's own time travel): Iceberg's {@code snapshot-id}
+   * read option is gone from its Spark 4.1 runtime (Iceberg 1.12), and the SQL form reads alike on every line.
+   */
   private static Dataset<Row> snapshot(SparkSession spark, String quoted, long snapshotId) {
-    return spark.read().option("snapshot-id", String.valueOf(snapshotId)).table(quoted);
+    return spark.sql("SELECT * FROM " + quoted + " VERSION AS OF " + snapshotId);
   }
 
   private static Column[] withSign(Column[] data, Column sign) {
