@@ -10,7 +10,11 @@ pip's cache; ``consistent_catalog`` itself only from the wheel). From a director
   line naming the way out;
 - the full package's ``spark-conf`` names the jar inside the installed package, and stock ``spark-sql
   --properties-file`` reads ``lake_consistent`` at the consistent cut, recounted independently with pyiceberg;
-- ``configure_spark(SparkSession.builder, ...)`` of the installed package gives a session with both catalogs.
+- ``configure_spark(SparkSession.builder, ...)`` of the installed package gives a session with both catalogs;
+- (issue 30) the same full wheel, installed into a second fresh venv with pyspark 4.1 from PyPI: on both pyspark
+  lines stock ``spark-sql`` with nothing but the rendered file creates a root and a derived table, ingests, runs a
+  SQL epoch and reads the consistent cut through ``lake_consistent`` (the line's own plugin jar and Iceberg
+  runtime), recounted with pyiceberg; a pyspark outside the lines gets one line naming the supported ones.
 
 The lake is built here with the checkout's package (it is only data): word_counts counted words' first
 ingest, and a second ingest after it is not counted yet, so the consistent cut (3 words) differs from
@@ -42,6 +46,11 @@ from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA, sqlite_catalog, word
 ROOT = Path(__file__).resolve().parents[2]
 JAR_NAME = "lake-consistent-spark-3.5_2.12.jar"  # the line of the pyspark 3.5 the [spark] extra installs
 JAR_IN_WHEEL = f"consistent_catalog/jars/{JAR_NAME}"
+#: The second pyspark line the wheel is installed with (issue 30): the newest, Spark 4.1 (Scala 2.13).
+PYSPARK_41 = "4.1.3"
+#: Each line's plugin jar and Iceberg runtime, as the rendered file must name them (README's table of lines).
+LINE_JARS = {"3.5": ("lake-consistent-spark-3.5_2.12.jar", "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:"),
+             "4.1": ("lake-consistent-spark-4.1_2.13.jar", "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:")}
 #: What the test's environment must not pass on: where the build or the package would find jars or Python.
 _LEAKY = ("PYTHONPATH", "VIRTUAL_ENV", "CONSISTENT_PLUGIN_JAR", "CONSISTENT_MVN", "CONSISTENT_ICEBERG_JAR",
           "CONSISTENT_JDBC_JARS", "CONSISTENT_SPARK_LINE", "CONSISTENT_REQUIRE_PLUGIN_JAR", "PYSPARK_PYTHON", "SPARK_HOME")
@@ -321,3 +330,85 @@ def test_init_from_the_installed_package_sets_up_a_lake_the_cli_and_spark_sql_us
     finally:
         independent.engine.dispose()
     assert row["watermark"] == barrier, row
+
+
+# --- one wheel on every pyspark line (issue 30) ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def venv_41(dists: Dists, tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """A second fresh venv: the full wheel and pyspark 4.1 from PyPI (pip's cache), nothing else."""
+    tmp = tmp_path_factory.mktemp("wheel-venv-4.1")
+    base = Path(getattr(sys, "_base_executable", sys.executable))
+    _run([str(base), "-m", "venv", str(tmp / "venv")], cwd=tmp, env=_env(), timeout=120, what="python -m venv (4.1)")
+    bin_dir = tmp / "venv" / "bin"
+    _run([str(bin_dir / "python"), "-m", "pip", "install", "-q", str(dists.full_wheel), f"pyspark=={PYSPARK_41}"],
+         cwd=tmp, env=_env(), timeout=600, what=f"pip install <full wheel> pyspark=={PYSPARK_41}")
+    elsewhere = tmp / "elsewhere"
+    elsewhere.mkdir()
+    return Venv(bin_dir, elsewhere)
+
+
+@pytest.mark.parametrize("line", ["3.5", "4.1"])
+def test_one_wheel_writes_and_reads_lake_consistent_on_each_pyspark_line_with_only_the_rendered_file(
+    line: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    venv: Venv = request.getfixturevalue("full_venv" if line == "3.5" else "venv_41")
+    plugin_jar, runtime = LINE_JARS[line]
+    directory = tmp_path / "lake"
+    directory.mkdir()
+    sqlite_catalog(directory).engine.dispose()  # pyiceberg creates the catalog database first (STACK.md: SQLite lock)
+    conf_path = venv.elsewhere / f"spark-defaults-{line}-{tmp_path.name}.conf"
+    rendered = _run([str(venv.bin / "consistent-catalog"), "spark-conf", "--write", str(conf_path),
+                     "--catalog-uri", f"sqlite:///{directory}/catalog.db", "--warehouse", str(directory / "warehouse")],
+                    cwd=venv.elsewhere, env=_venv_env(venv), timeout=120, what=f"spark-conf on Spark {line}")
+    assert "note:" not in rendered.stderr
+    conf = parse_spark_defaults(conf_path.read_text(encoding="utf-8"))
+    # the line's plugin jar from inside the installed package, its Iceberg runtime by coordinates
+    assert [j for j in conf["spark.jars"].split(",") if j.endswith(f"/consistent_catalog/jars/{plugin_jar}")], conf
+    assert any(p.startswith(runtime) for p in conf["spark.jars.packages"].split(",")), conf
+
+    statements = ("CREATE NAMESPACE lake.shop; "
+                  "CREATE TABLE lake.shop.words (word string) USING iceberg; "
+                  "CREATE TABLE lake.shop.word_counts (word string, cnt bigint) USING iceberg; "
+                  "INSERT INTO lake_consistent.shop.words VALUES ('kafka'), ('offset'), ('kafka'); "
+                  "SET spark.sql.consistent.job=word-count; "
+                  "INSERT OVERWRITE lake_consistent.shop.word_counts "
+                  "SELECT word, count(*) AS cnt FROM lake_consistent.shop.words GROUP BY word; "
+                  "RESET spark.sql.consistent.job; "
+                  "INSERT INTO lake_consistent.shop.words VALUES ('late'); "  # an ingest after the epoch: beyond the cut
+                  "SELECT (SELECT sum(cnt) FROM lake_consistent.shop.word_counts) AS counted, "
+                  "(SELECT count(*) FROM lake_consistent.shop.words) AS cut, (SELECT count(*) FROM lake.shop.words) AS head")
+    run = _run([str(venv.bin / "spark-sql"), "--properties-file", str(conf_path), "-S", "-e", statements],
+               cwd=venv.elsewhere, env=_venv_env(venv), timeout=300, what=f"spark-sql write + read on Spark {line}")
+    assert "[lake_consistent] word-count: shop.word_counts barrier" in run.stderr and "published" in run.stderr, \
+        run.stderr[-3000:]
+    counted, cut, head = (int(v) for v in [x for x in run.stdout.splitlines() if x.strip()][-1].split())
+
+    # Independent recount with plain pyiceberg: word_counts from words' first snapshot (the epoch's input)
+    catalog = sqlite_catalog(directory)
+    try:
+        words_table = catalog.load_table("shop.words")
+        first, *later = words_table.metadata.snapshots
+        at_first = words_table.scan(snapshot_id=first.snapshot_id).to_arrow().column("word").to_pylist()
+        now = words_table.scan().to_arrow().num_rows
+        counts = catalog.load_table("shop.word_counts")
+        written = dict(zip(*(counts.scan().to_arrow().column(c).to_pylist() for c in ("word", "cnt")), strict=True))
+        barrier = int(counts.metadata.snapshot_by_name("main").summary["consistent.barrier"])
+        first_barrier = int(first.summary["consistent.barrier"])
+    finally:
+        catalog.engine.dispose()
+    from collections import Counter
+
+    assert len(later) == 1 and written == dict(Counter(at_first)) == {"kafka": 2, "offset": 1}
+    assert barrier == first_barrier  # the epoch ran at the barrier of the ingest it read
+    assert (counted, cut, head) == (sum(written.values()), len(at_first), now) == (3, 3, 4)
+
+
+def test_a_pyspark_outside_the_lines_gets_one_line_naming_the_supported_lines(venv_41: Venv) -> None:
+    """The installed pyspark says 4.1; CONSISTENT_SPARK_LINE claims a 4.2 (no Iceberg runtime): refused in one line."""
+    result = subprocess.run([str(venv_41.bin / "consistent-catalog"), "spark-conf", "--catalog-uri", "sqlite:///x.db",
+                             "--warehouse", "/tmp/w"], cwd=venv_41.elsewhere, capture_output=True, text=True, timeout=120,
+                            env=_venv_env(venv_41, CONSISTENT_SPARK_LINE="4.2.0"), stdin=subprocess.DEVNULL)
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    said = result.stderr.strip().splitlines()
+    assert len(said) == 1 and "Spark 4.2.0 is not a supported line" in said[0], result.stderr
+    assert all(f"Spark {line} (Scala" in said[0] for line in ("3.5", "4.0", "4.1")), said
