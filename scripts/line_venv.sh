@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A Python venv for one Spark line's plugin tier: .venv-spark<line> (git-ignored) with the project (editable),
-# the pyspark of that line from PyPI and what the plugin tier's tests use; no dbt, no notebooks (the whole
+# the pyspark of that line from PyPI and what the plugin tier's tests and the benches use (numpy: bench/
+# bench_streaming_sink.py's input); no dbt, no notebooks (the whole
 # suite runs on the default line's .venv). Idempotent: a stamp records the line's pin and pyproject's hash.
 #   bash scripts/line_venv.sh 4.0      prints the venv's python
 set -euo pipefail
@@ -18,7 +19,7 @@ if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
   [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip >&2
   "$VENV/bin/python" -m pip install -q -e ".[duckdb,openlineage]" "pyspark==$PYSPARK" "pytest>=8" "hypothesis>=6.100" \
-    "pyiceberg[sql-postgres]>=0.12,<0.13" "moto[server]>=5.0" "boto3>=1.34" "build>=1.2" "twine>=5" >&2
+    "pyiceberg[sql-postgres]>=0.12,<0.13" "moto[server]>=5.0" "boto3>=1.34" "build>=1.2" "twine>=5" numpy >&2
   echo "$want" >"$STAMP"
 fi
 echo "$VENV/bin/python"
