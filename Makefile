@@ -10,7 +10,9 @@ SPARK ?=
 DEFAULT_SPARK := 3.5
 OTHER_SPARK_LINES := 4.0 4.1
 # The plugin's tier: what runs on every supported line.
-PLUGIN_TIER ?= tests/spark/test_spark_catalog_plugin.py tests/spark/test_sql_writer.py tests/conformance
+# The Thrift server (beeline, tests/spark/test_spark_thrift.py) too: it runs from each line's pyspark jars.
+PLUGIN_TIER ?= tests/spark/test_spark_catalog_plugin.py tests/spark/test_sql_writer.py tests/conformance \
+  tests/spark/test_spark_thrift.py
 
 .PHONY: setup setup-demo test test-line test-fast lint-imports demo bench bench-all dist clean
 
