@@ -31,6 +31,7 @@ import sys
 import tarfile
 import time
 import zipfile
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -396,8 +397,6 @@ def test_one_wheel_writes_and_reads_lake_consistent_on_each_pyspark_line_with_on
         first_barrier = int(first.summary["consistent.barrier"])
     finally:
         catalog.engine.dispose()
-    from collections import Counter
-
     assert len(later) == 1 and written == dict(Counter(at_first)) == {"kafka": 2, "offset": 1}
     assert barrier == first_barrier  # the epoch ran at the barrier of the ingest it read
     assert (counted, cut, head) == (sum(written.values()), len(at_first), now) == (3, 3, 4)
