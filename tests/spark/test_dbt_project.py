@@ -1,7 +1,8 @@
 """A dbt project of a user's shape on the consistent catalog (issue 33): ``tests/spark/dbt_shop``.
 
 The project is not ours in shape: a seed (``payment_methods``), sources that are root tables of the catalog
-(``raw.customers``, ``raw.orders``, ``raw.payments``, ingested with pyiceberg), ephemeral staging models, two marts
+(``raw.customers``, ``raw.orders``, ``raw.payments``, ingested with pyiceberg), staging models (two views, one
+ephemeral: each compiled into the epochs that read it, the views' SQL recorded by their dbt run), two marts
 (``orders``, and ``customers`` which reads it) with ``+materialized: epoch`` set in ``dbt_project.yml``, schema
 tests. It installs the dbt package the installed product ships (``packages.yml`` names ``consistent-catalog
 dbt-path``; ``dbt deps``; ``dispatch`` routes dbt's seed and freshness macros to it) and runs with the profile
@@ -9,8 +10,9 @@ dbt-path``; ``dbt deps``; ``dispatch`` routes dbt's seed and freshness macros to
 
 One test, invocation after invocation (each dbt invocation starts Spark: 15-60 s on a busy 2-core machine):
 dbt seed (a keyed root ingest into a table made from the CSV), the sources' first load, dbt build (the seed lands
-nothing; the tables created from the models' output schemas, the jobs registered; the schema tests pass), new
-source data and dbt build again, dbt source freshness (the sources' watermarks), both models edited (a column
+nothing; the views' SQL recorded; the tables created from the models' output schemas, the jobs registered; the
+schema tests pass, those on a view too), new source data and dbt build again, dbt docs generate, dbt source
+freshness (the sources' watermarks), both models edited (a column
 added, a type widened: schema evolution, then a revision), dbt run --full-refresh -s customers (a revision), and a
 change Iceberg cannot evolve, refused with the way out. After every run that published, the cut ``consistent-
 catalog resolve`` gives over the six tables is read with pyiceberg and each mart is compared with its SQL
@@ -52,6 +54,9 @@ DBT_TIMEOUT = 300
 ROOTS = ("raw.customers", "raw.orders", "raw.payments", "shop.payment_methods")  # the last one: a seed
 SEED_ROWS = 3
 MARTS = ("shop.orders", "shop.customers")
+VIEWS = ("stg_customers", "stg_orders")  # materialized: view (stg_payments is ephemeral)
+NODES = ("payment_methods", *VIEWS, "orders", "customers")
+TESTS = 7  # the schema tests: 5 on the marts, 2 on the view stg_orders
 
 SCHEMAS = {
     "raw.customers": Schema(NestedField(1, "id", LongType()), NestedField(2, "first_name", StringType()),
@@ -307,10 +312,13 @@ def test_a_user_shaped_project_runs_with_no_ddl_by_hand_and_every_cut_recounts(s
     # namespace and tables created from their output schemas, jobs registered, one epoch each; the schema tests pass
     first = dbt(shop, "build")
     assert first.returncode == 0, first.describe()
-    assert {k: v for k, v in first.statuses.items() if k in ("payment_methods", "orders", "customers")} == {
-        "payment_methods": "success", "orders": "success", "customers": "success"}, first.describe()
-    assert sorted(v for k, v in first.statuses.items() if k not in ("payment_methods", "orders", "customers")) == [
-        "pass"] * 5, first.describe()
+    assert {k: v for k, v in first.statuses.items() if k in NODES} == dict.fromkeys(NODES, "success"), (
+        first.describe())
+    assert sorted(v for k, v in first.statuses.items() if k not in NODES) == ["pass"] * TESTS, first.describe()
+    # the staging views: no view anywhere (their SQL recorded on the namespace), no table either
+    assert [f"view {v} recorded" for v in VIEWS if f"view shop.{v} recorded in the namespace lake.shop" in first.stdout
+            ] == [f"view {v} recorded" for v in VIEWS], first.describe()
+    assert sorted(t for _, t in shop.catalog.list_tables("shop")) == ["customers", "orders", "payment_methods"]
     assert seed_loads(shop) == 1
     assert "CREATE TABLE `lake`.`shop`.`orders` (`order_id` bigint, `customer_id` bigint, `order_date` date, " \
            "`status` string, `amount` decimal(" in first.stdout, first.describe()
@@ -333,7 +341,17 @@ def test_a_user_shaped_project_runs_with_no_ddl_by_hand_and_every_cut_recounts(s
         second.describe())
     assert len(second.reports) == 3 and " nothing written" in second.reports[0], second.describe()
     assert seed_loads(shop) == 1, second.describe()
-    assert sorted(second.statuses.values()).count("pass") == 5, second.describe()
+    assert sorted(second.statuses.values()).count("pass") == TESTS, second.describe()
+
+    # dbt docs generate: the marts and the seed in dbt's catalog (read through lake_consistent); the views, which are
+    # no relation, documented from the project
+    docs = dbt(shop, "docs", "generate")
+    assert docs.returncode == 0, docs.describe()
+    documented = json.loads((shop.project / "target" / "catalog.json").read_text())["nodes"]
+    assert {key.split(".")[-1] for key in documented} == {"payment_methods", "orders", "customers"}, documented.keys()
+    assert "payments" not in documented["model.shop.orders"]["columns"]
+    assert set(VIEWS) <= {key.split(".")[-1] for key in json.loads(
+        (shop.project / "target" / "manifest.json").read_text())["nodes"]}
 
     # dbt source freshness: each source's watermark (the barrier of its last load), not max(loaded_at) of its rows
     fresh = dbt(shop, "source", "freshness")

@@ -28,6 +28,9 @@
   schema or --full-refresh revises the table (and the tables downstream of it) and recomputes it at the current
   barrier.
 
+  A view model it reads (materialized='view', view.sql) is the statement's own subquery: its recorded SQL in the
+  place of its name, so the statement's text holds it.
+
   Refused before any statement: more than one dbt thread (the job setting belongs to the one Spark session all
   threads share), a default catalog that is not a consistent one, a view in the table's place.
 -#}
@@ -189,7 +192,9 @@
 
   {{ run_hooks(pre_hooks) }}
 
-  {%- set ddl = consistent_catalog.consistent_ensure_table(target_relation, compiled_code) -%}
+  {#- the views it reads, as their subqueries (view.sql) -#}
+  {%- set query = consistent_catalog.consistent_inline_views(compiled_code, model) -%}
+  {%- set ddl = consistent_catalog.consistent_ensure_table(target_relation, query) -%}
   {%- for statement in ddl -%}
     {{ log("consistent_catalog: " ~ statement, info=true) }}
   {%- endfor -%}
@@ -208,7 +213,7 @@
   {%- endif -%}
   {%- call statement('main') -%}
     INSERT OVERWRITE {{ target_relation }} BY NAME
-    {{ compiled_code }}
+    {{ query }}
   {%- endcall -%}
   {%- if rebuild -%}
     {%- call statement('reset_consistent_rebuild') -%}
