@@ -520,10 +520,10 @@ def test_a_native_job_keeps_moving_with_an_idle_source_and_refuses_a_rewritten_s
                   for f in [task.file]}
     written = {str(p) for p in Path(urlparse(table.location()).path, "data").rglob("*.parquet")}
     assert {urlparse(p).path for p in referenced} == written
-    # A table whose epochs rewrite it is refused when the stream is defined (issue 34, item 3), naming the epoch's
-    # job and rewriting snapshot; one whose job has not run yet is streamed: its first micro-batch reads it whole,
-    # and the first rewrite after it ends the stream.
-    from pyspark.errors import AnalysisException
+    # A table whose epochs rewrite it is refused when the stream starts (issue 34, item 3; issue 35 moved it from the
+    # definition, whose load no longer tells a stream from a batch read), naming the epoch's job and rewriting
+    # snapshot, before any micro-batch; one whose job has not run yet is streamed: its first micro-batch reads it
+    # whole, and the first rewrite after it ends the stream.
 
     def count_words(ctx):
         return ctx.read(words).group_by("word").aggregate([("word", "count")]).rename_columns(["word", "cnt"])
@@ -550,10 +550,18 @@ def test_a_native_job_keeps_moving_with_an_idle_source_and_refuses_a_rewritten_s
     for table, job in ((counts, f"{name}-count"), (recounts, f"{name}-recount")):  # complete mode; an overwrite job
         chain = main_chain(catalog.load_table(table))
         rewrite = [s for s in chain if s.summary.operation.value not in ("append", "replace")][-1]
-        with pytest.raises(AnalysisException) as refused:
-            spark.readStream.table(f"lake_consistent.{table}")
-        message = str(refused.value).splitlines()[0]
-        assert message.startswith(f"[CONSISTENT_READ.NOT_INCREMENTAL] lake_consistent.{table}: its job {job} rewrites"), message
+        reading = (spark.readStream.table(f"lake_consistent.{table}").writeStream.format("noop")
+                   .option("checkpointLocation", str(base / f"chk-refused-{job}")).start())
+        try:
+            with pytest.raises(StreamingQueryException) as refused:
+                reading.awaitTermination(120)
+            assert reading.lastProgress is None  # refused at its start: no micro-batch ran
+        finally:
+            reading.stop()
+        text = str(refused.value)
+        start = text.find(f"CONSISTENT_READ.NOT_INCREMENTAL] lake_consistent.{table}: its job {job} rewrites")
+        assert start >= 0, text
+        message = text[start:].splitlines()[0]
         assert f"committed snapshot {rewrite.snapshot_id} as {rewrite.summary.operation.value}" in message
         assert f"CALL lake_consistent.system.create_changes_view(table => '{table}'" in message  # the batch way out
         assert rewrite.summary.additional_properties[P.BARRIER] in message

@@ -7,19 +7,16 @@ import io.consistentcatalog.spark.context.CatalogOptions;
 import io.consistentcatalog.spark.read.CutTables;
 import io.consistentcatalog.spark.read.CutSession;
 import io.consistentcatalog.spark.read.DeferredTable;
+import io.consistentcatalog.spark.read.EmptyTable;
 import io.consistentcatalog.spark.write.EpochWrites;
 import io.consistentcatalog.spark.context.Errors;
 import io.consistentcatalog.spark.context.Faults;
 import io.consistentcatalog.spark.context.Names;
 import io.consistentcatalog.spark.read.PinnedTable;
 import io.consistentcatalog.spark.read.ResolutionTimings;
-import io.consistentcatalog.spark.streaming.RewrittenSource;
 import io.consistentcatalog.spark.context.Settings;
 import io.consistentcatalog.spark.write.SinkTable;
-import io.consistentcatalog.spark.streaming.StreamSourceTable;
-import io.consistentcatalog.spark.streaming.StreamingSinkTable;
 import io.consistentcatalog.spark.read.TableLoader;
-import io.consistentcatalog.spark.context.WriteStatements;
 import io.consistentcatalog.core.Resolver;
 import org.apache.iceberg.catalog.Catalog;
 import org.apache.iceberg.spark.source.SparkTable;
@@ -86,7 +83,7 @@ import scala.Option;
  * <p><b>Pass-through.</b> {@code VERSION AS OF}, {@code TIMESTAMP AS OF} and the {@code branch_},
  * {@code tag_}, {@code snapshot_id_} and {@code at_timestamp_} suffixes, metadata tables and changelogs
  * are served exactly as Iceberg's SparkCatalog serves them, read-only. Writes to a table by its name are epochs
- * or ingests ({@link WriteRule}, {@code write.EpochWrites}, {@code streaming.StreamingSinkTable}); every DDL and
+ * or ingests ({@link WriteRule}, {@code write.EpochWrites}, a streaming query's sink: {@link ServedStreams}); every DDL and
  * every procedure other than this catalog's own is refused.
  */
 public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
@@ -223,26 +220,20 @@ public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
     return readOnly(loaded, name);
   }
 
+  /**
+   * A table by its name, as Spark loads it alike for a batch read, a streaming query's source
+   * ({@code readStream.table}) and its sink ({@code toTable}): one table that declares the capabilities Spark asks
+   * about and chooses in its scan and its write (issue 35, as Iceberg's {@code SparkTable}): served at the statement's
+   * cut for a batch read ({@link PinnedTable}, {@link EmptyTable}), with the streaming half ({@link ServedStreams}) for
+   * a micro-batch read and a streaming write. A cut error (no watermark yet, ...) is deferred to the batch scan
+   * ({@link DeferredTable}): a stream's source and sink need no cut, and an INSERT's epoch reads its own.
+   */
   @Override
   public Table loadTable(Identifier ident) throws NoSuchTableException {
     if (BYPASS.get()) {
       return super.loadTable(ident);
     }
     String name = Names.tableName(ident);
-    String streaming = streamingCaller();
-    if (streaming != null) {
-      boolean sink = streaming.equals("toTable");
-      org.apache.iceberg.Table table;
-      try {
-        table = retryingLoad(name, () -> icebergCatalog().loadTable(Names.icebergIdentifier(name)));
-      } catch (org.apache.iceberg.exceptions.NoSuchTableException e) {
-        throw notFound(ident, name, new NoSuchTableException(ident));
-      }
-      if (!sink) {
-        RewrittenSource.refuse(catalogName(), table, name); // when the query is defined, not at its second batch
-      }
-      return sink ? new StreamingSinkTable(context, table, name) : new StreamSourceTable(context, table, name);
-    }
     Table served;
     try {
       served = session.tableAtCut(name, settings());
@@ -256,38 +247,30 @@ public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
         throw notFound(ident, name, e);
       }
     }
+    if (served instanceof PinnedTable) {
+      PinnedTable pinned = (PinnedTable) served;
+      return pinned.streamedAs(new ServedStreams(context, pinned.table(), name));
+    }
+    if (served instanceof EmptyTable) {
+      EmptyTable empty = (EmptyTable) served;
+      return empty.streamedAs(new ServedStreams(context, empty.icebergTable(), name));
+    }
     return served;
   }
 
   /**
-   * Whether Spark loads the table for a streaming query: as its sink ({@code DataStreamWriter.toTable}, which calls
-   * {@code loadTable(ident)} with no write privileges) or as its source ({@code DataStreamReader.table}, analysed
-   * at once); nothing else tells these loads from a batch read.
-   */
-  private static String streamingCaller() {
-    return StackWalker.getInstance().walk(frames -> frames
-        .filter(f -> (f.getMethodName().equals("toTable") && STREAM_WRITERS.contains(f.getClassName()))
-            || (f.getMethodName().equals("table") && STREAM_READERS.contains(f.getClassName())))
-        .map(StackWalker.StackFrame::getMethodName)
-        .findFirst().orElse(null));
-  }
-
-  // Spark 3.5's classes; Spark 4's are implemented in org.apache.spark.sql.classic (the frames name those)
-  private static final java.util.Set<String> STREAM_WRITERS = java.util.Set.of(
-      "org.apache.spark.sql.streaming.DataStreamWriter", "org.apache.spark.sql.classic.DataStreamWriter");
-  private static final java.util.Set<String> STREAM_READERS = java.util.Set.of(
-      "org.apache.spark.sql.streaming.DataStreamReader", "org.apache.spark.sql.classic.DataStreamReader");
-
-  /**
-   * A source of an INSERT without a cut: deferred to its scan, since the epoch reads it at its own plan
-   * ({@link DeferredTable}); anything else (not an INSERT, a setting error, a missing table) is raised now.
+   * A table without a cut for a reader (protocol §5.9): deferred to its batch scan ({@link DeferredTable}), since an
+   * INSERT's epoch reads it at its own plan and a streaming query needs no cut; a setting error, a missing table or
+   * an unreachable catalog is raised now.
    */
   private Table deferred(Identifier ident, String name, Exception error) {
+    String message = String.valueOf(error.getMessage());
     boolean cutError = error instanceof org.apache.spark.sql.AnalysisException
-        && String.valueOf(error.getMessage()).startsWith("[CONSISTENT_CUT.")
-        && !String.valueOf(error.getMessage()).startsWith("[CONSISTENT_CUT.INVALID_SETTING]")
-        && !String.valueOf(error.getMessage()).startsWith("[CONSISTENT_CUT.TABLE_NOT_FOUND]");
-    if (!WriteStatements.inInsert() || !cutError) {
+        && message.startsWith("[CONSISTENT_CUT.")
+        && !message.startsWith("[CONSISTENT_CUT.INVALID_SETTING]")
+        && !message.startsWith("[CONSISTENT_CUT.TABLE_NOT_FOUND]")
+        && !message.startsWith("[CONSISTENT_CUT.CATALOG_UNAVAILABLE]");
+    if (!cutError) {
       throw Errors.rethrow(error);
     }
     org.apache.iceberg.Table table;

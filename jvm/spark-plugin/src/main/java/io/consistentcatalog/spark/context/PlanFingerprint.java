@@ -100,7 +100,13 @@ public final class PlanFingerprint {
       return "table " + (relation.identifier().isDefined() ? Names.tableName(relation.identifier().get()) : relation.name());
     }
     if (node instanceof StreamingRelationV2) {
-      return "stream " + ((StreamingRelationV2) node).table().name();
+      // "<catalog>.<ns.t>" as the stream source was named before its table became the served one (issue 35), so
+      // that a job's plan fingerprint (§6.10) stays what its earlier runs recorded
+      StreamingRelationV2 stream = (StreamingRelationV2) node;
+      if (stream.catalog().isDefined() && stream.identifier().isDefined()) {
+        return "stream " + stream.catalog().get().name() + "." + Names.tableName(stream.identifier().get());
+      }
+      return "stream " + stream.table().name();
     }
     Object source = LineSpark.streamSource(node);
     if (source != null) {

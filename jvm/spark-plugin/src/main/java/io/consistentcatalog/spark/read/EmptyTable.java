@@ -1,6 +1,8 @@
 package io.consistentcatalog.spark.read;
 
 import io.consistentcatalog.spark.context.Errors;
+import io.consistentcatalog.spark.context.StreamingSide;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import java.util.Collections;
 import java.util.EnumSet;
 import java.util.Map;
@@ -38,6 +40,20 @@ public final class EmptyTable implements org.apache.spark.sql.connector.catalog.
     return table;
   }
 
+  /** The Iceberg table as loaded (its current schema and snapshots). */
+  public Table icebergTable() {
+    return icebergTable;
+  }
+
+  /** What a streaming query reading or writing this table does (null: not streamed). */
+  private StreamingSide streaming;
+
+  /** This table as a streaming query's source or sink too (issue 35; see {@link PinnedTable#streamedAs}). */
+  public EmptyTable streamedAs(StreamingSide side) {
+    this.streaming = side;
+    return this;
+  }
+
   @Override
   public String name() {
     return icebergTable.toString();
@@ -55,25 +71,46 @@ public final class EmptyTable implements org.apache.spark.sql.connector.catalog.
 
   @Override
   public Set<TableCapability> capabilities() {
-    return EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE);
+    return streaming == null
+        ? EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE)
+        : EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE, TableCapability.MICRO_BATCH_READ,
+            TableCapability.STREAMING_WRITE);
   }
 
   @Override
   public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
     StructType schema = schema();
-    return () -> new Empty(schema);
+    StreamingSide side = streaming;
+    return () -> new Empty(schema, side, options);
   }
 
   @Override
   public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+    if (streaming != null) {
+      return StreamingChoice.writeBuilder(info, streaming,
+          () -> Errors.raise(Errors.readOnly(catalog, plain, "writing to " + catalog + "." + table)));
+    }
     throw Errors.raise(Errors.readOnly(catalog, plain, "writing to " + catalog + "." + table));
   }
 
   private static final class Empty implements Scan, LocalScan {
     private final StructType schema;
+    private final StreamingSide side;
+    private final CaseInsensitiveStringMap options;
 
-    Empty(StructType schema) {
+    Empty(StructType schema, StreamingSide side, CaseInsensitiveStringMap options) {
       this.schema = schema;
+      this.side = side;
+      this.options = options;
+    }
+
+    /** Empty at the cut for a batch read; a streaming query reads the table's barriers as of any other. */
+    @Override
+    public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+      if (side == null) {
+        return LocalScan.super.toMicroBatchStream(checkpointLocation);
+      }
+      return side.microBatchStream(checkpointLocation, options);
     }
 
     @Override

@@ -1,6 +1,12 @@
 package io.consistentcatalog.spark.read;
 
 import io.consistentcatalog.spark.context.Errors;
+import io.consistentcatalog.spark.context.StreamingSide;
+import java.util.EnumSet;
+import java.util.Set;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import io.consistentcatalog.spark.line.LineSparkTable;
 import org.apache.iceberg.Table;
 import org.apache.spark.sql.connector.expressions.filter.Predicate;
@@ -37,6 +43,42 @@ public class PinnedTable extends LineSparkTable {
     return table;
   }
 
+  /** What a streaming query reading or writing this table does (null: a selector's table, not streamed by us). */
+  private StreamingSide streaming;
+
+  /**
+   * This table as a streaming query's source or sink too (issue 35): its scan's {@code toMicroBatchStream} and its
+   * write's {@code toStreaming} are {@code side}'s, its batch read and write stay as they are.
+   */
+  public PinnedTable streamedAs(StreamingSide side) {
+    this.streaming = side;
+    return this;
+  }
+
+  /** The streaming side, or null. */
+  StreamingSide streaming() {
+    return streaming;
+  }
+
+  @Override
+  public Set<TableCapability> capabilities() {
+    Set<TableCapability> own = super.capabilities();
+    if (streaming == null) {
+      return own;
+    }
+    Set<TableCapability> all = EnumSet.noneOf(TableCapability.class);
+    all.addAll(own);
+    all.add(TableCapability.MICRO_BATCH_READ);
+    all.add(TableCapability.STREAMING_WRITE);
+    return all;
+  }
+
+  @Override
+  public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+    ScanBuilder batch = super.newScanBuilder(options);
+    return streaming == null ? batch : StreamingChoice.scanBuilder(batch, streaming, options);
+  }
+
   public PinnedTable(Table icebergTable, String branch, String catalog, String plain, String table) {
     super(icebergTable, branch);
     this.catalog = catalog;
@@ -51,6 +93,9 @@ public class PinnedTable extends LineSparkTable {
 
   @Override
   public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+    if (streaming != null) {
+      return StreamingChoice.writeBuilder(info, streaming, () -> refused("writing to"));
+    }
     throw refused("writing to");
   }
 

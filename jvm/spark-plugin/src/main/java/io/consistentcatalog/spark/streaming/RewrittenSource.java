@@ -10,8 +10,9 @@ import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.Table;
 
 /**
- * A streaming read of a table whose job rewrites it at every epoch is refused when the query is defined
- * ({@code spark.readStream.table(...)}), not at its second micro-batch (protocol §5.7, issue 34): a stream holds only
+ * A streaming read of a table whose job rewrites it at every epoch is refused when the query starts (its stream is
+ * made: {@code writeStream...start()}; issue 35 moved it there from {@code spark.readStream.table(...)}, whose load is
+ * no different from a batch read's), not at its second micro-batch (protocol §5.7, issue 34): a stream holds only
  * the rows appended between two barriers, so the first rewrite after the first micro-batch would end it. What the
  * catalog knows: the newest epoch on {@code main} of a derived table (its data-changing snapshots sharing one
  * {@code consistent.barrier}) rewrote rows (an {@code overwrite} or {@code delete}: an overwrite or merge epoch, a

@@ -74,12 +74,16 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
   private volatile long lastActivity = System.currentTimeMillis();
   private volatile Thread watcher;
 
-  public StreamingSinkTable(CatalogContext context, org.apache.iceberg.Table table, String name) {
+  /**
+   * The sink {@code name}, {@code table} as the query's {@code toTable} loaded it, {@code session} the one that starts
+   * the query (the served table captures it when Spark loads it; the query's own clone does not know the query).
+   */
+  public StreamingSinkTable(CatalogContext context, org.apache.iceberg.Table table, String name, SparkSession session) {
     this.context = context;
     this.table = table;
     this.name = name;
     this.ident = Names.icebergIdentifier(name);
-    this.session = SparkSession.active();
+    this.session = session;
     this.current = LineSparkTable.current(table);
     this.derived = !FencedCommit.state(name, table).isRoot();
   }

@@ -1,0 +1,53 @@
+package io.consistentcatalog.spark;
+
+import io.consistentcatalog.spark.context.CatalogContext;
+import io.consistentcatalog.spark.context.StreamingSide;
+import io.consistentcatalog.spark.streaming.StreamSource;
+import io.consistentcatalog.spark.streaming.StreamingSinkTable;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/**
+ * The streaming half of a table the catalog serves (issue 35): the {@code streaming} package's source
+ * ({@link StreamSource}) and sink ({@link StreamingSinkTable}) of the table as the load found it, made when a
+ * streaming query asks for them. The session is the one that loaded the table (a sink's {@code toTable} runs in the
+ * session that starts the query). One per load, so that a sink's state (its registration, its idle watcher) is one
+ * per query, as before.
+ */
+final class ServedStreams implements StreamingSide {
+  private final CatalogContext context;
+  private final org.apache.iceberg.Table table;
+  private final String name;
+  private final SparkSession session;
+  private volatile StreamingSinkTable sink;
+
+  ServedStreams(CatalogContext context, org.apache.iceberg.Table table, String name) {
+    this.context = context;
+    this.table = table;
+    this.name = name;
+    scala.Option<SparkSession> active = SparkSession.getActiveSession();
+    this.session = active.isDefined() ? active.get() : SparkSession.getDefaultSession().getOrElse(() -> null);
+  }
+
+  @Override
+  public MicroBatchStream microBatchStream(String checkpointLocation, CaseInsensitiveStringMap options) {
+    return new StreamSource(context, table, name).microBatchStream(checkpointLocation, options);
+  }
+
+  @Override
+  public WriteBuilder streamingWriteBuilder(LogicalWriteInfo info) {
+    StreamingSinkTable found = sink;
+    if (found == null) {
+      synchronized (this) {
+        if (sink == null) {
+          sink = new StreamingSinkTable(context, table, name, session);
+        }
+        found = sink;
+      }
+    }
+    return found.newWriteBuilder(info);
+  }
+}
