@@ -13,6 +13,9 @@ OTHER_SPARK_LINES := 4.0 4.1
 # The Thrift server (beeline, tests/spark/test_spark_thrift.py) too: it runs from each line's pyspark jars.
 PLUGIN_TIER ?= tests/spark/test_spark_catalog_plugin.py tests/spark/test_sql_writer.py tests/conformance \
   tests/spark/test_spark_thrift.py
+# Native streaming (sinks into roots, epoch jobs, two sources): test_streaming.py's quick native tests; its kill
+# tests (minutes each) and the Python streaming job run on the default line.
+PLUGIN_TIER_STREAMING ?= tests/spark/test_streaming.py -k "native and not sigkill and not survives"
 
 .PHONY: setup setup-demo test test-line test-fast lint-imports demo bench bench-all dist clean
 
@@ -35,7 +38,7 @@ endif
 # the plugin's tier on one Spark line (SPARK=4.0): its venv, the JVM reactor built, its plugin jar picked by pyspark
 test-line: setup
 	@py=$$(bash scripts/line_venv.sh $(SPARK)) && echo "== the plugin's tier on Spark $(SPARK) ($$py)" && \
-	  $$py -m pytest $(PLUGIN_TIER) $(PYTEST_ARGS)
+	  $$py -m pytest $(PLUGIN_TIER) $(PYTEST_ARGS) && $$py -m pytest $(PLUGIN_TIER_STREAMING) $(PYTEST_ARGS)
 
 test-fast: setup lint-imports
 	$(PY) -m pytest -m "not spark and not slow and not integration and not notebook" $(PYTEST_ARGS)

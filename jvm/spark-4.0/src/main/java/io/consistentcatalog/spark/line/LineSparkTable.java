@@ -32,6 +32,11 @@ public abstract class LineSparkTable extends SparkTable {
     return new SparkTable(table, false);
   }
 
+  /** Iceberg's table at {@code snapshotId} (its schema then): what a stream's first micro-batch scans. */
+  public static SparkTable atSnapshot(Table table, long snapshotId) {
+    return new SparkTable(table, snapshotId, false);
+  }
+
   /** Iceberg's table on {@code branch}: writes commit to the branch. */
   public static SparkTable onBranch(Table table, String branch) {
     return new SparkTable(table, branch, false);

@@ -57,6 +57,15 @@ public abstract class LineSparkTable extends SparkTable {
     return new SparkTable(table);
   }
 
+  /**
+   * Iceberg's table at {@code snapshotId} (its schema then): what a stream's first micro-batch scans. Iceberg 1.12's
+   * 4.1 runtime refuses the {@code snapshot-id} read option, so the snapshot is the table's time travel, as its
+   * {@code SparkCatalog} builds it for {@code VERSION AS OF}.
+   */
+  public static SparkTable atSnapshot(Table table, long snapshotId) {
+    return SparkTable.create(table, TimeTravel.version(Long.toString(snapshotId)));
+  }
+
   /** Iceberg's table on {@code branch}: writes commit to the branch (not checked to exist, as on other lines). */
   public static SparkTable onBranch(Table table, String branch) {
     return current(table).copyWithBranch(branch);

@@ -182,14 +182,16 @@ final class BarrierStream implements MicroBatchStream {
     if (to.snapshot == null) {
       return new InputPartition[0];
     }
-    Map<String, String> options = new HashMap<>();
-    if (from.snapshot == null) {
-      options.put("snapshot-id", Long.toString(to.snapshot));
-    } else {
+    Batch batch;
+    if (from.snapshot == null) { // a first read: snap(t, T) whole, by the table's time travel (every line takes it)
+      batch = LineSparkTable.atSnapshot(table, to.snapshot)
+          .newScanBuilder(CaseInsensitiveStringMap.empty()).build().toBatch();
+    } else { // the appends after the last barrier read up to this one
+      Map<String, String> options = new HashMap<>();
       options.put("start-snapshot-id", Long.toString(from.snapshot));
       options.put("end-snapshot-id", Long.toString(to.snapshot));
+      batch = LineSparkTable.current(table).newScanBuilder(new CaseInsensitiveStringMap(options)).build().toBatch();
     }
-    Batch batch = LineSparkTable.current(table).newScanBuilder(new CaseInsensitiveStringMap(options)).build().toBatch();
     lastBatch = batch;
     return batch.planInputPartitions();
   }
