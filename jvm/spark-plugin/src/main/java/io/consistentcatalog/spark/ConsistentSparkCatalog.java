@@ -2,6 +2,7 @@ package io.consistentcatalog.spark;
 
 import io.consistentcatalog.spark.line.LineSparkTable;
 import io.consistentcatalog.spark.read.CatalogConnections;
+import io.consistentcatalog.spark.context.StatementState;
 import io.consistentcatalog.spark.context.CatalogContext;
 import io.consistentcatalog.spark.context.CatalogOptions;
 import io.consistentcatalog.spark.read.CutTables;
@@ -94,8 +95,6 @@ public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
    */
   public static final String LOAD_THREADS = CatalogOptions.LOAD_THREADS;
   public static final int DEFAULT_LOAD_THREADS = CatalogOptions.DEFAULT_LOAD_THREADS;
-  /** Set while Iceberg's own table loading runs (tableExists, VERSION AS OF): no cut is resolved then. */
-  private static final ThreadLocal<Boolean> BYPASS = ThreadLocal.withInitial(() -> Boolean.FALSE);
 
   private CatalogOptions options;
   private CutSession session;
@@ -230,7 +229,7 @@ public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
    */
   @Override
   public Table loadTable(Identifier ident) throws NoSuchTableException {
-    if (BYPASS.get()) {
+    if (StatementState.current().bypassed()) { // Iceberg's own table loading (tableExists, VERSION AS OF): no cut
       return super.loadTable(ident);
     }
     String name = Names.tableName(ident);
@@ -300,12 +299,11 @@ public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
   /** Whether the table exists, without the one-line error {@link #loadTable} gives a missing one. */
   @Override
   public boolean tableExists(Identifier ident) {
-    boolean bypassed = BYPASS.get();
-    BYPASS.set(Boolean.TRUE);
+    boolean bypassed = StatementState.current().bypass(true);
     try {
       return super.tableExists(ident);
     } finally {
-      BYPASS.set(bypassed);
+      StatementState.current().bypass(bypassed);
     }
   }
 
@@ -345,12 +343,11 @@ public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
   }
 
   private static Table bypassed(Load load) throws NoSuchTableException {
-    boolean before = BYPASS.get();
-    BYPASS.set(Boolean.TRUE);
+    boolean before = StatementState.current().bypass(true);
     try {
       return load.load();
     } finally {
-      BYPASS.set(before);
+      StatementState.current().bypass(before);
     }
   }
 

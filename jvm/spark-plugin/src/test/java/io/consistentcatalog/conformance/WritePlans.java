@@ -36,7 +36,7 @@ import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ObjectNode;
 /**
  * The write-plan queries of the conformance corpus ({@code tests/conformance/write_plans.py}, which defines the
  * query and answer formats): {@code "write-plan"}, the epoch {@link EpochPlanner#plan} plans and the commits
- * {@link EpochCommits} builds for each sink's action, in the order {@code SqlEpoch} sends them (requirements
+ * {@link EpochCommits} builds for each sink's action, in the order {@code EpochCommit} sends them (requirements
  * and updates in Iceberg's REST JSON, by {@link UpdateRequirementParser} and {@link MetadataUpdateParser});
  * {@code "write-commit"}, the protocol's other commits as {@link WritePlanner} plans them;
  * {@code "new-edges"}, registration's cycle check ({@link EpochPlanner#checkNewEdges}, the job-level check included);
@@ -256,7 +256,7 @@ final class WritePlans {
     }
   }
 
-  /** The commits {@code SqlEpoch} sends for {@code sink}'s action, in order. */
+  /** The commits {@code EpochCommit} sends for {@code sink}'s action, in order. */
   private static ArrayNode commits(
       EpochPlanner.Plan plan, String sink, TableState state, TableMetadata metadata, JsonNode query) {
     ArrayNode out = NODES.arrayNode();

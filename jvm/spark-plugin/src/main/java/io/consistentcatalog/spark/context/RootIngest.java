@@ -17,7 +17,7 @@ import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.iceberg.spark.CommitMetadata;
 
 /**
- * One ingest into a root (protocol §5.6), shared by SQL and DataFrame ingests ({@link SqlEpoch}) and the
+ * One ingest into a root (protocol §5.6), shared by SQL and DataFrame ingests ({@link IngestCommit}) and the
  * streaming sink ({@link StreamingIngest}), planned by {@link WritePlanner#ingest} (Python's {@code write_plans.ingest}):
  * Spark's own commit of the rows lands on main through {@link FencedOperations} with {@code consistent.barrier =
  * max(barrier, W + 1)} (and the idempotency key), requiring the fence and main as read; refused because main moved (another ingest landed), it is sent again after the key

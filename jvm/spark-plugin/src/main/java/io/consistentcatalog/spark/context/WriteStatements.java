@@ -11,7 +11,7 @@ import scala.collection.JavaConverters;
 
 /**
  * What the SQL statement this thread parsed last is, set by the SQL extension's parser for every statement it
- * parses, so it never outlives the next one:
+ * parses, so it never outlives the next one; kept in the thread's {@link StatementState}:
  *
  * <ul>
  *   <li>whether it is an {@code INSERT}: its source loads then defer a table's missing cut to the scan
@@ -22,10 +22,6 @@ import scala.collection.JavaConverters;
  * </ul>
  */
 public final class WriteStatements {
-  private static final ThreadLocal<Boolean> INSERT = ThreadLocal.withInitial(() -> Boolean.FALSE);
-  /** {target name parts, text} of the write statement parsed last on this thread, until an epoch takes it. */
-  private static final ThreadLocal<Object[]> TEXT = new ThreadLocal<>();
-
   private WriteStatements() {}
 
   public static void parsed(LogicalPlan plan) {
@@ -33,13 +29,12 @@ public final class WriteStatements {
   }
 
   public static void parsed(LogicalPlan plan, String text) {
-    INSERT.set(plan instanceof InsertIntoStatement);
     List<String> target = text == null ? null : target(plan);
-    TEXT.set(target == null ? null : new Object[] {target, text});
+    StatementState.current().parsed(plan instanceof InsertIntoStatement, target, target == null ? null : text);
   }
 
   public static boolean inInsert() {
-    return INSERT.get();
+    return StatementState.current().insert;
   }
 
   /** The name a parsed write statement writes, as written (null: not a write statement, or not a table name). */
@@ -66,18 +61,19 @@ public final class WriteStatements {
    * without the catalog's name before it); taken once. Null otherwise (a DataFrame write, another statement's sink).
    */
   public static String takeText(String catalog, String sink) {
-    Object[] parsed = TEXT.get();
-    if (parsed == null) {
+    StatementState state = StatementState.current();
+    List<String> target = state.writeTarget;
+    if (target == null) {
       return null;
     }
-    @SuppressWarnings("unchecked")
-    List<String> target = (List<String>) parsed[0];
     String written = String.join(".", target).toLowerCase(Locale.ROOT);
     String name = sink.toLowerCase(Locale.ROOT);
     if (!written.equals(name) && !written.equals(catalog.toLowerCase(Locale.ROOT) + "." + name)) {
       return null;
     }
-    TEXT.set(null);
-    return (String) parsed[1];
+    String text = state.writeText;
+    state.writeTarget = null;
+    state.writeText = null;
+    return text;
   }
 }

@@ -1,5 +1,6 @@
 package io.consistentcatalog.spark.read;
 
+import io.consistentcatalog.spark.context.StatementState;
 import io.consistentcatalog.spark.context.Errors;
 import io.consistentcatalog.spark.context.Names;
 import io.consistentcatalog.spark.context.Settings;
@@ -59,7 +60,6 @@ public final class CutSession implements CatalogStates {
   private final TableLoader loader;
   /** Guards the held cut, the floors and the loader: one resolution at a time. */
   private final Object lock = new Object();
-  private final ThreadLocal<Statement> statement = new ThreadLocal<>();
   private Statement held;
   private final CutFloors floors = new CutFloors();
   private volatile ResolutionTimings lastTimings = ResolutionTimings.NONE;
@@ -88,7 +88,7 @@ public final class CutSession implements CatalogStates {
     synchronized (lock) {
       held = null;
     }
-    statement.remove();
+    StatementState.current().cut(this, null);
   }
 
   /** The query planning the current thread is in (Spark's QueryPlanningTracker of the QueryExecution), or null. */
@@ -114,10 +114,10 @@ public final class CutSession implements CatalogStates {
     if (planning == null) {
       return new Statement(null, settings.key()); // not inside a query planning: a cut for this load alone
     }
-    Statement current = statement.get();
+    Statement current = (Statement) StatementState.current().cut(this); // this thread's statement
     if (current == null || current.planning.get() != planning || !current.key.equals(settings.key())) {
       current = new Statement(planning, settings.key());
-      statement.set(current);
+      StatementState.current().cut(this, current);
     }
     return current;
   }

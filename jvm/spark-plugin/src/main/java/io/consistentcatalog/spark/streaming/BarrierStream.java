@@ -1,5 +1,6 @@
 package io.consistentcatalog.spark.streaming;
 
+import io.consistentcatalog.spark.context.StatementState;
 import io.consistentcatalog.spark.context.CatalogContext;
 import io.consistentcatalog.spark.context.Errors;
 import io.consistentcatalog.spark.context.FencedCommit;
@@ -50,9 +51,11 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  */
 final class BarrierStream implements MicroBatchStream {
   private static final ObjectMapper JSON = new ObjectMapper();
+  /**
+   * The source groups of the running streaming queries, by checkpoint location (not statement state: a group lives
+   * from its query's first source to its last one's stop, across micro-batches; see {@link StatementState}).
+   */
   private static final Map<String, Group> GROUPS = new HashMap<>();
-  /** The offsets of the sources of the micro-batch that the current thread (a query's stream thread) runs. */
-  private static final ThreadLocal<Map<String, Range>> BATCH = ThreadLocal.withInitial(TreeMap::new);
 
   private final CatalogContext context;
   final String name;
@@ -88,8 +91,8 @@ final class BarrierStream implements MicroBatchStream {
    * streaming epoch's sink commits the batch as.
    */
   static Map<String, Range> batchInputs() {
-    Map<String, Range> inputs = new TreeMap<>(BATCH.get());
-    BATCH.get().clear();
+    Map<String, Range> inputs = new TreeMap<>();
+    StatementState.current().takeBatchInputs().forEach((table, range) -> inputs.put(table, (Range) range));
     return inputs;
   }
 
@@ -172,7 +175,7 @@ final class BarrierStream implements MicroBatchStream {
   public InputPartition[] planInputPartitions(Offset start, Offset end) {
     BarrierOffset from = (BarrierOffset) start;
     BarrierOffset to = (BarrierOffset) end;
-    BATCH.get().put(name, new Range(from, to));
+    StatementState.current().batchInput(name, new Range(from, to)); // for the sink's commit of this batch, on this thread
     lastBatch = null;
     if (Objects.equals(from.snapshot, to.snapshot)) {
       return new InputPartition[0];

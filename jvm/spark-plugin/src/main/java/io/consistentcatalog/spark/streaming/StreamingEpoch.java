@@ -7,7 +7,7 @@ import io.consistentcatalog.spark.context.WriterInstance;
 import io.consistentcatalog.spark.context.FencedCommit;
 import io.consistentcatalog.spark.context.Names;
 import io.consistentcatalog.spark.context.RootIngest;
-import io.consistentcatalog.spark.context.SqlEpoch;
+import io.consistentcatalog.spark.context.EpochCommit;
 import io.consistentcatalog.core.Barriers;
 import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.core.EpochPlanner;
@@ -34,7 +34,7 @@ import org.slf4j.LoggerFactory;
  * sources through the consistent catalog ({@link BarrierStream}), so the batch's end offsets are one barrier
  * {@code T} and {@code snap(source, T)} of each source; the batch commits as the epoch of {@code T} (§5.1's actions
  * at that barrier: a batch Spark replays after a crash is {@code done}, or republished when it was staged), its
- * write staged on {@code consistent-staged} through the fence, verified and published ({@link SqlEpoch}). Complete
+ * write staged on {@code consistent-staged} through the fence, verified and published ({@link EpochCommit}). Complete
  * output mode is Iceberg's streaming overwrite (the sink becomes the query's whole result at {@code T}), append mode
  * its streaming append (the rows the batch added).
  */
@@ -144,8 +144,8 @@ public final class StreamingEpoch implements StreamingWrite {
       if (sinkPlan.action == EpochPlanner.Action.STAGE) {
         writes.warnEmptySources(options.job, name, plan, sources, true);
       }
-      String line = SqlEpoch.commitStreaming(writes, name, ident, table, options.job, options.leaseMs, plan, fence, spark,
-          revised);
+      String line = EpochCommit.microBatch(writes, name, ident, table, options.job, options.leaseMs, plan, fence, revised)
+          .commit(messages, spark);
       LOG.info("batch {}: {}", epochId, line);
     } catch (ConsistentException e) {
       throw Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));

@@ -1,10 +1,8 @@
 package io.consistentcatalog.spark.streaming;
 
 import io.consistentcatalog.spark.context.BatchFiles;
-import io.consistentcatalog.spark.context.Errors;
+import io.consistentcatalog.spark.context.IngestCommit;
 import io.consistentcatalog.spark.context.RootIngest;
-import io.consistentcatalog.core.Barriers;
-import io.consistentcatalog.core.ConsistentException;
 import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
 import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
@@ -14,7 +12,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * A streaming query's micro-batches landing in a root (protocol §5.7): Iceberg's own streaming append writes the
- * files, and each batch's commit is one keyed ingest ({@link RootIngest}, §5.6) with the key
+ * files, and each batch's commit is one keyed ingest ({@link IngestCommit}, §5.6) with the key
  * {@code <query id>/<batch id>} — the query id Spark keeps in the checkpoint — so a batch replayed after a crash
  * (also one that landed before Spark wrote its commit log) is skipped. The barrier is the latest event time in the
  * batch minus the delay, or the clock; a batch without rows writes nothing.
@@ -63,31 +61,15 @@ final class StreamingIngest implements StreamingWrite {
       LOG.info("[{}] {}: batch {} has no rows; nothing written", sink.catalogName(), sink.tableName(), epochId);
       return;
     }
-    Long barrier = null;
-    if (options.eventTime != null) {
-      Long latest = options.eventTime.latest(messages);
-      barrier = latest == null ? RootIngest.LATE : latest - options.delayMs; // no event time in any row: late rows
-    }
     String futureHint = "fix the event times of the stream, or remove the option " + StreamingSinkTable.EVENT_TIME_COLUMN
         + " to ingest at the current time";
-    RootIngest.Outcome outcome;
-    try {
-      // a batch whose key landed is a replay: its files (named for this attempt) are never committed
-      outcome = ingest.land(key, barrier, futureHint, RootIngest.SparkCommit.of(() -> {
-        sent = true; // from here the files may be on main (also when the commit's answer is lost)
-        delegate.commit(epochId, messages);
-      }, () -> abort(epochId, messages)));
-    } catch (ConsistentException e) {
-      throw Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));
-    }
+    // a batch whose key landed is a replay: its files (named for this attempt) are never committed
+    IngestCommit.microBatch(sink.writer(), sink.tableName(), ingest, epochId, key, options.eventTime, options.delayMs,
+        futureHint).commit(messages, RootIngest.SparkCommit.of(() -> {
+          sent = true; // from here the files may be on main (also when the commit's answer is lost)
+          delegate.commit(epochId, messages);
+        }, () -> abort(epochId, messages)));
     sink.batchDone();
-    if (outcome.skippedBy != null) {
-      LOG.info("[{}] {}: batch {} (key '{}') already landed in snapshot {}; nothing written", sink.catalogName(),
-          sink.tableName(), epochId, key, outcome.skippedBy);
-    } else {
-      LOG.info("[{}] {}: batch {} landed at barrier {} in snapshot {} (key '{}')", sink.catalogName(), sink.tableName(),
-          epochId, Barriers.format(outcome.barrier), outcome.snapshot, key);
-    }
   }
 
   /**

@@ -1,7 +1,7 @@
 package io.consistentcatalog.spark.write;
 
 import io.consistentcatalog.spark.context.Errors;
-import io.consistentcatalog.spark.context.SqlEpoch;
+import io.consistentcatalog.spark.context.WriteCommit;
 import io.consistentcatalog.spark.line.LineSparkTable;
 import org.apache.iceberg.Table;
 import org.apache.spark.sql.connector.expressions.NamedReference;
@@ -17,12 +17,12 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 /**
  * The sink of a {@code MERGE INTO} epoch (protocol §5.9): Iceberg's table on {@code consistent-staged} (reset to
  * main's head, fenced), so the merge reads the previous epoch's output and writes the new one there; Iceberg's
- * row-level operation (copy-on-write) does the merge, its commit is the epoch's ({@link SqlEpoch#commit}).
+ * row-level operation (copy-on-write) does the merge, its commit is the epoch's ({@link WriteCommit#commit}).
  */
 final class EpochMergeTable extends LineSparkTable {
-  private final SqlEpoch epoch;
+  private final WriteCommit epoch;
 
-  EpochMergeTable(Table table, String branch, SqlEpoch epoch) {
+  EpochMergeTable(Table table, String branch, WriteCommit epoch) {
     super(table, branch);
     this.epoch = epoch;
   }
@@ -38,7 +38,7 @@ final class EpochMergeTable extends LineSparkTable {
     return () -> {
       RowLevelOperation operation = builder.build();
       if (operation instanceof SupportsDelta) {
-        throw Errors.raise(Errors.analysis("CONSISTENT_WRITE.REFUSED", epoch.sink + " merges on read (table property "
+        throw Errors.raise(Errors.analysis("CONSISTENT_WRITE.REFUSED", epoch.sink() + " merges on read (table property "
             + "write.merge.mode=merge-on-read); an epoch's MERGE INTO rewrites the staged files — set "
             + "write.merge.mode=copy-on-write on the table through the plain catalog"));
       }
@@ -48,22 +48,22 @@ final class EpochMergeTable extends LineSparkTable {
 
   @Override
   public String toString() {
-    return "EpochMerge(" + epoch.sink + ", " + epoch.action() + ")";
+    return "EpochMerge(" + epoch.sink() + ", " + epoch.action() + ")";
   }
 
   /** Iceberg's row-level operation, its write's commit the epoch's. */
   private static final class Operation implements RowLevelOperation {
     private final RowLevelOperation delegate;
-    private final SqlEpoch epoch;
+    private final WriteCommit epoch;
 
-    Operation(RowLevelOperation delegate, SqlEpoch epoch) {
+    Operation(RowLevelOperation delegate, WriteCommit epoch) {
       this.delegate = delegate;
       this.epoch = epoch;
     }
 
     @Override
     public String description() {
-      return "consistent " + epoch.action() + " of " + epoch.sink + " via " + delegate.description();
+      return "consistent " + epoch.action() + " of " + epoch.sink() + " via " + delegate.description();
     }
 
     @Override

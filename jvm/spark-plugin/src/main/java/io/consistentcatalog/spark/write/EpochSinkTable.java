@@ -1,6 +1,7 @@
 package io.consistentcatalog.spark.write;
 
-import io.consistentcatalog.spark.context.SqlEpoch;
+import io.consistentcatalog.spark.context.RootIngest;
+import io.consistentcatalog.spark.context.WriteCommit;
 import io.consistentcatalog.spark.line.LineSparkTable;
 import java.util.EnumSet;
 import java.util.Map;
@@ -30,13 +31,13 @@ import org.apache.spark.sql.types.StructType;
 /**
  * The sink of a write statement as {@link EpochWrites} planned it: Spark writes through Iceberg's own writer
  * (on {@code consistent-staged} for an epoch, on main for an ingest, both fenced), and Spark's commit of it is
- * the epoch's ({@link SqlEpoch#commit}). Distribution, ordering, file formats and partitioning are Iceberg's.
+ * the epoch's or the ingest's ({@link WriteCommit#commit}). Distribution, ordering, file formats and partitioning are Iceberg's.
  */
 final class EpochSinkTable implements org.apache.spark.sql.connector.catalog.Table, SupportsWrite {
   private final SparkTable current;
-  private final SqlEpoch epoch;
+  private final WriteCommit epoch;
 
-  EpochSinkTable(org.apache.iceberg.Table table, SqlEpoch epoch) {
+  EpochSinkTable(org.apache.iceberg.Table table, WriteCommit epoch) {
     this.current = LineSparkTable.current(table);
     this.epoch = epoch;
   }
@@ -77,21 +78,21 @@ final class EpochSinkTable implements org.apache.spark.sql.connector.catalog.Tab
   }
 
   /** Iceberg's write builder {@code delegate}, its commit made {@code epoch}'s. */
-  static WriteBuilder wrap(WriteBuilder delegate, SqlEpoch epoch) {
+  static WriteBuilder wrap(WriteBuilder delegate, WriteCommit epoch) {
     return new Builder(delegate, epoch);
   }
 
   @Override
   public String toString() {
-    return "EpochSink(" + epoch.sink + ", " + epoch.action() + ")";
+    return "EpochSink(" + epoch.sink() + ", " + epoch.action() + ")";
   }
 
   /** Iceberg's write builder, its build wrapped so that the commit is the epoch's. */
   private static final class Builder implements SupportsDynamicOverwrite, SupportsOverwrite {
     private final WriteBuilder delegate;
-    private final SqlEpoch epoch;
+    private final WriteCommit epoch;
 
-    Builder(WriteBuilder delegate, SqlEpoch epoch) {
+    Builder(WriteBuilder delegate, WriteCommit epoch) {
       this.delegate = delegate;
       this.epoch = epoch;
     }
@@ -128,9 +129,9 @@ final class EpochSinkTable implements org.apache.spark.sql.connector.catalog.Tab
   private static final class EpochWrite implements RequiresDistributionAndOrdering {
     private final Write delegate;
     private final RequiresDistributionAndOrdering requires;
-    private final SqlEpoch epoch;
+    private final WriteCommit epoch;
 
-    EpochWrite(Write delegate, SqlEpoch epoch) {
+    EpochWrite(Write delegate, WriteCommit epoch) {
       this.delegate = delegate;
       this.requires = delegate instanceof RequiresDistributionAndOrdering ? (RequiresDistributionAndOrdering) delegate : null;
       this.epoch = epoch;
@@ -164,7 +165,7 @@ final class EpochSinkTable implements org.apache.spark.sql.connector.catalog.Tab
 
     @Override
     public String description() {
-      return "consistent " + epoch.action() + " of " + epoch.sink + " via " + delegate.description();
+      return "consistent " + epoch.action() + " of " + epoch.sink() + " via " + delegate.description();
     }
 
     @Override
@@ -189,7 +190,7 @@ final class EpochSinkTable implements org.apache.spark.sql.connector.catalog.Tab
 
         @Override
         public void commit(WriterCommitMessage[] messages) {
-          epoch.commit(batch, messages);
+          epoch.commit(messages, RootIngest.SparkCommit.of(() -> batch.commit(messages), () -> batch.abort(messages)));
         }
 
         @Override

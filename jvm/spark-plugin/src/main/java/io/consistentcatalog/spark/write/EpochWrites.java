@@ -8,7 +8,8 @@ import io.consistentcatalog.spark.context.JobRegistration;
 import io.consistentcatalog.spark.context.Names;
 import io.consistentcatalog.spark.context.PlanFingerprint;
 import io.consistentcatalog.spark.context.Settings;
-import io.consistentcatalog.spark.context.SqlEpoch;
+import io.consistentcatalog.spark.context.EpochCommit;
+import io.consistentcatalog.spark.context.IngestCommit;
 import io.consistentcatalog.spark.context.StatementText;
 import io.consistentcatalog.spark.context.WriteStatements;
 import io.consistentcatalog.spark.context.WriterInstance;
@@ -64,7 +65,7 @@ import scala.runtime.AbstractPartialFunction;
  * </ul>
  *
  * <p>With OpenLineage configured, an epoch with work gets its run ({@link EpochEmitter}, protocol §5.8), which
- * {@link SqlEpoch} reports; a plan that fails after the registration sends its {@code FAIL} from here (as
+ * {@link EpochCommit} reports; a plan that fails after the registration sends its {@code FAIL} from here (as
  * {@code EpochJob.run_epoch} does when {@code plan} raises). A registration that fails sends nothing, as Python's
  * {@code register} does not.
  *
@@ -123,11 +124,11 @@ public final class EpochWrites {
 
   /** An epoch as planned: what Spark writes and the query it runs (the sources at the plan's inputs, or no rows). */
   private static final class Planned {
-    final SqlEpoch epoch;
+    final EpochCommit epoch;
     final Table table;
     final LogicalPlan query;
 
-    Planned(SqlEpoch epoch, Table table, LogicalPlan query) {
+    Planned(EpochCommit epoch, Table table, LogicalPlan query) {
       this.epoch = epoch;
       this.table = table;
       this.query = query;
@@ -232,8 +233,8 @@ public final class EpochWrites {
         planned.put(sink, action.protocolName);
         lineage.planned(plan.barrier, plan.inputs, planned, instance);
       }
-      SqlEpoch epoch = SqlEpoch.derived(writer, sink, sinkIdent, table, settings, plan, work ? lineage : null);
-      epoch.revised(revised);
+      EpochCommit epoch = EpochCommit.statement(writer, sink, sinkIdent, table, settings, plan, work ? lineage : null,
+          revised);
       return new Planned(epoch, table, epoch.runsQuery() ? pinned(reads, plan, loaded) : noRows(reads));
     } catch (ConsistentException e) {
       AnalysisException refused = Errors.analysis(Errors.errorClass(e.kind()), e.getMessage());
@@ -301,8 +302,8 @@ public final class EpochWrites {
           + Settings.PREFIX + Settings.JOB + "=<job>) in a new table");
     }
     EventTime eventTime = settings.eventTimeColumn == null ? null : EventTime.of(table, sink, settings.eventTimeColumn);
-    SqlEpoch epoch = SqlEpoch.ingest(writer, sink, sinkIdent, table, state, settings.ingestKey, eventTime);
-    epoch.sqlText = StatementText.of((LogicalPlan) write); // its OpenLineage run's sql facet
+    IngestCommit epoch = IngestCommit.statement(writer, sink, sinkIdent, table, state, settings.ingestKey, eventTime,
+        StatementText.of((LogicalPlan) write)); // its SQL text: its OpenLineage run's sql facet
     LogicalPlan query = epoch.runsQuery() ? write.query() : noRows(write.query());
     return (LogicalPlan) write.withNewTable(withTable(target, new EpochSinkTable(table, epoch))).withNewQuery(query);
   }

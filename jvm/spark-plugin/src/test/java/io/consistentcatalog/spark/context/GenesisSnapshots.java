@@ -9,14 +9,14 @@ import org.apache.iceberg.io.FileIO;
 import org.apache.iceberg.io.LocationProvider;
 
 /**
- * The genesis snapshot the plugin gives a sink without {@code main} ({@code SqlEpoch.prepareStagedBranch}, protocol
+ * The genesis snapshot the plugin gives a sink without {@code main} ({@code EpochCommit.prepareStagedBranch}, protocol
  * §5.2 step 1), made the way it makes it, for the conformance runner (a test class: it reaches the package-private
  * {@link EmptySnapshot}). The empty manifest list goes to an in-memory file system.
  */
 public final class GenesisSnapshots {
   private GenesisSnapshots() {}
 
-  /** The genesis of the sink {@code base} for {@code job}: as {@code SqlEpoch} creates it (sequence number, summary). */
+  /** The genesis of the sink {@code base} for {@code job}: as {@code EpochCommit} creates it (sequence number, summary). */
   public static Snapshot create(TableMetadata base, String job) {
     return EmptySnapshot.genesis(new ScratchOperations(base), base, job);
   }

@@ -20,125 +20,113 @@ import org.apache.iceberg.HasTableOperations;
 import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableMetadata;
-import org.apache.iceberg.TableOperations;
 import org.apache.iceberg.UpdateRequirement;
 import org.apache.iceberg.catalog.TableIdentifier;
-import org.apache.spark.sql.AnalysisException;
-import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * One write statement through the consistent catalog as an epoch of its job or an ingest into a root
- * (protocol §5.9), as carried out: where Spark's write goes ({@link #writeTable}) and what happens when Spark
- * commits it ({@link #commit}). Planned by {@code write.EpochWrites} when the statement is analysed.
+ * One epoch of a job into its derived sink (protocol §5.9 for a statement, §5.7 for a micro-batch), as carried
+ * out for the plan {@link EpochPlanner} made: where Spark's write goes and what happens when Spark commits it.
  *
- * <p>An epoch ({@code stage}) resets {@code consistent-staged} to main's head, has Spark write onto it through
+ * <p>A staged epoch ({@code stage}) resets {@code consistent-staged} to main's head, has Spark write onto it through
  * {@link FencedOperations} (the fence, main and the staged branch asserted inside the catalog's compare-and-swap),
  * the summary keys carried by Iceberg's commit properties, then verifies the staged epoch (§5.2) and publishes it
- * (§5.3). {@code publish-staged} and {@code watermark} only publish; {@code done} does nothing and says so.
+ * (§5.3). {@code publish-staged} and {@code watermark} only publish; {@code done} does nothing and says so. A
+ * statement's staged branch is reset when Spark builds the write ({@link #writeTable}); a micro-batch's when the
+ * batch commits, its files landing through the streaming sink's {@link StreamingFence}.
  *
  * <p>An epoch with work is one OpenLineage run when OpenLineage is configured (§5.8, {@link EpochRun}):
- * {@code START} when Spark starts writing ({@link #executing}), {@code COMPLETE} after the publish, {@code FAIL}
- * when the staged-branch reset, the commit or the publish raises, or the statement fails elsewhere
- * ({@link StatementEnds}). Ingests send nothing, as Python's do not.
+ * {@code START} when Spark starts writing ({@link #executing}; a micro-batch's when it commits), {@code COMPLETE}
+ * after the publish, {@code FAIL} when the staged-branch reset, the commit or the publish raises, or the statement
+ * fails elsewhere ({@link StatementEnds}).
  */
-public final class SqlEpoch {
-  private static final Logger LOG = LoggerFactory.getLogger(SqlEpoch.class);
-
-  private enum Kind {
-    EPOCH,
-    INGEST
-  }
+public final class EpochCommit implements WriteCommit {
+  private static final Logger LOG = LoggerFactory.getLogger(EpochCommit.class);
 
   private final WriterInstance writes;
-  private final Kind kind;
-  public final String sink;
+  private final String sink;
   private final TableIdentifier ident;
   private final Table table;
-  // --- epochs
   private final String job;
   private final long leaseMs;
   private final EpochPlanner.Plan plan;
   private final EpochPlanner.SinkPlan sinkPlan;
   /** The epoch's OpenLineage run (null: OpenLineage is not configured, or the epoch has nothing to do). */
   private final EpochRun lineage;
+  /** A micro-batch's fenced operations, armed when the batch commits (null: a statement's epoch). */
+  private final StreamingFence streamingFence;
+  /** Why the sink was revised before this epoch was planned (§6.10), e.g. {@code definition changed (...)}; or null. */
+  private final String revised;
   /** Whether the statement's end is watched for the run ({@link StatementEnds}). */
   private volatile boolean watched;
-  // --- ingests
-  private final String ingestKey;
-  /** An ingest statement's SQL text (null: a DataFrame write), for its OpenLineage run. */
-  public String sqlText;
-  private final Long skippedBy;
-  /** The event-time column whose maximum is the ingest's barrier (null: the clock). */
-  private EventTime eventTime;
   /** What the staged write's fenced commit requires. */
   private volatile List<UpdateRequirement> requirements = Collections.emptyList();
-  /** Main's head the staged epoch is written on (set when Spark builds the write). */
+  /** Main's head the staged epoch is written on (set when the staged branch is reset). */
   private long base;
-  /** The fenced operations the staged write commits through (set when Spark builds the write). */
+  /** The fenced operations the staged write commits through (set when the staged branch is reset). */
   private FencedOperations fenced;
-  /** The ingest Spark's write lands as (set when Spark builds the write). */
-  private RootIngest ingest;
-  /** A streaming epoch's fenced operations, armed when the batch commits (null: a statement's). */
-  private StreamingFence streamingFence;
-  /** The last line reported. */
-  private String reported;
   /** The sink's metadata once the staged branch is prepared (what the reset's commit returned). */
   private TableMetadata prepared;
-  /** Why the sink was revised before this epoch was planned (§6.10), e.g. {@code definition changed (...)}; or null. */
-  private String revised;
 
-  private SqlEpoch(
-      WriterInstance writes, Kind kind, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
-      EpochPlanner.Plan plan, EpochRun lineage, String ingestKey, Long skippedBy) {
+  private EpochCommit(
+      WriterInstance writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
+      EpochPlanner.Plan plan, EpochRun lineage, StreamingFence streamingFence, String revised) {
     this.writes = writes;
-    this.kind = kind;
     this.sink = sink;
     this.ident = ident;
     this.table = table;
     this.job = job;
     this.leaseMs = leaseMs;
     this.plan = plan;
-    this.sinkPlan = plan == null ? null : plan.sinks.get(sink);
+    this.sinkPlan = plan.sinks.get(sink);
     this.lineage = lineage;
-    this.ingestKey = ingestKey;
-    this.skippedBy = skippedBy;
+    this.streamingFence = streamingFence;
+    this.revised = revised;
   }
 
-  public static SqlEpoch derived(
-      WriterInstance writes, String sink, TableIdentifier ident, Table table, Settings.Writes settings, EpochPlanner.Plan plan,
-      EpochRun lineage) {
-    return new SqlEpoch(writes, Kind.EPOCH, sink, ident, table, settings.job, settings.leaseMs, plan, lineage, null, null);
+  /**
+   * A statement's epoch of {@code plan} into {@code sink} ({@code lineage}: its run, planned; null: none); the sink
+   * was revised first because {@code revised} (null: it was not).
+   */
+  public static EpochCommit statement(
+      WriterInstance writes, String sink, TableIdentifier ident, Table table, Settings.Writes settings,
+      EpochPlanner.Plan plan, EpochRun lineage, String revised) {
+    return new EpochCommit(writes, sink, ident, table, settings.job, settings.leaseMs, plan, lineage, null, revised);
   }
 
-  public static SqlEpoch ingest(
-      WriterInstance writes, String sink, TableIdentifier ident, Table table, TableState state, String key, EventTime eventTime) {
-    Long landed = key == null ? null : state.ingestedWithKey(key);
-    SqlEpoch epoch = new SqlEpoch(writes, Kind.INGEST, sink, ident, table, null, 0L, null, null, key, landed);
-    epoch.eventTime = eventTime;
-    return epoch;
-  }
-
-  /** The sink was revised before this epoch was planned, because {@code why} (null: it was not). */
-  public void revised(String why) {
-    this.revised = why;
-  }
-
-  /** Whether Spark has to run the statement's query (otherwise it gets no rows). */
-  public boolean runsQuery() {
-    if (kind == Kind.INGEST) {
-      return skippedBy == null;
+  /**
+   * A streaming query's micro-batch as the epoch of {@code plan} ({@code streaming.StreamingEpoch}): Spark's files are
+   * written; when the action stages, {@code consistent-staged} is reset at {@link #commit} and Spark's commit of the
+   * files (through {@code fence}, which the write was built on) lands there, then is verified and published. Its run
+   * (when there is work) starts now.
+   */
+  public static EpochCommit microBatch(
+      WriterInstance writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
+      EpochPlanner.Plan plan, StreamingFence fence, String revised) {
+    EpochPlanner.Action action = plan.sinks.get(sink).action;
+    EpochRun lineage = plan.barrier == null || action == EpochPlanner.Action.DONE ? null
+        : writes.lineage(job, plan.inputs.keySet(), sink); // as a statement's epoch: nothing to do sends nothing
+    if (lineage != null) {
+      lineage.planned(plan.barrier, plan.inputs, Collections.singletonMap(sink, action.protocolName), writes.instance);
+      lineage.start();
     }
+    return new EpochCommit(writes, sink, ident, table, job, leaseMs, plan, lineage, fence, revised);
+  }
+
+  @Override
+  public String sink() {
+    return sink;
+  }
+
+  @Override
+  public boolean runsQuery() {
     return plan.barrier != null && sinkPlan.action == EpochPlanner.Action.STAGE;
   }
 
-  /** The action as the protocol names it ({@code stage}, {@code done}, ...; {@code ingest}, {@code skip}). */
+  @Override
   public String action() {
-    if (kind == Kind.INGEST) {
-      return skippedBy == null ? "ingest" : "skip";
-    }
     return plan.barrier == null ? "done" : sinkPlan.action.protocolName;
   }
 
@@ -149,9 +137,10 @@ public final class SqlEpoch {
   // --- where Spark writes --------------------------------------------------------------------------
 
   /**
-   * The table and branch Spark's write goes to: for a staged epoch {@code consistent-staged}, reset to main's
-   * head first; for an ingest main; both through {@link FencedOperations}. Called when Spark builds the write.
+   * For a staged epoch {@code consistent-staged}, reset to main's head first, through {@link FencedOperations};
+   * otherwise the table as loaded (Spark writes no rows).
    */
+  @Override
   public Table writeTable() {
     if (!runsQuery()) {
       return table; // Spark writes no rows; commit() never hands them to Iceberg
@@ -159,18 +148,13 @@ public final class SqlEpoch {
     try {
       return fencedWriteTable();
     } catch (ConsistentException e) {
-      throw failed(refusal(e));
+      throw failed(Errors.statementRefusal(e));
     } catch (Throwable e) {
       throw failed(e);
     }
   }
 
   private Table fencedWriteTable() {
-    if (kind == Kind.INGEST) {
-      ingest = new RootIngest(committer(), ident, sink, table, "the ingest into " + sink);
-      ingest.lineage(writes.ingestLineage(sink, table, sqlText));
-      return ingest.writeTable(table.name());
-    }
     Table current = table; // as the statement's analysis loaded it: the reset's requirements check it is still so
     base = prepareStagedBranch(current);
     requirements = EpochCommits.stagedWrite(sinkPlan, base);
@@ -183,9 +167,9 @@ public final class SqlEpoch {
     return new BaseTable(fenced, table.name());
   }
 
-  /** The branch Spark's write goes to (null: main). */
+  @Override
   public String writeBranch() {
-    return kind == Kind.EPOCH && runsQuery() ? Keys.STAGED_BRANCH : null;
+    return runsQuery() ? Keys.STAGED_BRANCH : null;
   }
 
   /**
@@ -217,40 +201,28 @@ public final class SqlEpoch {
 
   // --- Spark commits ------------------------------------------------------------------------------
 
-  /**
-   * What happens when Spark commits the statement's write ({@code delegate}: Iceberg's own batch write). A refusal
-   * is the one-line {@code [CONSISTENT_WRITE.*]} error naming the problem and the way out.
-   */
-  public void commit(BatchWrite delegate, WriterCommitMessage[] messages) {
+  @Override
+  public String commit(WriterCommitMessage[] messages, RootIngest.SparkCommit spark) {
     Published published;
     try {
-      if (kind == Kind.INGEST) {
-        commitIngest(delegate, messages);
-        published = null;
-      } else {
-        published = carryOut(
-            RootIngest.SparkCommit.of(() -> delegate.commit(messages), () -> delegate.abort(messages)));
-      }
+      published = carryOut(spark);
     } catch (ConsistentException e) {
-      throw failed(refusal(e));
+      throw failed(Errors.statementRefusal(e));
     } catch (Throwable e) {
       throw failed(e);
     }
     completed(published);
+    return published.line;
   }
 
   /** The run's COMPLETE, once the epoch published. */
   private void completed(Published published) {
-    if (lineage != null && published != null) {
+    if (lineage != null && published.action != null) {
       Map<String, Long> snapshots = new HashMap<>();
       snapshots.put(sink, published.snapshot);
       lineage.complete(Collections.singletonMap(sink, published.action), snapshots,
           published.attempt == null ? Collections.emptyMap() : Collections.singletonMap(sink, published.attempt));
     }
-  }
-
-  private static AnalysisException refusal(ConsistentException e) {
-    return Errors.statementRefusal(e);
   }
 
   /** The epoch failed with {@code error} (its FAIL event, once); returns it to be thrown as it is. */
@@ -262,6 +234,7 @@ public final class SqlEpoch {
   }
 
   /** Spark starts writing the statement's epoch (its BatchWrite): the run's START, its statement's end watched. */
+  @Override
   public void executing() {
     if (lineage != null && lineage.start()) {
       watched = StatementEnds.watch(lineage);
@@ -269,87 +242,54 @@ public final class SqlEpoch {
   }
 
   /** Spark aborted the write: without a watched statement end (which names the error), FAIL now. */
+  @Override
   public void aborted() {
     if (lineage != null && !watched && !lineage.ended()) {
       lineage.fail(new IllegalStateException("Spark aborted the write of " + sink + " (a task of the statement failed)"));
     }
   }
 
-  /** What a publish left on main: the result as {@code EpochResult.actions} names it, the snapshot, the attempt. */
+  /**
+   * What the commit did: the line reported, and what a publish left on main (the result as
+   * {@code EpochResult.actions} names it, the snapshot, the attempt; all null when it published nothing).
+   */
   private static final class Published {
+    final String line;
     final String action;
     final Long snapshot;
     final String attempt;
 
-    Published(String action, Long snapshot, String attempt) {
+    Published(String line, String action, Long snapshot, String attempt) {
+      this.line = line;
       this.action = action;
       this.snapshot = snapshot;
       this.attempt = attempt;
     }
   }
 
-  /**
-   * A streaming query's micro-batch as this epoch ({@code streaming.StreamingEpoch}): Spark's files are written; when the
-   * action stages, {@code consistent-staged} is reset now and Spark's commit of the files ({@code spark}, through
-   * the {@link FencedOperations} the write was built on) lands there, then is verified and published.
-   */
-  public static String commitStreaming(
-      WriterInstance writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
-      EpochPlanner.Plan plan, StreamingFence fence, RootIngest.SparkCommit spark) {
-    return commitStreaming(writes, sink, ident, table, job, leaseMs, plan, fence, spark, null);
-  }
-
-  /** {@link #commitStreaming}, the sink revised first because {@code revised} (null: it was not). */
-  public static String commitStreaming(
-      WriterInstance writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
-      EpochPlanner.Plan plan, StreamingFence fence, RootIngest.SparkCommit spark, String revised) {
-    EpochPlanner.Action action = plan.sinks.get(sink).action;
-    EpochRun lineage = plan.barrier == null || action == EpochPlanner.Action.DONE ? null
-        : writes.lineage(job, plan.inputs.keySet(), sink); // as a statement's epoch: nothing to do sends nothing
-    if (lineage != null) {
-      lineage.planned(plan.barrier, plan.inputs, Collections.singletonMap(sink, action.protocolName), writes.instance);
-      lineage.start();
-    }
-    SqlEpoch epoch = new SqlEpoch(writes, Kind.EPOCH, sink, ident, table, job, leaseMs, plan, lineage, null, null);
-    epoch.streamingFence = fence;
-    epoch.revised = revised;
-    Published published;
-    try {
-      published = epoch.carryOut(spark);
-    } catch (ConsistentException e) {
-      throw epoch.failed(refusal(e));
-    } catch (Throwable e) {
-      throw epoch.failed(e);
-    }
-    epoch.completed(published);
-    return epoch.reported;
-  }
-
-  /** The epoch's commit; what it published, or null when it published nothing (done). */
+  /** The epoch's commit: what it published (nothing when done). */
   private Published carryOut(RootIngest.SparkCommit spark) {
     if (plan.barrier == null) {
       spark.abort();
-      report("nothing to do: no barrier at which every source (" + String.join(", ", plan.inputs.keySet().isEmpty()
-          ? sinkPlan.previousInputs.keySet() : plan.inputs.keySet()) + ") is complete yet");
-      return null;
+      return nothing(report("nothing to do: no barrier at which every source (" + String.join(", ",
+          plan.inputs.keySet().isEmpty() ? sinkPlan.previousInputs.keySet() : plan.inputs.keySet()) + ") is complete yet"));
     }
     String barrier = revised == null ? "barrier " + Barriers.format(plan.barrier)
         : revised + ": revised at barrier " + Barriers.format(plan.barrier) + ",";
     switch (sinkPlan.action) {
       case DONE:
         spark.abort();
-        report(barrier + " done: the sink already holds it, nothing written");
-        return null;
+        return nothing(report(barrier + " done: the sink already holds it, nothing written"));
       case PUBLISH_STAGED:
         spark.abort();
         publish(sinkPlan.mainHead, sinkPlan.stagedHead, null);
-        report(barrier + " republished (an earlier run staged this epoch and did not publish it)");
-        return new Published("republished", sinkPlan.stagedHead, lineage == null ? null : stagedAttempt(sinkPlan.stagedHead));
+        return new Published(report(barrier + " republished (an earlier run staged this epoch and did not publish it)"),
+            "republished", sinkPlan.stagedHead, lineage == null ? null : stagedAttempt(sinkPlan.stagedHead));
       case WATERMARK:
         spark.abort();
         publish(sinkPlan.mainHead, null, null);
-        report(barrier + " watermark (inputs unchanged, nothing to compute)");
-        return new Published("watermark", sinkPlan.mainHead, null);
+        return new Published(report(barrier + " watermark (inputs unchanged, nothing to compute)"), "watermark",
+            sinkPlan.mainHead, null);
       default:
         if (streamingFence != null) {
           base = prepareStagedBranch(table);
@@ -359,6 +299,10 @@ public final class SqlEpoch {
         }
         return stage(spark, barrier);
     }
+  }
+
+  private static Published nothing(String line) {
+    return new Published(line, null, null, null);
   }
 
   /** The attempt id of the staged epoch the plan found (a replay publishes it unchanged); null when unknown. */
@@ -392,8 +336,8 @@ public final class SqlEpoch {
     Long head = state.head(Keys.STAGED_BRANCH);
     publish(base, head, staged);
     Failpoints.at("after-publish");
-    report(barrier + " published (" + rows + " rows, attempt " + attempt + ")");
-    return new Published("published", head, attempt);
+    return new Published(report(barrier + " published (" + rows + " rows, attempt " + attempt + ")"), "published",
+        head, attempt);
   }
 
   /** §5.2 step 4: an empty snapshot tagged like any other records the epoch's barrier and inputs. */
@@ -437,45 +381,15 @@ public final class SqlEpoch {
     send(metadata, EpochCommits.publish(plan, sink, state, mainHead, stagedHead, System.currentTimeMillis() + leaseMs));
   }
 
-  // --- ingests -----------------------------------------------------------------------------------------
-
-  /** §5.6 ({@link RootIngest}): the rows land on main, unless the key already landed. */
-  private void commitIngest(BatchWrite delegate, WriterCommitMessage[] messages) {
-    if (skippedBy != null) {
-      delegate.abort(messages);
-      report("ingest key '" + ingestKey + "' already landed in snapshot " + skippedBy + "; nothing written");
-      return;
-    }
-    Long latest = eventTime == null ? null : eventTime.latest(messages);
-    if (eventTime != null && latest == null) {
-      if (BatchFiles.rows(messages) == 0) {
-        delegate.abort(messages);
-        report("no rows: nothing written (the barrier would be the maximum of " + eventTime.column + ")");
-        return;
-      }
-      latest = RootIngest.LATE; // every row's event time is null: they land late
-    }
-    String futureHint = "fix the event times, or RESET " + Settings.PREFIX + Settings.EVENT_TIME_COLUMN
-        + " to ingest at the current time";
-    RootIngest.Outcome outcome = ingest.land(ingestKey, latest, futureHint,
-        RootIngest.SparkCommit.of(() -> delegate.commit(messages), () -> delegate.abort(messages)));
-    if (outcome.skippedBy != null) {
-      report("ingest key '" + ingestKey + "' landed meanwhile in snapshot " + outcome.skippedBy + "; nothing written");
-      return;
-    }
-    report("ingest at barrier " + Barriers.format(outcome.barrier) + " landed in snapshot " + outcome.snapshot
-        + (ingestKey == null ? "" : " (key '" + ingestKey + "')"));
-  }
-
-  /** One line per statement on standard error (a streaming query's batches only log it, and return it). */
-  private void report(String what) {
-    String line = "[" + writes.catalogName() + "] " + (job == null ? "ingest" : job) + ": " + sink + " " + what;
-    reported = line;
+  /** One line per epoch: a statement's on standard error, a micro-batch's logged (and returned). */
+  private String report(String what) {
+    String line = "[" + writes.catalogName() + "] " + job + ": " + sink + " " + what;
     if (streamingFence == null) {
       System.err.println(line); // once: a log at INFO on stderr too (a Thrift server's) printed it twice
       LOG.debug(line);
     } else {
       LOG.info(line);
     }
+    return line;
   }
 }
