@@ -11,8 +11,10 @@ DEFAULT_SPARK := 3.5
 OTHER_SPARK_LINES := 4.0 4.1
 # The plugin's tier: what runs on every supported line.
 # The Thrift server (beeline, tests/spark/test_spark_thrift.py) too: it runs from each line's pyspark jars.
+# The PySpark epoch jobs over the REST catalog (tests/spark/test_spark_rest.py): the lines with Iceberg 1.11+ refresh
+# a REST table by a conditional load (304), which only they run.
 PLUGIN_TIER ?= tests/spark/test_spark_catalog_plugin.py tests/spark/test_sql_writer.py tests/conformance \
-  tests/spark/test_spark_thrift.py
+  tests/spark/test_spark_thrift.py tests/spark/test_spark_rest.py
 # Native streaming (sinks into roots, epoch jobs, two sources): test_streaming.py's quick native tests; its kill
 # tests (minutes each) and the Python streaming job run on the default line.
 PLUGIN_TIER_STREAMING ?= tests/spark/test_streaming.py -k "native and not sigkill and not survives"

@@ -240,7 +240,7 @@ def test_spark_and_pyiceberg_share_a_postgres_catalog(postgres_server, tmp_path)
         assert pyiceberg_rows(cc, COUNTS, head.snapshot_id) == [("a", 2), ("b", 2), ("c", 1)]
         cut = cc.resolve([WORDS, COUNTS], as_of=1_000)
         assert cut[WORDS].snapshot_id == first.snapshot_id
-        spark_rows = spark.read.format("iceberg").option("snapshot-id", str(cut[COUNTS].snapshot_id)).load(
+        spark_rows = spark.read.format("iceberg").option("versionAsOf", str(cut[COUNTS].snapshot_id)).load(
             f"lake.{COUNTS}").collect()
         assert sorted(tuple(r) for r in spark_rows) == [("a", 2), ("b", 1)]
         duck = read_cut_duckdb(cc, cut)

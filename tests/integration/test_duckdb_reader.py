@@ -188,7 +188,7 @@ def test_duckdb_pyiceberg_and_spark_agree_on_a_spark_written_pipeline(tmp_path):
         data = {}
         for table, part in cut.tables.items():
             expected = pyiceberg_rows(cc, table, part.snapshot_id)
-            frame = spark.read.format("iceberg").option("snapshot-id", str(part.snapshot_id)).load(f"lake.{table}")
+            frame = spark.read.format("iceberg").option("versionAsOf", str(part.snapshot_id)).load(f"lake.{table}")
             assert rows(duck[table]) == expected, (cut, table)
             assert sorted(tuple(r) for r in frame.collect()) == expected, (cut, table)
             data[table] = expected

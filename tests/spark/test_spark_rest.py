@@ -80,7 +80,7 @@ def test_spark_writes_and_pyiceberg_reads_through_the_rest_server(env, ns):
     counted = {r["word"]: r["n"] for r in spark.sql(f"SELECT word, count(*) AS n FROM lake.{table} GROUP BY word").collect()}
     assert counted == dict(Counter(w for _, w in data) + Counter(["x", "y"]))
     # Spark's snapshot ids are pyiceberg's: reading Spark's snapshot by id gives Spark's rows only
-    at_spark = spark.read.format("iceberg").option("snapshot-id", str(snapshot.snapshot_id)).load(f"lake.{table}")
+    at_spark = spark.read.format("iceberg").option("versionAsOf", str(snapshot.snapshot_id)).load(f"lake.{table}")
     assert at_spark.count() == len(data)
 
 
@@ -124,7 +124,7 @@ def test_spark_epoch_job_publishes_tagged_epochs_over_rest(env, ns):
     assert got == dict(Counter(batches[0] + batches[1]))
     cut = cc.resolve([words, counts], as_of=1_000)
     assert cut[words].snapshot_id == first.snapshot_id
-    at_first = spark.read.format("iceberg").option("snapshot-id", str(cut[counts].snapshot_id)).load(f"lake.{counts}")
+    at_first = spark.read.format("iceberg").option("versionAsOf", str(cut[counts].snapshot_id)).load(f"lake.{counts}")
     assert {r["word"]: r["cnt"] for r in at_first.collect()} == dict(Counter(batches[0]))
 
     # the consistent catalog plugin reads the same REST catalog at the latest cut

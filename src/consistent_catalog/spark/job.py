@@ -51,6 +51,15 @@ def branch_identifier(spark_catalog: str, table: str, branch: str) -> str:
     return f"{qualified_name(spark_catalog, table)}.{quote_identifier('branch_' + branch)}"
 
 
+
+def read_snapshot(spark: SparkSession, qualified: str, snapshot_id: int) -> DataFrame:
+    """``qualified`` at snapshot ``snapshot_id``, by Spark's own time travel option (``versionAsOf``).
+
+    Iceberg's ``snapshot-id`` read option is refused by Iceberg 1.12's Spark 4.1 runtime ("use Spark built-in
+    versionAsOf instead"); ``versionAsOf`` works on every supported line.
+    """
+    return spark.read.format("iceberg").option("versionAsOf", str(snapshot_id)).load(qualified)
+
 class SparkEpochContext:
     """What a Spark transform sees: DataFrames of the sources pinned at ``snap(source, T)``."""
 
@@ -78,7 +87,7 @@ class SparkEpochContext:
         snapshot_id = self.inputs[name]
         if snapshot_id is None:
             return self.spark.table(self._qualified(name)).limit(0)
-        return self.spark.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(self._qualified(name))
+        return read_snapshot(self.spark, self._qualified(name), snapshot_id)
 
     def read_increment(self, source: str) -> DataFrame:
         """Rows appended since the previous epoch's input (Iceberg incremental read; appends only)."""
@@ -102,7 +111,7 @@ class SparkEpochContext:
         head = self.epoch_job.cc.store.state(name).head()
         if head is None:
             return self.spark.table(self._qualified(name)).limit(0)
-        return self.spark.read.format("iceberg").option("snapshot-id", str(head)).load(self._qualified(name))
+        return read_snapshot(self.spark, self._qualified(name), head)
 
     def register_views(self, incremental: bool = False) -> dict[str, str]:
         """Temp views named after the sources (``words`` for ``demo.words``) at the epoch's snapshots.
@@ -493,7 +502,7 @@ def read_cut(
         if part.snapshot_id is None:
             frames[name] = spark.table(qualified).limit(0)
         else:
-            frames[name] = spark.read.format("iceberg").option("snapshot-id", str(part.snapshot_id)).load(qualified)
+            frames[name] = read_snapshot(spark, qualified, part.snapshot_id)
     views = view_names(list(cut.tables))
     if register_views:
         for name, frame in frames.items():

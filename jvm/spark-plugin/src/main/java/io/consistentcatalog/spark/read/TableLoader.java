@@ -59,12 +59,30 @@ public final class TableLoader {
    * listing read the same metadata file; a metadata read only when changed).
    */
   private final Map<String, Table> loadedTables = new HashMap<>();
+  /**
+   * Whether a table the session holds is refreshed by loading it again through the catalog: over REST with an
+   * Iceberg that keeps loaded tables with their ETags (1.11 and later, {@code RESTTableCache}), a load sends
+   * {@code If-None-Match} and an unchanged table answers 304 with no body, where {@code refresh()} would
+   * fetch the whole metadata again. The cache holds {@code rest-table-cache.max-entries} tables (Iceberg's
+   * default 100); a catalog with more tables sets it higher.
+   */
+  private final boolean conditionalReloads;
   private ThreadPoolExecutor pool;
 
   public TableLoader(SparkCatalog catalog, CatalogOptions options) {
     this.catalog = catalog;
     this.options = options;
     this.jdbcListing = new JdbcTableListing(options.plainName, options.icebergOptions);
+    this.conditionalReloads = "rest".equalsIgnoreCase(options.icebergOptions.get("type")) && restTableCache();
+  }
+
+  private static boolean restTableCache() {
+    try {
+      Class.forName("org.apache.iceberg.rest.RESTTableCache", false, TableLoader.class.getClassLoader());
+      return true;
+    } catch (ClassNotFoundException e) {
+      return false;
+    }
   }
 
   /** How many tables a resolution loads at once (1: one after the other on the querying thread). */
@@ -220,7 +238,7 @@ public final class TableLoader {
     Table table;
     try {
       table = Faults.retrying(options.plainName, "loading " + name, options.retryDeadlineMs, () -> {
-        if (cached == null) {
+        if (cached == null || (conditionalReloads && location == null)) {
           return catalog.icebergCatalog().loadTable(Names.icebergIdentifier(name));
         }
         if (location == null || !location.equals(metadataLocation(cached))) {
