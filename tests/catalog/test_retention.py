@@ -37,6 +37,7 @@ from tests.harness.lake import words
 WORDS, COUNTS, HIST = "demo.words", "demo.word_counts", "demo.count_histogram"
 FLIP = (WORDS, COUNTS, HIST)
 HOUR = 3600_000
+DAY = 24 * HOUR
 
 
 # --- helpers -----------------------------------------------------------------------------------------
@@ -452,7 +453,10 @@ def test_thousands_of_epochs_with_expiry_every_cut_that_should_be_readable_is(cc
     pipe = Pipeline(cc)
     policy = RetentionPolicy(older_than=0, hourly=3, daily=2, delete_files=True)
     minute = 60_000
-    start = (now_ms() // HOUR) * HOUR
+    # Tomorrow 06:00 UTC, whatever the hour the test runs: simulated time stays ahead of the snapshots' real commit
+    # times (expiry compares with them), and the pins (hours 3 and 5) never fall in a UTC day's first hour, whose
+    # first cut the daily tier keeps (a pin there stays held by that tier, not by itself).
+    start = (now_ms() // DAY + 1) * DAY + 6 * HOUR
     hours = 34
     tiers: dict[str, int] = {}
     long_pin = short_pin = None
