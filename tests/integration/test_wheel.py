@@ -132,12 +132,17 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
 @pytest.fixture(scope="module")
 def venv(dists: Dists, tmp_path_factory: pytest.TempPathFactory) -> Venv:
     """A fresh venv (no system site-packages) with the jar-less wheel and its ``[spark]`` extra."""
-    tmp = tmp_path_factory.mktemp("wheel-venv")
+    return _fresh_venv(tmp_path_factory.mktemp("wheel-venv"), [f"{dists.bare_wheel}[spark]"],
+                       "<jar-less wheel>[spark] (pyspark from pip's cache)")
+
+
+def _fresh_venv(tmp: Path, requirements: list[str], what: str) -> Venv:
+    """A venv in ``tmp`` (no system site-packages) with ``requirements`` pip-installed, and a directory outside the repo."""
     base = Path(getattr(sys, "_base_executable", sys.executable))
     _run([str(base), "-m", "venv", str(tmp / "venv")], cwd=tmp, env=_env(), timeout=120, what="python -m venv")
     bin_dir = tmp / "venv" / "bin"
-    _run([str(bin_dir / "python"), "-m", "pip", "install", "-q", f"{dists.bare_wheel}[spark]"], cwd=tmp, env=_env(),
-         timeout=600, what="pip install <jar-less wheel>[spark] (pyspark from pip's cache)")
+    _run([str(bin_dir / "python"), "-m", "pip", "install", "-q", *requirements], cwd=tmp, env=_env(), timeout=600,
+         what=f"pip install {what}")
     elsewhere = tmp / "elsewhere"
     elsewhere.mkdir()
     return Venv(bin_dir, elsewhere)
@@ -337,15 +342,8 @@ def test_init_from_the_installed_package_sets_up_a_lake_the_cli_and_spark_sql_us
 @pytest.fixture(scope="module")
 def venv_41(dists: Dists, tmp_path_factory: pytest.TempPathFactory) -> Venv:
     """A second fresh venv: the full wheel and pyspark 4.1 from PyPI (pip's cache), nothing else."""
-    tmp = tmp_path_factory.mktemp("wheel-venv-4.1")
-    base = Path(getattr(sys, "_base_executable", sys.executable))
-    _run([str(base), "-m", "venv", str(tmp / "venv")], cwd=tmp, env=_env(), timeout=120, what="python -m venv (4.1)")
-    bin_dir = tmp / "venv" / "bin"
-    _run([str(bin_dir / "python"), "-m", "pip", "install", "-q", str(dists.full_wheel), f"pyspark=={PYSPARK_41}"],
-         cwd=tmp, env=_env(), timeout=600, what=f"pip install <full wheel> pyspark=={PYSPARK_41}")
-    elsewhere = tmp / "elsewhere"
-    elsewhere.mkdir()
-    return Venv(bin_dir, elsewhere)
+    return _fresh_venv(tmp_path_factory.mktemp("wheel-venv-4.1"), [str(dists.full_wheel), f"pyspark=={PYSPARK_41}"],
+                       f"<full wheel> pyspark=={PYSPARK_41}")
 
 
 @pytest.mark.parametrize("line", ["3.5", "4.1"])
