@@ -221,8 +221,12 @@ def worker_main(argv: list[str] | None = None) -> int:
     cc = ConsistentCatalog(open_catalog(directory))
     injector = _Injector(args.crash_at, args.crash_after, args.crash_job)
     injector.install(cc.catalog)
+    # a driver that lives seconds (most runs are killed): the client compiler only and the serial collector, as the
+    # SQL writers' drivers (tests/harness/sql_writer.py DRIVER_CONF): it starts sooner and leaves the cores to Spark
     spark = build_session(f"sqlite:///{directory}/catalog.db", f"file://{directory}/warehouse",
-                          app_name="streaming-worker", extra_conf={"spark.driver.memory": "768m"})
+                          app_name="streaming-worker", extra_conf={
+                              "spark.driver.memory": "768m",
+                              "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"})
     trigger = args.trigger
     checkpoints = directory / "checkpoints"
     _emit("STARTED", os.getpid())

@@ -716,6 +716,13 @@ def kill_and_resume(directory: Path, plan: list[dict], kills: Counter) -> list[s
     return runs
 
 
+def random_kills(rng: random.Random, count: int, low: float, high: float) -> list[dict]:
+    """``count`` kills at random instants, one in each of ``count`` equal slices of ``low``-``high`` seconds after the
+    worker's queries started (stratified: few kills still reach both the first micro-batches and later ones)."""
+    width = (high - low) / count
+    return [{"kill_after": rng.uniform(low + i * width, low + (i + 1) * width)} for i in range(count)]
+
+
 def finish(directory: Path, **options) -> dict:
     run = sw.run_worker(directory, **options)
     assert run.done, run.describe()
@@ -744,11 +751,13 @@ def test_sigkill_at_chosen_points_is_exactly_once(tmp_path):
 def test_sigkill_at_random_moments_is_exactly_once(tmp_path):
     sw.create_lake(tmp_path)
     sw.feed(tmp_path, 0)
-    rng = random.Random(14)
+    # Every phase the writer has a crash point for is killed in test_sigkill_at_chosen_points_is_exactly_once (all 6
+    # POINTS, asserted there); these kills are for the instants between them (Spark's offsets, file-source and commit
+    # logs, a job's read and plan). One kill in each sixth of the 0.5-12 s window after the queries run: early kills
+    # land in the first micro-batches and the jobs' first epochs, late ones after several, on every run.
     kills: Counter = Counter()
-    plan = [{"kill_after": rng.uniform(0.5, 12.0)} for _ in range(15)]
-    kill_and_resume(tmp_path, plan, kills)
-    assert kills["random"] >= 14  # (with the 6 chosen points: 20 and more kills in all)
+    kill_and_resume(tmp_path, random_kills(random.Random(14), 6, 0.5, 12.0), kills)
+    assert kills["random"] >= 5  # (with the 6 chosen points: 11 and more kills in all)
     findings = finish(tmp_path)
     assert findings["rows"] == findings["rows_fed"]
 
@@ -761,12 +770,11 @@ def test_native_root_sigkill_at_its_failpoints_and_at_random_is_exactly_once(tmp
     between the commit and Spark's commit log (each twice: the first and a later batch), and at random moments."""
     sw.create_lake(tmp_path)
     sw.feed(tmp_path, 0)
-    rng = random.Random(24)
     plan = [{"crash_at": point, "crash_after": after} for point in ROOT_POINTS for after in (0, 2)]
-    plan += [{"kill_after": rng.uniform(0.5, 8.0)} for _ in range(4)]
+    plan += random_kills(random.Random(24), 2, 0.5, 8.0)  # one in the first and one in the second half of 0.5-8 s
     kills: Counter = Counter()
     runs = kill_and_resume(tmp_path, [{**options, "native_root": True} for options in plan], kills)
-    assert sum(kills.values()) >= 7, [r.describe() for r in runs if not r.killed]
+    assert sum(kills.values()) >= 5, [r.describe() for r in runs if not r.killed]
     assert kills["root-before-commit"] == 2 and kills["root-after-commit"] == 2
     for run in runs[:4]:
         assert any(line.startswith("[failpoint] ") for line in run.lines), run.describe()
@@ -784,12 +792,12 @@ def test_the_native_pipeline_survives_sigkill_at_every_failpoint_and_at_random(t
     each restart resumes from the checkpoints and takes over from the instance they recorded."""
     sw.create_lake(tmp_path)
     sw.feed(tmp_path, 0)
-    rng = random.Random(2024)
-    plan = [{"crash_at": point} for point in sw.NATIVE_POINTS]
-    plan += [{"kill_after": rng.uniform(1.0, 10.0)} for _ in range(7)]
+    plan = [{"crash_at": point} for point in sw.NATIVE_POINTS]  # every failpoint the plugin has, once each
+    # the random kills are for the instants between the failpoints: one in each third of 1-10 s after the queries run
+    plan += random_kills(random.Random(2024), 3, 1.0, 10.0)
     kills: Counter = Counter()
     runs = kill_and_resume(tmp_path, [{**options, "native": True} for options in plan], kills)
     assert all(kills[point] == 1 for point in sw.NATIVE_POINTS), (kills, [r.describe() for r in runs if not r.killed])
-    assert sum(kills.values()) >= 11
+    assert sum(kills.values()) >= 7
     findings = finish(tmp_path, native=True)
     assert findings["rows"] == findings["rows_fed"] and findings["epochs"][sw.COUNTS] >= 2
