@@ -18,6 +18,9 @@ PLUGIN_TIER ?= tests/spark/test_spark_catalog_plugin.py tests/spark/test_sql_wri
 # Native streaming (sinks into roots, epoch jobs, two sources): test_streaming.py's quick native tests; its kill
 # tests (minutes each) and the Python streaming job run on the default line.
 PLUGIN_TIER_STREAMING ?= tests/spark/test_streaming.py -k "native and not sigkill and not survives"
+# The SQL writers' crash and zombie tests: an epoch killed at each failpoint (SQLite and PostgreSQL) and replayed once,
+# a keyed ingest killed before its commit, a fenced zombie (~105 s a line); the random-kill loop runs on the default line.
+PLUGIN_TIER_CRASH ?= tests/spark/test_sql_writer_crash.py -k "not random_moments"
 
 .PHONY: setup setup-demo test test-line test-fast lint-imports demo bench bench-all dist clean
 
@@ -40,7 +43,8 @@ endif
 # the plugin's tier on one Spark line (SPARK=4.0): its venv, the JVM reactor built, its plugin jar picked by pyspark
 test-line: setup
 	@py=$$(bash scripts/line_venv.sh $(SPARK)) && echo "== the plugin's tier on Spark $(SPARK) ($$py)" && \
-	  $$py -m pytest $(PLUGIN_TIER) $(PYTEST_ARGS) && $$py -m pytest $(PLUGIN_TIER_STREAMING) $(PYTEST_ARGS)
+	  $$py -m pytest $(PLUGIN_TIER) $(PYTEST_ARGS) && $$py -m pytest $(PLUGIN_TIER_STREAMING) $(PYTEST_ARGS) && \
+	  $$py -m pytest $(PLUGIN_TIER_CRASH) $(PYTEST_ARGS)
 
 test-fast: setup lint-imports
 	$(PY) -m pytest -m "not spark and not slow and not integration and not notebook" $(PYTEST_ARGS)

@@ -22,10 +22,13 @@ if [ "$(cat $stamp 2>/dev/null || true)" != "$hash" ]; then
   echo "$hash" > $stamp
 fi
 
-# OpenLineage's Spark listener (one self-contained jar), for the test that joins our lineage with its events
+# OpenLineage's Spark listener (one self-contained jar per Scala: 2.12 for Spark 3.5, 2.13 for Spark 4), for the
+# test that joins our lineage with its events on whichever line the venv's pyspark is
 OL_VERSION=1.53.0
-ol=build/third-party/openlineage-spark_2.12-$OL_VERSION.jar
-if [ ! -s "$ol" ]; then
-  $MVN -B -q -o dependency:copy -Dartifact=io.openlineage:openlineage-spark_2.12:$OL_VERSION -DoutputDirectory="$PWD/build/third-party" >/dev/null 2>&1 \
-    || $MVN -B -q dependency:copy -Dartifact=io.openlineage:openlineage-spark_2.12:$OL_VERSION -DoutputDirectory="$PWD/build/third-party"
-fi
+for scala in 2.12 2.13; do
+  ol=build/third-party/openlineage-spark_$scala-$OL_VERSION.jar
+  if [ ! -s "$ol" ]; then
+    $MVN -B -q -o dependency:copy -Dartifact=io.openlineage:openlineage-spark_$scala:$OL_VERSION -DoutputDirectory="$PWD/build/third-party" >/dev/null 2>&1 \
+      || $MVN -B -q dependency:copy -Dartifact=io.openlineage:openlineage-spark_$scala:$OL_VERSION -DoutputDirectory="$PWD/build/third-party"
+  fi
+done

@@ -450,13 +450,7 @@ def test_errors_are_one_line_and_name_the_table_and_the_way_out(lake: Lake) -> N
         ("CREATE NAMESPACE lake_consistent.more", "CONSISTENT_CUT.READ_ONLY"),
     ],
 )
-def test_writes_that_are_not_epochs_or_ingests_are_refused(lake: Lake, sql: str, error_class: str,
-                                                          request: pytest.FixtureRequest) -> None:
-    if sql.startswith("MERGE") and lake.spark.version.startswith("4.1."):
-        # README, "Spark lines": Spark 4.1 rewrites an insert-only MERGE into an append before the plugin's
-        # post-hoc write rule sees a MERGE, so it lands as an ingest instead of being refused
-        request.node.add_marker(pytest.mark.xfail(reason="Spark 4.1: MERGE INTO is rewritten before the write rule",
-                                                  strict=True))
+def test_writes_that_are_not_epochs_or_ingests_are_refused(lake: Lake, sql: str, error_class: str) -> None:
     before = {t: lake.cc.load_table(t).metadata.metadata_log for t in (WORDS, COUNTS)}
     message = _error(lake, sql)
     assert message.startswith(f"[{error_class}] lake_consistent"), message
@@ -619,9 +613,5 @@ def test_a_misspelled_table_is_one_line(lake: Lake) -> None:
     message = _error(lake, "SELECT * FROM lake_consistent.demo.nope")
     assert message == ("[CONSISTENT_CUT.TABLE_NOT_FOUND] lake_consistent.demo.nope does not exist; check the name — "
                        "SHOW TABLES IN lake_consistent.demo lists the tables there")
-    if int(lake.spark.version.split(".")[0]) >= 4:
-        # Spark 4's Catalog.tableExists analyzes the name and treats only TABLE_OR_VIEW_NOT_FOUND as "no": the
-        # plugin's one-line CONSISTENT_CUT.TABLE_NOT_FOUND escapes it (README, "Spark lines": known on 4.0).
-        pytest.xfail("Spark 4: catalog.tableExists raises the plugin's TABLE_NOT_FOUND instead of answering False")
     assert lake.spark.catalog.tableExists("lake_consistent.demo.nope") is False
     assert lake.spark.catalog.tableExists(f"lake_consistent.{WORDS}") is True

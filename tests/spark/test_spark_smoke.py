@@ -1,4 +1,4 @@
-"""End-to-end smoke test of the Spark stack (PySpark 3.5, Java 17, the local Iceberg Spark runtime jar, the SQLite
+"""End-to-end smoke test of the Spark stack (the installed PySpark line, Java 17, the local Iceberg Spark runtime jar, the SQLite
 JDBC driver): Spark and pyiceberg on one SQLite catalog.
 
 One SparkSession for the whole module (start-up costs seconds and hundreds of MB). Proves that
@@ -46,6 +46,15 @@ def _missing_stack() -> str | None:
     if not any("sqlite" in Path(j).name for j in spark_session.find_jdbc_jars()):
         return "no SQLite JDBC driver (make setup copies it from Maven into build/jvm/spark-<line>/lib)"
     return None
+
+
+def _installed_line():
+    """The line of the installed pyspark, read from pyspark itself (not from the code under test's choice)."""
+    import pyspark
+
+    from consistent_catalog.spark.lines import SPARK_LINES
+
+    return SPARK_LINES[".".join(pyspark.__version__.split(".")[:2])]
 
 
 @dataclass
@@ -157,7 +166,9 @@ def test_rendered_spark_defaults_has_jars_and_catalog(tmp_path: Path) -> None:
 
     jars = conf["spark.jars"].split(",")
     assert spark_session.find_iceberg_runtime_jar() in jars
-    assert any(Path(j).name.startswith("iceberg-spark-runtime-3.5_2.12-") for j in jars)
+    # the runtime of the installed pyspark's line (3.5.9 -> iceberg-spark-runtime-3.5_2.12-<iceberg>.jar)
+    line = _installed_line()
+    assert any(Path(j).name.startswith(f"iceberg-spark-runtime-{line.suffix}-{line.iceberg}") for j in jars)
     assert any(Path(j).name.startswith("sqlite-jdbc-") for j in jars) or os.environ.get("CONSISTENT_JDBC_JARS")
     assert all(Path(j).is_file() for j in jars)
     assert "spark.jars.packages" not in conf  # everything is local
@@ -232,7 +243,8 @@ def test_falls_back_to_maven_packages_without_local_jars(monkeypatch: pytest.Mon
     assert local == ([] if spark_session.find_plugin_jar() is None else [spark_session.find_plugin_jar()])
     assert "spark.jars" not in spark_session.spark_conf("sqlite:////abs/catalog.db", "/wh", consistent=False)
     packages = conf["spark.jars.packages"].split(",")
-    assert "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2" in packages
+    line = _installed_line()
+    assert f"org.apache.iceberg:iceberg-spark-runtime-{line.line}_{line.scala}:{line.iceberg}" in packages
     assert any(p.startswith("org.xerial:sqlite-jdbc:") for p in packages)
 
 

@@ -2,8 +2,8 @@
 
 One Spark session (local[2], a driver JVM of its own) on Iceberg's REST fixture (``tests/harness/third_party.py``)
 with both ``lake_consistent`` (our plugin) and ``io.openlineage.spark.agent.OpenLineageSparkListener`` (openlineage-
-spark_2.12 1.53.0, copied from Maven Central by ``scripts/third_party_servers.sh``), each writing its events to a
-file transport.
+spark_<scala> 1.53.0 of the installed pyspark's Scala, copied from Maven Central by ``scripts/third_party_servers.sh``),
+each writing its events to a file transport.
 
 How the listener names an Iceberg table of a REST catalog (openlineage-spark's ``IcebergHandler`` and
 ``RestCatalogTypeHandler``): the dataset is the table's *location* (``PathUtils.fromPath``: namespace ``file``, name
@@ -34,6 +34,7 @@ import pytest
 from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
 from consistent_catalog.demo import histogram
+from consistent_catalog.spark.lines import current_line
 from tests.harness.lake import COUNTS_SCHEMA, HIST_SCHEMA, WORDS_SCHEMA
 from tests.harness.spark_plugin import end_driver_jvm
 from tests.harness.third_party import ROOT, IcebergRestFixture, ensure_fetched, iceberg_fixture
@@ -42,7 +43,8 @@ pytestmark = pytest.mark.spark
 pytest.importorskip("openlineage.client", reason="openlineage-python is not installed (pip install -e '.[dev]')")
 
 OPENLINEAGE_SPARK_VERSION = "1.53.0"
-LISTENER_JAR = ROOT / "build" / "third-party" / f"openlineage-spark_2.12-{OPENLINEAGE_SPARK_VERSION}.jar"
+# the listener built for the Scala of the installed pyspark's line (2.12 for Spark 3.5, 2.13 for Spark 4)
+LISTENER_JAR = ROOT / "build" / "third-party" / f"openlineage-spark_{current_line().scala}-{OPENLINEAGE_SPARK_VERSION}.jar"
 OUR_PRODUCER = "https://pypi.org/project/consistent-catalog/"
 WORDS, COUNTS, HIST, REPORT = "demo.words", "demo.word_counts", "demo.count_histogram", "demo.report"
 

@@ -261,6 +261,10 @@ class SparkEpochJob(EpochJob):
         ``CommitMetadata.withCommitProperties`` (a thread-local on the JVM side, set around the MERGE).
         """
         view = f"consistent_merge_source_{properties[P.ATTEMPT]}"
+        # The source is computed first (a local checkpoint: no table left in the view's plan). Spark 4.1 keeps a
+        # DataFrame's Iceberg tables in a temp view as TableReference nodes that MERGE's rewrite leaves unresolved
+        # ("No plan for TableReference": apache/spark#56515, apache/iceberg#16451); every line gets the same plan.
+        frame = frame.localCheckpoint(eager=True)
         frame.createOrReplaceTempView(view)
         on = " AND ".join(f"t.{quote_identifier(k)} = s.{quote_identifier(k)}" for k in self.keys)
         statement = (

@@ -1,5 +1,6 @@
 package io.consistentcatalog.spark;
 
+import io.consistentcatalog.spark.line.LineSpark;
 import io.consistentcatalog.spark.line.LineSparkTable;
 import io.consistentcatalog.spark.read.CatalogConnections;
 import io.consistentcatalog.spark.context.StatementState;
@@ -16,7 +17,9 @@ import io.consistentcatalog.spark.context.Names;
 import io.consistentcatalog.spark.read.PinnedTable;
 import io.consistentcatalog.spark.read.ResolutionTimings;
 import io.consistentcatalog.spark.context.Settings;
+import io.consistentcatalog.spark.write.MergeTargetTable;
 import io.consistentcatalog.spark.write.SinkTable;
+import io.consistentcatalog.spark.context.WriteStatements;
 import io.consistentcatalog.spark.read.TableLoader;
 import io.consistentcatalog.core.Resolver;
 import org.apache.iceberg.catalog.Catalog;
@@ -213,7 +216,10 @@ public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
       SparkTable table = (SparkTable) loaded;
       if (LineSparkTable.isCurrent(table)
           && !(table.table() instanceof org.apache.iceberg.BaseMetadataTable)) {
-        return new SinkTable(table.table(), catalogName(), name);
+        SinkTable sink = new SinkTable(table.table(), catalogName(), name);
+        // Spark 4.1 would rewrite the MERGE before WriteRule sees it (LineSpark.mergeRewrittenInResolution)
+        return LineSpark.mergeRewrittenInResolution() && WriteStatements.mergeInto(catalogName(), name)
+            ? new MergeTargetTable(sink) : sink;
       }
     }
     return readOnly(loaded, name);
@@ -291,7 +297,7 @@ public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
       return missing;
     } catch (NoSuchViewException | RuntimeException e) {
       String namespace = ident.namespace().length == 0 ? "" : "." + String.join(".", ident.namespace());
-      throw Errors.raise(Errors.analysis("CONSISTENT_CUT.TABLE_NOT_FOUND", catalogName() + "." + name + " does not "
+      throw Errors.raise(Errors.tableNotFound(catalogName() + "." + name + " does not "
           + "exist; check the name — SHOW TABLES IN " + catalogName() + namespace + " lists the tables there"));
     }
   }

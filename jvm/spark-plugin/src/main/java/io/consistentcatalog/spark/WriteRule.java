@@ -2,6 +2,8 @@ package io.consistentcatalog.spark;
 
 import io.consistentcatalog.spark.read.EmptyTable;
 import io.consistentcatalog.spark.read.PinnedTable;
+import io.consistentcatalog.spark.line.LineSpark;
+import io.consistentcatalog.spark.write.MergeTargetTable;
 import io.consistentcatalog.spark.write.SinkTable;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
@@ -27,7 +29,11 @@ final class WriteRule extends Rule<LogicalPlan> {
   public LogicalPlan apply(LogicalPlan plan) {
     if (plan instanceof MergeIntoTable) {
       DataSourceV2Relation target = mergeTarget(((MergeIntoTable) plan).targetTable());
-      return target == null ? plan : ((ConsistentSparkCatalog) target.catalog().get()).writes().planMerge((MergeIntoTable) plan, target, spark);
+      if (target == null) {
+        return plan;
+      }
+      LogicalPlan planned = ((ConsistentSparkCatalog) target.catalog().get()).writes().planMerge((MergeIntoTable) plan, target, spark);
+      return LineSpark.rewriteMerge(planned); // Spark 4.1 rewrote MERGEs before this rule: its rewrite runs here
     }
     if (!(plan instanceof V2WriteCommand)) {
       return plan;
@@ -55,7 +61,8 @@ final class WriteRule extends Rule<LogicalPlan> {
     }
     DataSourceV2Relation relation = (DataSourceV2Relation) node;
     boolean ours = relation.catalog().isDefined() && relation.catalog().get() instanceof ConsistentSparkCatalog
-        && relation.identifier().isDefined() && relation.table() instanceof SinkTable;
+        && relation.identifier().isDefined()
+        && (relation.table() instanceof SinkTable || relation.table() instanceof MergeTargetTable);
     return ours ? relation : null;
   }
 

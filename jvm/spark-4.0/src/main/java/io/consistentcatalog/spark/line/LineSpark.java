@@ -36,4 +36,17 @@ public final class LineSpark {
   public static DataSourceV2Relation withTable(DataSourceV2Relation relation, Table table) {
     return relation.copy(table, relation.output(), relation.catalog(), relation.identifier(), relation.options());
   }
+
+  /**
+   * Whether Spark rewrites a {@code MERGE INTO} before the post-hoc rules: not on this line (its DML rewrite batch runs
+   * after them), so the write rule sees the MERGE and the target is the {@code SinkTable} as for any write.
+   */
+  public static boolean mergeRewrittenInResolution() {
+    return false;
+  }
+
+  /** A MERGE the write rule planned, as Spark's rewrite leaves it: as it is here (Spark rewrites it after the rule). */
+  public static LogicalPlan rewriteMerge(LogicalPlan merge) {
+    return merge;
+  }
 }

@@ -1,5 +1,7 @@
 package io.consistentcatalog.spark.line;
 
+import org.apache.spark.sql.catalyst.analysis.ResolveRowLevelCommandAssignments$;
+import org.apache.spark.sql.catalyst.analysis.RewriteMergeIntoTable$;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
@@ -35,5 +37,25 @@ public final class LineSpark {
   /** {@code relation} reading or writing {@code table} instead, everything else the same. */
   public static DataSourceV2Relation withTable(DataSourceV2Relation relation, Table table) {
     return relation.copy(table, relation.output(), relation.catalog(), relation.identifier(), relation.options(), relation.timeTravelSpec());
+  }
+
+  /**
+   * Whether Spark rewrites a {@code MERGE INTO} before the post-hoc rules: yes on 4.1, which moved
+   * {@code ResolveRowLevelCommandAssignments} and {@code RewriteMergeIntoTable} into its resolution batch (3.5 and
+   * 4.0 run them in a "DML rewrite" batch after the post-hoc rules). The catalog then serves a MERGE's target without
+   * row-level operations ({@code write.MergeTargetTable}), which Spark leaves alone, and the write rule rewrites the
+   * planned MERGE itself ({@link #rewriteMerge}).
+   */
+  public static boolean mergeRewrittenInResolution() {
+    return true;
+  }
+
+  /**
+   * A MERGE the write rule planned (its target the epoch's table), rewritten by Spark's own rules in their order:
+   * the assignments aligned, then the MERGE made a row-level write (or, insert-only, an append).
+   */
+  public static LogicalPlan rewriteMerge(LogicalPlan merge) {
+    LogicalPlan aligned = ResolveRowLevelCommandAssignments$.MODULE$.apply(merge);
+    return RewriteMergeIntoTable$.MODULE$.apply(aligned);
   }
 }

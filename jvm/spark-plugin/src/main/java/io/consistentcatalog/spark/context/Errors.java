@@ -23,6 +23,23 @@ public final class Errors {
         new QueryContext[0]);
   }
 
+  /**
+   * A name that is no table of the catalog: the one-line {@code [CONSISTENT_CUT.TABLE_NOT_FOUND]} message, under Spark's
+   * own condition {@code TABLE_OR_VIEW_NOT_FOUND} (SQLSTATE 42P01), the one Spark 4's {@code Catalog.tableExists} takes
+   * for "no table" (it analyses the name and answers false on that condition alone), as for Spark's own catalogs.
+   */
+  public static AnalysisException tableNotFound(String message) {
+    String line = ("[CONSISTENT_CUT.TABLE_NOT_FOUND] " + message).replace('\n', ' ').replace('\r', ' ');
+    return new AnalysisException(
+        line,
+        Option.empty(),
+        Option.empty(),
+        Option.empty(),
+        Option.apply("TABLE_OR_VIEW_NOT_FOUND"),
+        emptyMap(),
+        new QueryContext[0]);
+  }
+
   /** Throws a (checked) AnalysisException from a method that cannot declare it (Spark's write builders). */
   public static RuntimeException raise(AnalysisException e) {
     return Errors.<RuntimeException>sneakyThrow(e);

@@ -17,9 +17,10 @@ import java.util.WeakHashMap;
  * <table>
  *   <caption>What it holds, who sets it, who reads it, when it is cleared</caption>
  *   <tr><th>field</th><th>set by</th><th>read by</th><th>cleared</th></tr>
- *   <tr><td>{@link #parsed}: whether the statement parsed last is an {@code INSERT}; a write statement's target and
- *       text</td><td>the SQL extension's parser, for every statement ({@link WriteStatements#parsed})</td>
- *       <td>{@code loadTable} (an INSERT's sources defer a missing cut to their scan); the epoch of that target (its
+ *   <tr><td>{@link #parsed}: whether the statement parsed last is an {@code INSERT} or a {@code MERGE INTO}; a write
+ *       statement's target and text</td><td>the SQL extension's parser, for every statement ({@link WriteStatements#parsed})</td>
+ *       <td>{@code loadTable} (an INSERT's sources defer a missing cut to their scan; a MERGE's target on Spark 4.1,
+ *       {@link WriteStatements#mergeInto}); the epoch of that target (its
  *       definition, §6.10, {@link WriteStatements#takeText})</td><td>overwritten by the next statement parsed; the
  *       text taken once</td></tr>
  *   <tr><td>{@link #bypass}: Iceberg's own table loading runs (tableExists, VERSION AS OF)</td>
@@ -43,6 +44,8 @@ public final class StatementState {
 
   /** Whether the statement parsed last is an {@code INSERT}. */
   boolean insert;
+  /** Whether the statement parsed last is a {@code MERGE INTO} (its target: {@link #writeTarget}). */
+  boolean merge;
   /** The target name parts of the write statement parsed last (null: none, or its text was taken). */
   List<String> writeTarget;
   /** That write statement's text. */
@@ -61,8 +64,9 @@ public final class StatementState {
   }
 
   /** The statement parsed last on this thread ({@link WriteStatements}). */
-  void parsed(boolean insert, List<String> writeTarget, String writeText) {
+  void parsed(boolean insert, boolean merge, List<String> writeTarget, String writeText) {
     this.insert = insert;
+    this.merge = merge;
     this.writeTarget = writeTarget;
     this.writeText = writeText;
   }

@@ -30,7 +30,8 @@ public final class WriteStatements {
 
   public static void parsed(LogicalPlan plan, String text) {
     List<String> target = text == null ? null : target(plan);
-    StatementState.current().parsed(plan instanceof InsertIntoStatement, target, target == null ? null : text);
+    StatementState.current().parsed(plan instanceof InsertIntoStatement, plan instanceof MergeIntoTable, target,
+        target == null ? null : text);
   }
 
   public static boolean inInsert() {
@@ -57,18 +58,33 @@ public final class WriteStatements {
   }
 
   /**
+   * Whether the statement parsed last on this thread is a {@code MERGE INTO} {@code sink} ({@code ns.t}, with or
+   * without the catalog's name before it) whose text no epoch has taken yet: Spark 4.1 loads its target before it
+   * rewrites the MERGE, and the catalog serves that target so that the write rule sees the MERGE as on 3.5
+   * ({@code write.MergeTargetTable}).
+   */
+  public static boolean mergeInto(String catalog, String sink) {
+    StatementState state = StatementState.current();
+    return state.merge && writes(state, catalog, sink);
+  }
+
+  private static boolean writes(StatementState state, String catalog, String sink) {
+    List<String> target = state.writeTarget;
+    if (target == null) {
+      return false;
+    }
+    String written = String.join(".", target).toLowerCase(Locale.ROOT);
+    String name = sink.toLowerCase(Locale.ROOT);
+    return written.equals(name) || written.equals(catalog.toLowerCase(Locale.ROOT) + "." + name);
+  }
+
+  /**
    * The text of the write statement parsed last on this thread when it writes {@code sink} ({@code ns.t}, with or
    * without the catalog's name before it); taken once. Null otherwise (a DataFrame write, another statement's sink).
    */
   public static String takeText(String catalog, String sink) {
     StatementState state = StatementState.current();
-    List<String> target = state.writeTarget;
-    if (target == null) {
-      return null;
-    }
-    String written = String.join(".", target).toLowerCase(Locale.ROOT);
-    String name = sink.toLowerCase(Locale.ROOT);
-    if (!written.equals(name) && !written.equals(catalog.toLowerCase(Locale.ROOT) + "." + name)) {
+    if (!writes(state, catalog, sink)) {
       return null;
     }
     String text = state.writeText;
