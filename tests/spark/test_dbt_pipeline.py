@@ -13,6 +13,9 @@ that block is fenced ``text`` because tests/docs/test_snippets.py's work directo
     source there; both models at one barrier, the cut that ``consistent-catalog resolve`` gives, on which
     FLIP-276's invariants hold (``tests.harness.flip.Contents``) with at least every word ingested before the
     round. Then a rerun with no new word: both models ``done``, nothing written.
+(c) The ownership of a model's table (issue 29, protocol §6.1-§6.2): a copy whose ``word_counts`` names a typo'd
+    job is refused with the owner named, the table unchanged. (An edited model's revision, ``--full-refresh`` and a
+    rerun that is ``done`` are tests of ``test_dbt_project.py`` and (a).)
 (b) A failing model publishes nothing: a copy of the project whose ``word_counts`` fails while its statement
     runs; ``dbt run`` fails, ``count_histogram`` is skipped, nothing is published; the failing model's SQL is a
     changed definition, so both sinks were revised (emptied) before it ran (protocol §6.10). The real project's
@@ -21,14 +24,10 @@ that block is fenced ``text`` because tests/docs/test_snippets.py's work directo
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,18 +43,17 @@ from tests.docs.test_snippets import parse_blocks
 from tests.harness.flip import Contents
 from tests.harness.flip_epochs import FLIP_JOBS, epoch_problems, lineage_problems, scan
 from tests.harness.main_epochs import main_epochs
+from tests.spark import dbt_harness
+from tests.spark.dbt_harness import BIN, NOT_COPIED, DbtRun
 from tests.spark.test_sql_pipeline import VOCABULARY, Ingester
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ROOT / "spark-conf" / "dbt-flip"
-BIN = Path(sys.executable).parent
 ROUNDS = 2
 WORDS_BETWEEN = 40  # words ingested before each round
-DBT_TIMEOUT = 300  # a dbt run: ~12 s on an idle 2-core machine (its Spark start included)
 MODELS = {COUNTS: "word_counts", HISTOGRAM: "count_histogram"}
-NOT_COPIED = ("target", "logs", "dbt_packages")
 
 
 def readme_dbt_block() -> str:
@@ -77,11 +75,7 @@ class Lake:
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
-    if not (BIN / "dbt").is_file():
-        message = f"no dbt next to {sys.executable}: pip install -e '.[dev]' (make setup) installs the [dbt] extra"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    dbt_harness.require_dbt()
     root = tmp_path_factory.mktemp("dbt-pipeline")
     (root / "warehouse").mkdir()
     catalog = SqlCatalog("lake", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/warehouse")
@@ -95,11 +89,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
     (workdir / "src").symlink_to(ROOT / "src", target_is_directory=True)  # packages.yml names the checkout's package
     shutil.copytree(PROJECT, workdir / "spark-conf" / "dbt-flip", ignore=shutil.ignore_patterns(*NOT_COPIED))
     # the process environment, less what would point dbt or Spark elsewhere (the README block sets its own)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("DBT_", "PYICEBERG_")) and k not in ("SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS")}
-    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", PYSPARK_PYTHON=sys.executable,
-               PYICEBERG_CATALOG__LAKE__URI=f"sqlite:///{root}/catalog.db",
-               PYICEBERG_CATALOG__LAKE__WAREHOUSE=f"file://{root}/warehouse")
+    env = dbt_harness.environment(f"sqlite:///{root}/catalog.db", f"file://{root}/warehouse")
     subprocess.run(
         [str(BIN / "consistent-catalog"), "spark-conf", "--catalog-uri", f"sqlite:///{root}/catalog.db",
          "--warehouse", str(root / "warehouse"), "--write", str(workdir / "spark-conf" / "spark-defaults.conf")],
@@ -113,65 +103,22 @@ def _words(rng: random.Random, n: int) -> pa.Table:
 
 
 # --- dbt runs --------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class DbtRun:
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float
-    statuses: dict[str, str]  # model -> run_results.json status (success, error, skipped)
-
-    @property
-    def reports(self) -> list[str]:
-        """The catalog plugin's lines on Spark's (dbt's) stderr, one per write statement."""
-        return [line for line in self.stderr.splitlines() if line.startswith("[lake_consistent] ")]
-
-    def describe(self) -> str:
-        return (f"dbt exit {self.returncode} after {self.seconds:.0f} s, {self.statuses}\n--- stdout ---\n"
-                f"{self.stdout[-4000:]}\n--- stderr (plugin lines, errors) ---\n" + "\n".join(
-                    line for line in self.stderr.splitlines()[-400:] if " WARN " not in line)[-4000:])
-
-
-def _run(lake: Lake, args: list[str], project: Path, **env: str) -> DbtRun:
-    """``args`` in the work directory, in a process group of its own (killed whole on a timeout)."""
-    results = project / "target" / "run_results.json"
-    results.unlink(missing_ok=True)
-    started = time.monotonic()
-    process = subprocess.Popen(args, cwd=lake.workdir, env={**lake.env, **env}, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
-    try:
-        stdout, stderr = process.communicate(timeout=DBT_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
-        pytest.fail(f"{args} did not finish within {DBT_TIMEOUT} s\n{stdout[-3000:]}\n{stderr[-3000:]}")
-    statuses = ({r["unique_id"].split(".")[-1]: r["status"] for r in json.loads(results.read_text())["results"]}
-                if results.is_file() else {})
-    return DbtRun(process.returncode, stdout, stderr, time.monotonic() - started, statuses)
-
-
 def copy_project(lake: Lake, name: str) -> Path:
     """A copy of the project beside the lake, its package named by the path ``consistent-catalog dbt-path`` prints
-    (as a project outside a checkout names it) and installed with ``dbt deps``."""
-    copy = lake.root / name
-    shutil.copytree(PROJECT, copy, ignore=shutil.ignore_patterns(*NOT_COPIED))
-    package = subprocess.run([str(BIN / "consistent-catalog"), "dbt-path"], check=True, capture_output=True,
-                             text=True, timeout=60, env=lake.env).stdout.strip()
-    (copy / "packages.yml").write_text(f"packages:\n  - local: {package}\n", encoding="utf-8")
-    deps = _run(lake, [str(BIN / "dbt"), "deps", "--project-dir", str(copy), "--profiles-dir", str(copy)], copy)
-    assert deps.returncode == 0, deps.describe()
-    return copy
+    (as a project outside a checkout names it): installed with ``dbt deps`` once, the later copies reuse it."""
+    installed = next((p for p in sorted(lake.root.iterdir()) if (p / "dbt_packages").is_dir()), None)
+    return dbt_harness.copy_project(PROJECT, lake.root / name, env=lake.env, installed=installed)
 
 
 def run_readme_dbt(lake: Lake) -> DbtRun:
-    return _run(lake, ["bash", "-euo", "pipefail", "-c", readme_dbt_block()],
-                lake.workdir / "spark-conf" / "dbt-flip")
+    return dbt_harness.run(["bash", "-euo", "pipefail", "-c", readme_dbt_block()], cwd=lake.workdir, env=lake.env,
+                           project=lake.workdir / "spark-conf" / "dbt-flip")
 
 
 def run_project(lake: Lake, project: Path) -> DbtRun:
     """``dbt run`` of another project directory, with the work directory's properties file."""
-    return _run(lake, [str(BIN / "dbt"), "run", "--project-dir", str(project), "--profiles-dir", str(project)],
-                project, SPARK_CONF_DIR=str(lake.workdir / "spark-conf"))
+    return dbt_harness.dbt(project, "run", profiles=project, cwd=lake.workdir,
+                           env={**lake.env, "SPARK_CONF_DIR": str(lake.workdir / "spark-conf")})
 
 
 # --- what pyiceberg reads --------------------------------------------------------------------------------------
@@ -191,9 +138,7 @@ def heads(lake: Lake) -> dict[str, dict[str, int]]:
 
 def resolve(lake: Lake) -> dict:
     """``consistent-catalog resolve`` of the three tables, as its JSON says."""
-    answer = subprocess.run([str(BIN / "consistent-catalog"), "-c", "lake", "-o", "json", "resolve", *TABLES],
-                            env=lake.env, capture_output=True, text=True, timeout=120, check=True)
-    return json.loads(answer.stdout)
+    return dbt_harness.resolve(lake.env, TABLES)
 
 
 def check_round(lake: Lake, run: DbtRun, round_: int, before_round: int, ingested: int) -> None:
@@ -250,6 +195,22 @@ def test_dbt_run_rounds_publish_one_epoch_per_model_at_consistent_cuts_and_a_rer
                                            for line in rerun.reports), rerun.describe()
     assert heads(lake) == before and resolve(lake) == cut_before
     assert {sink: len(ids) for sink, ids in epochs(lake).items()} == dict.fromkeys(MODELS, ROUNDS)
+
+
+# --- (c) a typo'd job is refused, the owner named -----------------------------------------------------------------
+def test_a_typod_job_is_refused_with_the_owner_named_and_nothing_changed(lake: Lake) -> None:
+    typo = copy_project(lake, "dbt-typo")
+    model = typo / "models" / "word_counts.sql"
+    model.write_text(model.read_text(encoding="utf-8").replace("consistent_job='word-count'",
+                                                               "consistent_job='word-counts'"), encoding="utf-8")
+    loaded = lake.catalog.load_table(COUNTS)
+    owned = (loaded.metadata_location, dict(loaded.metadata.properties))
+    assert owned[1][P.JOB] == "word-count"  # (a) published the real project
+    refused = run_project(lake, typo)
+    assert refused.returncode == 1 and refused.statuses["word_counts"] == "error", refused.describe()
+    assert "owned by job 'word-count'" in refused.stdout and "system.reassign(" in refused.stdout, refused.describe()
+    loaded = lake.catalog.load_table(COUNTS)
+    assert (loaded.metadata_location, dict(loaded.metadata.properties)) == owned
 
 
 # --- (b) a failing model publishes nothing; the next run publishes its words once -------------------------------

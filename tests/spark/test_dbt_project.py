@@ -4,22 +4,25 @@ The project is not ours in shape: a seed (``payment_methods``), sources that are
 (``raw.customers``, ``raw.orders``, ``raw.payments``, ingested with pyiceberg), staging models (two views, one
 ephemeral: each compiled into the epochs that read it, the views' SQL recorded by their dbt run), two marts
 (``orders``, and ``customers`` which reads it) with ``+materialized: epoch`` set in ``dbt_project.yml``, schema
-tests. It installs the dbt package the installed product ships (``packages.yml`` names ``consistent-catalog
+tests, and two incremental marts (``order_status`` merged by its ``unique_key``, ``payment_log`` appended). It
+installs the dbt package the installed product ships (``packages.yml`` names ``consistent-catalog
 dbt-path``; ``dbt deps``; ``dispatch`` routes dbt's seed and freshness macros to it) and runs with the profile
 ``consistent-catalog spark-conf --dbt-profile`` renders. No DDL is written by hand anywhere.
 
 One test, invocation after invocation (each dbt invocation starts Spark: 15-60 s on a busy 2-core machine):
 dbt seed (a keyed root ingest into a table made from the CSV), the sources' first load, dbt build (the seed lands
 nothing; the views' SQL recorded; the tables created from the models' output schemas, the jobs registered; the
-schema tests pass, those on a view too), new source data and dbt build again, dbt docs generate, dbt source
+schema tests pass, those on a view too), new source data and dbt build again (the incremental marts read only the new rows: the
+ranges their epochs name are those their recorded inputs give, and the appended mart holds every payment once), dbt
+docs generate, dbt source
 freshness (the sources' watermarks), both models edited (a column
-added, a type widened: schema evolution, then a revision), dbt run --full-refresh -s customers (a revision), and a
+added, a type widened: schema evolution, then a revision), dbt run --full-refresh -s customers order_status (revisions, the incremental mart recomputed whole), and a
 change Iceberg cannot evolve, refused with the way out. After every run that published, the cut ``consistent-
-catalog resolve`` gives over the six tables is read with pyiceberg and each mart is compared with its SQL
+catalog resolve`` gives over the eight tables is read with pyiceberg and each mart is compared with its SQL
 recomputed by DuckDB over the roots (seed included) at that cut (never the plugin's own output).
 
-A second test kills a dbt run once its first model published and reruns it (taking the dead instance's leases
-over): nothing is computed twice, and the marts still equal their recounts.
+A second test kills a dbt run once two of its models published and reruns it (taking the dead instance's leases
+over): nothing is computed twice (the appended incremental mart included), and the marts still equal their recounts.
 """
 
 from __future__ import annotations
@@ -27,14 +30,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -44,19 +44,22 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import DateType, LongType, NestedField, StringType
 
 from consistent_catalog import ConsistentCatalog
+from consistent_catalog import properties as P
 from tests.harness.main_epochs import main_epochs
+from tests.spark import dbt_harness
+from tests.spark.dbt_harness import BIN, DBT_TIMEOUT, DbtRun, sorted_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
 PROJECT = Path(__file__).resolve().parent / "dbt_shop"
-BIN = Path(sys.executable).parent
-DBT_TIMEOUT = 300
 ROOTS = ("raw.customers", "raw.orders", "raw.payments", "shop.payment_methods")  # the last one: a seed
 SEED_ROWS = 3
-MARTS = ("shop.orders", "shop.customers")
+MARTS = ("shop.orders", "shop.customers", "shop.order_status", "shop.payment_log")
+INCREMENTAL = ("order_status", "payment_log")  # materialized: incremental (merged by order_id; appended)
+MODELS = ("orders", "customers", *INCREMENTAL)
 VIEWS = ("stg_customers", "stg_orders")  # materialized: view (stg_payments is ephemeral)
-NODES = ("payment_methods", *VIEWS, "orders", "customers")
-TESTS = 7  # the schema tests: 5 on the marts, 2 on the view stg_orders
+NODES = ("payment_methods", *VIEWS, *MODELS)
+TESTS = 8  # the schema tests: 6 on the marts, 2 on the view stg_orders
 
 SCHEMAS = {
     "raw.customers": Schema(NestedField(1, "id", LongType()), NestedField(2, "first_name", StringType()),
@@ -85,6 +88,10 @@ EXPECTED_CUSTOMERS = """
            min(o.order_date) AS first_order
     FROM customers c LEFT JOIN ({orders}) o ON c.id = o.customer_id
     GROUP BY c.id, c.first_name, c.last_name"""
+EXPECTED_INCREMENTAL = {
+    "shop.order_status": "SELECT id AS order_id, user_id AS customer_id, order_date, status FROM orders",
+    "shop.payment_log": "SELECT id AS payment_id, order_id, payment_method, amount FROM payments",
+}
 
 # the edited models (version 2): orders gains a column, customers' number_of_orders widens from int to bigint
 ORDERS_V2 = """\
@@ -94,6 +101,11 @@ WITH paid AS (
 SELECT o.order_id, o.customer_id, o.order_date, o.status, coalesce(p.amount, 0) AS amount,
        coalesce(p.payments, 0) AS payments
 FROM {{ ref('stg_orders') }} AS o LEFT JOIN paid AS p ON o.order_id = p.order_id
+"""
+# an incremental model over a table whose epochs overwrite it: its increment is refused with the way out
+ORDER_COPY = """\
+{{ config(materialized='incremental', unique_key='order_id') }}
+SELECT order_id, status FROM {{ ref('orders') }}
 """
 CUSTOMERS_INT = "CAST(count(o.order_id) AS int) AS number_of_orders"
 CUSTOMERS_BIGINT = "count(o.order_id) AS number_of_orders"
@@ -127,26 +139,16 @@ class Shop:
 
 @pytest.fixture(scope="module")
 def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
-    if not (BIN / "dbt").is_file():
-        message = f"no dbt next to {sys.executable}: pip install -e '.[dev]' (make setup) installs the [dbt] extra"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    dbt_harness.require_dbt()
     root = tmp_path_factory.mktemp("dbt-shop")
     (root / "warehouse").mkdir()
     uri = f"sqlite:///{root}/catalog.db"
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("DBT_", "PYICEBERG_")) and k not in ("SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS")}
-    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", PYSPARK_PYTHON=sys.executable,
-               PYICEBERG_CATALOG__LAKE__URI=uri, PYICEBERG_CATALOG__LAKE__WAREHOUSE=f"file://{root}/warehouse")
-    # the profile, rendered by the product (it creates the catalog database too), and the package's path
+    env = dbt_harness.environment(uri, f"file://{root}/warehouse")
+    # the profile, rendered by the product (it creates the catalog database too)
     subprocess.run([str(BIN / "consistent-catalog"), "spark-conf", "--catalog-uri", uri, "--warehouse",
                     str(root / "warehouse"), "--dbt-profile", "shop", "--dbt-schema", "shop",
                     "--write", str(root / "profiles" / "profiles.yml")],
                    check=True, capture_output=True, timeout=120, env=env, cwd=root)
-    package = subprocess.run([str(BIN / "consistent-catalog"), "dbt-path"], check=True, capture_output=True,
-                             text=True, timeout=60, env=env).stdout.strip()
-    assert (Path(package) / "dbt_project.yml").is_file(), package
 
     catalog = SqlCatalog("lake", uri=uri, warehouse=f"file://{root}/warehouse")
     catalog.create_namespace("raw")
@@ -154,63 +156,18 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
         catalog.create_table(table, schema=schema)
     cc = ConsistentCatalog(catalog)
 
-    project = root / "shop"
-    shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns("target", "logs", "dbt_packages"))
-    (project / "packages.yml").write_text(f"packages:\n  - local: {package}\n", encoding="utf-8")
+    # the project, its packages.yml naming `consistent-catalog dbt-path`, installed with dbt deps
+    project = dbt_harness.copy_project(PROJECT, root / "shop", env=env)
     yield Shop(root, project, root / "profiles", catalog, cc, env)
 
 
-@dataclass(frozen=True)
-class DbtRun:
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float
-    statuses: dict[str, str]
-
-    @property
-    def reports(self) -> list[str]:
-        return [line for line in self.stderr.splitlines() if line.startswith("[lake_consistent] ")]
-
-    def describe(self) -> str:
-        return (f"dbt exit {self.returncode} after {self.seconds:.0f} s, {self.statuses}\n--- stdout ---\n"
-                f"{self.stdout[-5000:]}\n--- stderr ---\n" + "\n".join(
-                    line for line in self.stderr.splitlines()[-400:] if " WARN " not in line)[-4000:])
-
-
 def dbt(shop: Shop, *args: str, profiles: Path | None = None) -> DbtRun:
-    results = shop.project / "target" / "run_results.json"
-    results.unlink(missing_ok=True)
-    started = time.monotonic()
-    command = [str(BIN / "dbt"), *args, "--project-dir", str(shop.project), "--profiles-dir",
-               str(profiles or shop.profiles)]
-    process = subprocess.Popen(command, cwd=shop.root, env=shop.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               stdin=subprocess.DEVNULL, text=True, start_new_session=True)
-    try:
-        stdout, stderr = process.communicate(timeout=DBT_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
-        pytest.fail(f"{command} did not finish within {DBT_TIMEOUT} s\n{stdout[-3000:]}\n{stderr[-3000:]}")
-    statuses = ({r["unique_id"].split(".")[-1]: r["status"] for r in json.loads(results.read_text())["results"]}
-                if results.is_file() else {})
-    return DbtRun(process.returncode, stdout, stderr, time.monotonic() - started, statuses)
+    return dbt_harness.dbt(shop.project, *args, profiles=profiles or shop.profiles, cwd=shop.root, env=shop.env)
 
 
 # --- recounts --------------------------------------------------------------------------------------------------
 def resolve(shop: Shop) -> dict:
-    answer = subprocess.run([str(BIN / "consistent-catalog"), "-c", "lake", "-o", "json", "resolve", *ROOTS, *MARTS],
-                            env=shop.env, capture_output=True, text=True, timeout=120, check=True)
-    return json.loads(answer.stdout)
-
-
-def _normal(value: object) -> object:
-    return round(float(value), 2) if isinstance(value, (float, Decimal)) else value
-
-
-def _sorted_rows(table: pa.Table, columns: list[str]) -> list[tuple]:
-    data = table.select(columns).to_pylist()
-    return sorted((tuple(_normal(row[c]) for c in columns) for row in data), key=repr)
+    return dbt_harness.resolve(shop.env, (*ROOTS, *MARTS))
 
 
 def check_cut(shop: Shop, version: int) -> dict:
@@ -228,13 +185,22 @@ def check_cut(shop: Shop, version: int) -> dict:
     expected = {
         "shop.orders": connection.sql(orders_sql).fetch_arrow_table(),
         "shop.customers": connection.sql(EXPECTED_CUSTOMERS.format(orders=orders_sql)).fetch_arrow_table(),
+        **{mart: connection.sql(sql).fetch_arrow_table() for mart, sql in EXPECTED_INCREMENTAL.items()},
     }
     for mart in MARTS:
         columns = expected[mart].column_names
         assert sorted(scans[mart].column_names) == sorted(columns), (mart, scans[mart].schema, columns)
-        assert _sorted_rows(scans[mart], columns) == _sorted_rows(expected[mart], columns), mart
+        assert sorted_rows(scans[mart], columns) == sorted_rows(expected[mart], columns), mart
     assert scans["shop.orders"].num_rows == scans["raw.orders"].num_rows > 0
+    assert scans["shop.payment_log"].num_rows == scans["raw.payments"].num_rows  # every payment once
     return cut
+
+
+def recorded_inputs(shop: Shop, table: str) -> list[dict[str, int | None]]:
+    """The inputs (``consistent.sources``) each epoch on ``table``'s main recorded, oldest first."""
+    metadata = shop.catalog.load_table(table).metadata
+    return [json.loads(metadata.snapshot_by_id(e.head).summary.additional_properties[P.SOURCES])
+            for e in main_epochs(metadata)[0]]
 
 
 def epochs(shop: Shop, table: str) -> int:
@@ -295,8 +261,6 @@ def ingest_round(shop: Shop, round_: int) -> int:
 
 # --- the project, invocation after invocation ------------------------------------------------------------------
 def test_a_user_shaped_project_runs_with_no_ddl_by_hand_and_every_cut_recounts(shop: Shop) -> None:
-    deps = dbt(shop, "deps")
-    assert deps.returncode == 0, deps.describe()
     write_model(shop, "customers", customers_model(CUSTOMERS_INT))
     # dbt seed: the seed's table created from the CSV, its rows one keyed root ingest. Before the sources' first
     # load, so that their barrier is the newer one: an epoch computes at the newest barrier at which every source is
@@ -318,16 +282,19 @@ def test_a_user_shaped_project_runs_with_no_ddl_by_hand_and_every_cut_recounts(s
     # the staging views: no view anywhere (their SQL recorded on the namespace), no table either
     assert [f"view {v} recorded" for v in VIEWS if f"view shop.{v} recorded in the namespace lake.shop" in first.stdout
             ] == [f"view {v} recorded" for v in VIEWS], first.describe()
-    assert sorted(t for _, t in shop.catalog.list_tables("shop")) == ["customers", "orders", "payment_methods"]
+    assert sorted(t for _, t in shop.catalog.list_tables("shop")) == [
+        "customers", "order_status", "orders", "payment_log", "payment_methods"]
     assert seed_loads(shop) == 1
     assert "CREATE TABLE `lake`.`shop`.`orders` (`order_id` bigint, `customer_id` bigint, `order_date` date, " \
            "`status` string, `amount` decimal(" in first.stdout, first.describe()
     assert [line for line in first.reports if line.startswith("[lake_consistent] ingest: ")] == [
         "[lake_consistent] ingest: shop.payment_methods ingest key 'dbt-seed:payment_methods:"
         f"{seed_key(shop)}' already landed in snapshot {seed_snapshot(shop)}; nothing written"], first.describe()
-    assert [line.split(":")[0] for line in model_reports(first)] == [
-        "[lake_consistent] orders", "[lake_consistent] customers"], first.describe()
+    assert sorted(line.split(":")[0] for line in model_reports(first)) == sorted(
+        f"[lake_consistent] {m}" for m in MODELS), first.describe()
     assert all(" published (" in line for line in model_reports(first)), first.describe()
+    # the incremental marts' first run: is_incremental() is false (no table yet), the whole model
+    assert not [m for m in INCREMENTAL if "incremental:" in first.report(m)], first.describe()
     assert {m: epochs(shop, m) for m in MARTS} == dict.fromkeys(MARTS, 1)
     assert shop.catalog.load_table("shop.customers").schema().find_field("number_of_orders").field_type.__str__() == "int"
     check_cut(shop, 1)
@@ -337,9 +304,18 @@ def test_a_user_shaped_project_runs_with_no_ddl_by_hand_and_every_cut_recounts(s
     loaded = ingest_round(shop, 2)
     second = dbt(shop, "build")
     assert second.returncode == 0, second.describe()
-    assert all(" published (" in line for line in model_reports(second)) and len(model_reports(second)) == 2, (
+    assert all(" published (" in line for line in model_reports(second)) and len(model_reports(second)) == 4, (
         second.describe())
-    assert len(second.reports) == 3 and " nothing written" in second.reports[0], second.describe()
+    assert len(second.reports) == 5 and [line for line in second.reports if " nothing written" in line] == [
+        line for line in second.reports if line.startswith("[lake_consistent] ingest: ")], second.describe()
+    # the incremental marts read only what changed: each epoch names the range it read, from the sink's previous
+    # recorded input to this epoch's (pyiceberg), and the appended one wrote just the round's 10 payments
+    for model, source in (("order_status", "raw.orders"), ("payment_log", "raw.payments")):
+        first_input, this_input = recorded_inputs(shop, f"shop.{model}")[-2:]
+        assert first_input[source] != this_input[source]
+        assert second.report(model).endswith(
+            f"; incremental: {source} snapshots ({first_input[source]}, {this_input[source]}])"), second.describe()
+    assert " published (10 rows, " in second.report("payment_log"), second.describe()
     assert seed_loads(shop) == 1, second.describe()
     assert sorted(second.statuses.values()).count("pass") == TESTS, second.describe()
 
@@ -348,7 +324,7 @@ def test_a_user_shaped_project_runs_with_no_ddl_by_hand_and_every_cut_recounts(s
     docs = dbt(shop, "docs", "generate")
     assert docs.returncode == 0, docs.describe()
     documented = json.loads((shop.project / "target" / "catalog.json").read_text())["nodes"]
-    assert {key.split(".")[-1] for key in documented} == {"payment_methods", "orders", "customers"}, documented.keys()
+    assert {key.split(".")[-1] for key in documented} == {"payment_methods", *MODELS}, documented.keys()
     assert "payments" not in documented["model.shop.orders"]["columns"]
     assert set(VIEWS) <= {key.split(".")[-1] for key in json.loads(
         (shop.project / "target" / "manifest.json").read_text())["nodes"]}
@@ -382,19 +358,28 @@ def test_a_user_shaped_project_runs_with_no_ddl_by_hand_and_every_cut_recounts(s
     # whose own epoch then recomputes it at the same barrier
     # (the plugin also announces the revision when it commits, naming the tables it emptied downstream)
     announced = [line for line in edited.reports if "recomputing it at barrier" in line]
-    epoch_lines = [line for line in edited.reports if line not in announced]
-    assert len(epoch_lines) == 2 and len(announced) == 1 and "shop.customers downstream" in announced[0], (
-        edited.describe())
-    assert "shop.orders definition changed" in epoch_lines[0], edited.describe()
-    assert " revised at barrier " in epoch_lines[0] and " published (" in epoch_lines[1], edited.describe()
+    assert len(announced) == 1 and "shop.customers downstream" in announced[0], edited.describe()
+    assert "shop.orders definition changed" in edited.report("orders"), edited.describe()
+    assert " revised at barrier " in edited.report("orders"), edited.describe()
+    assert " published (" in edited.report("customers"), edited.describe()
+    # the incremental marts, unedited and with no new row: done (their full and incremental statements are one
+    # definition, the version the materialization declares, so no revision)
+    assert all(" done: the sink already holds it" in edited.report(m) for m in INCREMENTAL), edited.describe()
     assert str(shop.catalog.load_table("shop.customers").schema().find_field("number_of_orders").field_type) == "long"
     check_cut(shop, 2)
 
-    # 5. --full-refresh of one model: a revision of it, recomputed at the current barrier
-    refreshed = dbt(shop, "run", "--full-refresh", "-s", "customers")
-    assert refreshed.returncode == 0 and refreshed.statuses == {"customers": "success"}, refreshed.describe()
-    refreshed_epochs = [line for line in refreshed.reports if "recomputing it at barrier" not in line]
-    assert len(refreshed_epochs) == 1 and " revised at barrier " in refreshed_epochs[0], refreshed.describe()
+    # 5. --full-refresh of an epoch model and of an incremental one: revisions, each recomputed whole at the current
+    # barrier (the incremental one by its whole SQL, not its increment)
+    # (and a new incremental model over the epoch mart orders, created whole: the kill test's run refuses its
+    # increment, since orders' epochs overwrite it)
+    write_model(shop, "order_copy", ORDER_COPY)
+    refreshed = dbt(shop, "run", "--full-refresh", "-s", "customers", "order_status", "order_copy")
+    assert refreshed.returncode == 0 and refreshed.statuses == dict.fromkeys(
+        ("customers", "order_status", "order_copy"), "success"), refreshed.describe()
+    for model in ("customers", "order_status"):
+        assert f"shop.{model} rebuild requested: revised at barrier " in refreshed.report(model), refreshed.describe()
+    assert "incremental:" not in refreshed.report("order_status"), refreshed.describe()
+    assert shop.catalog.load_table("shop.order_status").metadata.properties[P.REVISION] == "1"
     check_cut(shop, 2)
 
     # 6. a change Iceberg cannot evolve (date -> string): refused with the way out, nothing written
@@ -411,8 +396,9 @@ def test_a_user_shaped_project_runs_with_no_ddl_by_hand_and_every_cut_recounts(s
 
 # --- killed mid-run ----------------------------------------------------------------------------------------------
 def test_a_run_killed_mid_way_reruns_without_duplicates(shop: Shop) -> None:
-    """Killed once orders published, before customers did: the rerun (taking over the dead instance's leases, as
-    the README's dbt-flip section says) computes what is missing once; every mart still equals its recount."""
+    """Killed once two models published, before the others did: the rerun (taking over the dead instance's leases,
+    as the README's dbt-flip section says) computes what is missing once, the incremental marts from where their
+    last epoch stopped; every mart still equals its recount (the appended one holds every payment once)."""
     import yaml
 
     write_model(shop, "customers", customers_model(CUSTOMERS_BIGINT))  # the first test left a refused edit behind
@@ -421,21 +407,23 @@ def test_a_run_killed_mid_way_reruns_without_duplicates(shop: Shop) -> None:
     command = [str(BIN / "dbt"), "run", "--project-dir", str(shop.project), "--profiles-dir", str(shop.profiles)]
     process = subprocess.Popen(command, cwd=shop.root, env=shop.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                stdin=subprocess.DEVNULL, text=True, start_new_session=True)
-    killed_after = None
+    published = []
     try:
         deadline = time.monotonic() + DBT_TIMEOUT
         for line in process.stderr:  # the plugin's lines, as they come
-            if line.startswith("[lake_consistent] orders: ") and " published (" in line:
-                os.killpg(process.pid, signal.SIGKILL)
-                killed_after = line.strip()
-                break
-            assert time.monotonic() < deadline, "dbt run did not publish orders in time"
+            if line.startswith("[lake_consistent] ") and " published (" in line:
+                published.append(line.split(":")[0].removeprefix("[lake_consistent] "))
+                if len(published) == 2:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    break
+            assert time.monotonic() < deadline, "dbt run did not publish two models in time"
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=60)
-    assert killed_after is not None
-    assert epochs(shop, "shop.orders") == before["shop.orders"] + 1
+    assert len(published) == 2, published
+    assert {f"shop.{m}": epochs(shop, f"shop.{m}") for m in published} == {
+        f"shop.{m}": before[f"shop.{m}"] + 1 for m in published}
 
     # the rerun takes the jobs over from the killed instance (its leases would otherwise hold for 5 minutes)
     takeover = shop.root / "profiles-takeover"
@@ -444,9 +432,33 @@ def test_a_run_killed_mid_way_reruns_without_duplicates(shop: Shop) -> None:
     profile["shop"]["outputs"]["lake_consistent"]["server_side_parameters"]["spark.sql.consistent.takeover"] = "true"
     (takeover / "profiles.yml").write_text(yaml.safe_dump(profile), encoding="utf-8")
     rerun = dbt(shop, "run", profiles=takeover)
-    assert rerun.returncode == 0, rerun.describe()
-    reports = model_reports(rerun)
-    assert len(reports) == 2 and " done: the sink already holds it" in reports[0], rerun.describe()
-    assert " published (" in reports[1] or " republished " in reports[1], rerun.describe()
+    # order_copy reads orders, which its round-3 epoch overwrote: not all inserts, refused with the way out (and
+    # nothing else is held up by it)
+    assert rerun.returncode == 1 and rerun.statuses["order_copy"] == "error", rerun.describe()
+    assert {m: rerun.statuses[m] for m in MODELS} == dict.fromkeys(MODELS, "success"), rerun.describe()
+    assert "[CONSISTENT_READ.NOT_INCREMENTAL]" in rerun.stdout and "shop.orders changed otherwise" in rerun.stdout, (
+        rerun.describe())
+    assert "dbt run --full-refresh -s <the model>" in rerun.stdout, rerun.describe()
+    for model in MODELS:
+        line = rerun.report(model)
+        if model in published:
+            assert " done: the sink already holds it" in line, (model, rerun.describe())
+        else:
+            assert " published (" in line or " republished " in line, (model, rerun.describe())
+    if "payment_log" not in published and " published (" in rerun.report("payment_log"):
+        assert " published (10 rows, " in rerun.report("payment_log"), rerun.describe()  # only round 3's payments
     assert {mart: epochs(shop, mart) for mart in MARTS} == {mart: n + 1 for mart, n in before.items()}
     check_cut(shop, 2)
+
+
+def test_the_readme_shows_the_projects_incremental_files() -> None:
+    """The README's dbt section shows the incremental model and the project's one-file opt-in as this project has
+    them (its block is text: this test runs them)."""
+    from tests.docs.test_snippets import parse_blocks
+
+    blocks = [b.code for b in parse_blocks(PROJECT.parents[2] / "README.md") if "-- macros/consistent_incremental.sql" in b.code]
+    assert len(blocks) == 1, "README.md should show the incremental opt-in in one block"
+    macro = (PROJECT / "macros" / "consistent_incremental.sql").read_text(encoding="utf-8")
+    shown_macro = macro[macro.index("{% materialization"):]
+    assert shown_macro in blocks[0]
+    assert (PROJECT / "models" / "marts" / "order_status.sql").read_text(encoding="utf-8") in blocks[0]

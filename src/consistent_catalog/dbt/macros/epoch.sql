@@ -180,39 +180,44 @@
   {%- endif -%}
 {%- endmacro %}
 
-{% materialization epoch, adapter='spark' -%}
+{# The model's job (config consistent_job, default its name), checked to be one line without ';'. #}
+{% macro consistent_job_of(model) -%}
   {%- set job = config.get('consistent_job') or model['name'] -%}
-  {%- set target_relation = this -%}
-
-  {{ consistent_catalog.consistent_check_threads("materialized='epoch'") }}
   {%- if job is not string or not job or '\n' in job or ';' in job -%}
     {{ exceptions.raise_compiler_error(
         "consistent_job of model " ~ model['name'] ~ " must be a job id on one line without ';', not " ~ job) }}
   {%- endif -%}
+  {{ return(job) }}
+{%- endmacro %}
 
-  {{ run_hooks(pre_hooks) }}
-
-  {#- the views it reads, as their subqueries (view.sql) -#}
-  {%- set query = consistent_catalog.consistent_inline_views(compiled_code, model) -%}
-  {%- set ddl = consistent_catalog.consistent_ensure_table(target_relation, query) -%}
-  {%- for statement in ddl -%}
+{# The model's query (its views as their subqueries, view.sql), its table made or evolved first (the DDL logged). #}
+{% macro consistent_model_query(relation, model, compiled) -%}
+  {%- set query = consistent_catalog.consistent_inline_views(compiled, model) -%}
+  {%- for statement in consistent_catalog.consistent_ensure_table(relation, query) -%}
     {{ log("consistent_catalog: " ~ statement, info=true) }}
   {%- endfor -%}
+  {{ return(query) }}
+{%- endmacro %}
 
-  {%- call statement('consistent_job') -%}
-    SET spark.sql.consistent.job={{ job }}
+{#
+  The whole model as one overwrite epoch (the job set by the caller): the incremental setting reset (an incremental
+  model that failed before its RESET must not make this epoch read increments), static overwrite (dynamic: an empty
+  result would keep the old rows), a revision first when `rebuild` (--full-refresh).
+#}
+{% macro consistent_overwrite_epoch(relation, query, rebuild) -%}
+  {%- call statement('reset_consistent_incremental') -%}
+    RESET spark.sql.consistent.incremental
   {%- endcall -%}
   {%- call statement('overwrite_mode') -%}
     SET spark.sql.sources.partitionOverwriteMode=STATIC
   {%- endcall -%}
-  {%- set rebuild = should_full_refresh() -%}
   {%- if rebuild -%}
     {%- call statement('consistent_rebuild') -%}
       SET spark.sql.consistent.rebuild=true
     {%- endcall -%}
   {%- endif -%}
   {%- call statement('main') -%}
-    INSERT OVERWRITE {{ target_relation }} BY NAME
+    INSERT OVERWRITE {{ relation }} BY NAME
     {{ query }}
   {%- endcall -%}
   {%- if rebuild -%}
@@ -220,6 +225,22 @@
       RESET spark.sql.consistent.rebuild
     {%- endcall -%}
   {%- endif -%}
+{%- endmacro %}
+
+{% materialization epoch, adapter='spark' -%}
+  {%- set target_relation = this -%}
+
+  {{ consistent_catalog.consistent_check_threads("materialized='epoch'") }}
+  {%- set job = consistent_catalog.consistent_job_of(model) -%}
+
+  {{ run_hooks(pre_hooks) }}
+
+  {%- set query = consistent_catalog.consistent_model_query(target_relation, model, compiled_code) -%}
+
+  {%- call statement('consistent_job') -%}
+    SET spark.sql.consistent.job={{ job }}
+  {%- endcall -%}
+  {{ consistent_catalog.consistent_overwrite_epoch(target_relation, query, should_full_refresh()) }}
   {%- call statement('reset_consistent_job') -%}
     RESET spark.sql.consistent.job
   {%- endcall -%}

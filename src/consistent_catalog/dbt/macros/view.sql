@@ -60,26 +60,30 @@
   {{ return(views) }}
 {%- endmacro %}
 
+{# The view models `node` reads, each as [its graph node, its recorded SQL or none when never run]. #}
+{% macro consistent_read_views(node) -%}
+  {%- set views = [] -%}
+  {%- set recorded = {} -%}
+  {%- for uid in node.depends_on.nodes if uid in graph.nodes -%}
+    {%- set parent = graph.nodes[uid] -%}
+    {%- if parent.resource_type == 'model' and parent.config.materialized == 'view' -%}
+      {%- if parent.schema | lower not in recorded -%}
+        {%- do recorded.update({parent.schema | lower: consistent_catalog.consistent_recorded_views(parent.schema)}) -%}
+      {%- endif -%}
+      {%- do views.append([parent, recorded[parent.schema | lower].get((parent.alias or parent.name) | lower)]) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(views) }}
+{%- endmacro %}
+
 {#
   `sql` of `node` (a model or test of the graph) with each view model it reads replaced by the view's recorded SQL,
   as a subquery: FROM shop.stg_orders AS o becomes FROM (SELECT ...) AS o. A view never run is refused with the
   way out.
 #}
 {% macro consistent_inline_views(sql, node) -%}
-  {%- set views = [] -%}
-  {%- for uid in node.depends_on.nodes if uid in graph.nodes -%}
-    {%- set parent = graph.nodes[uid] -%}
-    {%- if parent.resource_type == 'model' and parent.config.materialized == 'view' -%}
-      {%- do views.append(parent) -%}
-    {%- endif -%}
-  {%- endfor -%}
-  {%- set recorded = {} -%}
   {%- set result = [sql] -%}  {#- a list: a set inside a Jinja loop does not outlive the iteration -#}
-  {%- for view in views -%}
-    {%- if view.schema | lower not in recorded -%}
-      {%- do recorded.update({view.schema | lower: consistent_catalog.consistent_recorded_views(view.schema)}) -%}
-    {%- endif -%}
-    {%- set text = recorded[view.schema | lower].get((view.alias or view.name) | lower) -%}
+  {%- for view, text in consistent_catalog.consistent_read_views(node) -%}
     {%- if text is none -%}
       {{ exceptions.raise_compiler_error(
           node.name ~ " reads the view " ~ view.name ~ ", which has not been run on the consistent catalog (its SQL "

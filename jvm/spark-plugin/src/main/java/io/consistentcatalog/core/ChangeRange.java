@@ -105,7 +105,7 @@ public final class ChangeRange {
   }
 
   /** Whether every data-changing snapshot in (start, end] is an append (a compaction changes no data). */
-  static boolean appendsOnly(TableState state, Long start, Long end) {
+  public static boolean appendsOnly(TableState state, Long start, Long end) {
     Long current = end;
     while (current != null && !current.equals(start)) {
       SnapshotRecord record = state.snapshots.get(current);

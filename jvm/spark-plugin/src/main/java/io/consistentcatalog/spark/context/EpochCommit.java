@@ -59,6 +59,8 @@ public final class EpochCommit implements WriteCommit {
   private final StreamingFence streamingFence;
   /** Why the sink was revised before this epoch was planned (§6.10), e.g. {@code definition changed (...)}; or null. */
   private final String revised;
+  /** What the statement read, when not the sources whole at the inputs (an incremental epoch's ranges); or null. */
+  private volatile String reading;
   /** Whether the statement's end is watched for the run ({@link StatementEnds}). */
   private volatile boolean watched;
   /** What the staged write's fenced commit requires. */
@@ -94,6 +96,11 @@ public final class EpochCommit implements WriteCommit {
       WriterInstance writes, String sink, TableIdentifier ident, Table table, Settings.Writes settings,
       EpochPlanner.Plan plan, EpochRun lineage, String revised) {
     return new EpochCommit(writes, sink, ident, table, settings.job, settings.leaseMs, plan, lineage, null, revised);
+  }
+
+  /** Names what the statement reads ({@code incremental: ...}) in the line of the epoch it publishes. */
+  public void reading(String what) {
+    this.reading = what;
   }
 
   /**
@@ -336,7 +343,8 @@ public final class EpochCommit implements WriteCommit {
     Long head = state.head(Keys.STAGED_BRANCH);
     publish(base, head, staged);
     Failpoints.at("after-publish");
-    return new Published(report(barrier + " published (" + rows + " rows, attempt " + attempt + ")"), "published",
+    return new Published(report(barrier + " published (" + rows + " rows, attempt " + attempt
+        + (reading == null ? "" : "; " + reading) + ")"), "published",
         head, attempt);
   }
 

@@ -13,4 +13,7 @@ public interface ServedTables {
 
   /** {@code source} read at {@code snapshot} ({@code snap(source, T)}), or empty at the cut when {@code snapshot} is null. */
   Table atInput(org.apache.iceberg.Table source, Long snapshot, String name);
+
+  /** The rows of {@code source} appended after snapshot {@code from} up to snapshot {@code to} (§5.5's increment). */
+  Table appendedBetween(org.apache.iceberg.Table source, long from, long to, String name);
 }

@@ -44,10 +44,12 @@ public final class Settings {
   static final String REBUILD = "rebuild";
   /** A declared definition version (§6.10, kind {@code version}) instead of the statement's text. */
   static final String VERSION = "version";
+  /** {@code true}: an epoch reads each source's rows appended since the sink's last epoch (§5.5; dbt incremental). */
+  static final String INCREMENTAL = "incremental";
   /** Every setting name; any other {@code spark.sql.consistent.*} key is a typo and is refused. */
   static final List<String> NAMES =
       Arrays.asList(LEVEL, AS_OF, AS_OF_ALIASES[0], AS_OF_ALIASES[1], TAG, REFRESH, CUT, JOB, TAKEOVER, LEASE, INGEST_KEY, EVENT_TIME_COLUMN, REBUILD,
-          VERSION);
+          VERSION, INCREMENTAL);
 
   public final String level;
   public final Long asOf;
@@ -104,7 +106,7 @@ public final class Settings {
             + PREFIX + LEVEL + ", " + PREFIX + AS_OF + ", " + PREFIX + TAG + ", " + PREFIX + REFRESH + ", "
             + PREFIX + CUT + " (reads) and " + PREFIX + JOB + ", " + PREFIX + TAKEOVER + ", " + PREFIX + LEASE + ", "
             + PREFIX + INGEST_KEY + ", " + PREFIX + EVENT_TIME_COLUMN + ", " + PREFIX + REBUILD + ", " + PREFIX + VERSION
-            + " (writes) — RESET " + key));
+            + ", " + PREFIX + INCREMENTAL + " (writes) — RESET " + key));
       }
     }
   }
@@ -167,6 +169,8 @@ public final class Settings {
     public boolean rebuild;
     /** {@code spark.sql.consistent.version}: the declared definition version, or null. */
     public String version;
+    /** {@code spark.sql.consistent.incremental=true}: the sources are read as their appends since the last epoch. */
+    public boolean incremental;
 
     private Writes(String job, boolean takeover, long leaseMs, String ingestKey, String eventTimeColumn) {
       this.job = job;
@@ -196,6 +200,7 @@ public final class Settings {
       Writes writes = new Writes(job, take, leaseMs, value(session, none, INGEST_KEY), value(session, none, EVENT_TIME_COLUMN));
       writes.rebuild = flag(value(session, none, REBUILD), REBUILD);
       writes.version = value(session, none, VERSION);
+      writes.incremental = flag(value(session, none, INCREMENTAL), INCREMENTAL);
       return writes;
     }
 

@@ -30,4 +30,9 @@ public final class CutTables implements ServedTables {
         ? new EmptyTable(source, catalogName, plainName, name)
         : new PinnedTable(source, snapshot, catalogName, plainName, name, true);
   }
+
+  @Override
+  public Table appendedBetween(org.apache.iceberg.Table source, long from, long to, String name) {
+    return new AppendedTable(source, from, to, catalogName, plainName, name);
+  }
 }

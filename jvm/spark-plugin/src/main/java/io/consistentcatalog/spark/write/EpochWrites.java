@@ -39,6 +39,8 @@ import org.apache.iceberg.exceptions.NoSuchTableException;
 import org.apache.spark.sql.AnalysisException;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.AppendData;
+import org.apache.spark.sql.catalyst.plans.logical.CTERelationDef;
+import org.apache.spark.sql.catalyst.plans.logical.CTERelationRef;
 import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
 import org.apache.spark.sql.catalyst.plans.logical.LocalRelation$;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
@@ -46,6 +48,7 @@ import org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable;
 import org.apache.spark.sql.catalyst.plans.logical.OneRowRelation;
 import org.apache.spark.sql.catalyst.plans.logical.Range;
 import org.apache.spark.sql.catalyst.plans.logical.V2WriteCommand;
+import org.apache.spark.sql.catalyst.plans.logical.WithCTE;
 import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 import scala.collection.JavaConverters;
@@ -160,7 +163,7 @@ public final class EpochWrites {
     }
     String job = settings.job;
     Map<String, LogicalPlan> found = new TreeMap<>();
-    collectSources(reads, sink, found);
+    collectSources(reads, sink, found, new java.util.HashSet<>());
     Set<String> sources = found.keySet();
     if (sources.isEmpty()) {
       throw refused(sink, "the statement reads no table of " + context.catalogName() + "; an epoch of job '" + job
@@ -235,7 +238,19 @@ public final class EpochWrites {
       }
       EpochCommit epoch = EpochCommit.statement(writer, sink, sinkIdent, table, settings, plan, work ? lineage : null,
           revised);
-      return new Planned(epoch, table, epoch.runsQuery() ? pinned(reads, plan, loaded) : noRows(reads));
+      if (!epoch.runsQuery()) {
+        return new Planned(epoch, table, noRows(reads));
+      }
+      if (settings.incremental) { // the sources' appends since the sink's last epoch (§5.5)
+        Increments increments = Increments.of(context.served(), context.catalogName(), sink, plan, loaded, closure);
+        epoch.reading(increments.description);
+        return new Planned(epoch, table, served(reads, increments.tables));
+      }
+      Map<String, org.apache.spark.sql.connector.catalog.Table> inputs = new TreeMap<>();
+      for (Map.Entry<String, Long> input : plan.inputs.entrySet()) {
+        inputs.put(input.getKey(), context.served().atInput(loaded.get(input.getKey()), input.getValue(), input.getKey()));
+      }
+      return new Planned(epoch, table, served(reads, inputs));
     } catch (ConsistentException e) {
       AnalysisException refused = Errors.analysis(Errors.errorClass(e.kind()), e.getMessage());
       if (lineage != null) {
@@ -318,10 +333,13 @@ public final class EpochWrites {
   }
 
   /**
-   * Every table the statement reads, by name (the plan as Spark resolved it, subqueries included); anything
-   * read from elsewhere is refused: a derived table is a function of its sources.
+   * Every table the statement reads, by name (the plan as Spark resolved it, subqueries and common table expressions
+   * included); anything read from elsewhere is refused: a derived table is a function of its sources. A reference to
+   * a common table expression ({@code WITH c AS (...)}) reads what the expression's definition reads: Spark 4.1 keeps
+   * the definitions in the analysed write ({@code WithCTE}) where 3.5 inlines them; a reference is accepted when its
+   * definition is part of the statement's query ({@code defined}: the ids met so far), so its tables are sources too.
    */
-  private void collectSources(LogicalPlan plan, String sink, Map<String, LogicalPlan> out) {
+  private void collectSources(LogicalPlan plan, String sink, Map<String, LogicalPlan> out, Set<Long> defined) {
     if (plan instanceof DataSourceV2Relation) {
       DataSourceV2Relation relation = (DataSourceV2Relation) plan;
       String name = sourceName(relation);
@@ -333,6 +351,14 @@ public final class EpochWrites {
       out.put(name, plan);
       return;
     }
+    if (plan instanceof WithCTE) {
+      for (CTERelationDef definition : JavaConverters.seqAsJavaList(((WithCTE) plan).cteDefs())) {
+        defined.add(definition.id());
+      }
+    }
+    if (plan instanceof CTERelationRef && defined.contains(((CTERelationRef) plan).cteId())) {
+      return; // its definition's tables are collected where WithCTE holds it
+    }
     if (plan.children().isEmpty() && !(plan instanceof LocalRelation || plan instanceof OneRowRelation
         || plan instanceof Range)) {
       throw refused(sink, "the statement reads " + plan.nodeName() + " (" + firstLine(plan.simpleStringWithNodeId())
@@ -340,10 +366,10 @@ public final class EpochWrites {
           + context.catalogName() + " (and constants)");
     }
     for (LogicalPlan child : JavaConverters.seqAsJavaList(plan.children())) {
-      collectSources(child, sink, out);
+      collectSources(child, sink, out, defined);
     }
     for (LogicalPlan subquery : JavaConverters.seqAsJavaList(plan.subqueries())) {
-      collectSources(subquery, sink, out);
+      collectSources(subquery, sink, out, defined);
     }
   }
 
@@ -360,8 +386,8 @@ public final class EpochWrites {
     return context.served().servedAtCut(table);
   }
 
-  /** The query with every source read at the plan's input ({@code snap(source, T)}; empty at T when null). */
-  private LogicalPlan pinned(LogicalPlan query, EpochPlanner.Plan plan, Map<String, Table> loaded) {
+  /** The query with every source read as {@code inputs} serve it (at the plan's input, or its increment). */
+  private LogicalPlan served(LogicalPlan query, Map<String, org.apache.spark.sql.connector.catalog.Table> inputs) {
     return query.transformUpWithSubqueries(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
       @Override
       public boolean isDefinedAt(LogicalPlan node) {
@@ -375,9 +401,7 @@ public final class EpochWrites {
         }
         DataSourceV2Relation relation = (DataSourceV2Relation) node;
         String name = sourceName(relation);
-        Table source = loaded.get(name);
-        Long input = plan.inputs.get(name);
-        org.apache.spark.sql.connector.catalog.Table served = context.served().atInput(source, input, name);
+        org.apache.spark.sql.connector.catalog.Table served = inputs.get(name);
         @SuppressWarnings("unchecked")
         B1 out = (B1) withTable(relation, served);
         return out;
