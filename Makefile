@@ -7,8 +7,8 @@ PYTEST_ARGS ?=
 # The Spark line: empty is the default line (consistent_catalog.spark.lines.DEFAULT_LINE, .venv, the whole suite);
 # another (make test SPARK=4.0) runs the plugin's tier on that line with its own venv (.venv-spark<line>).
 SPARK ?=
-DEFAULT_SPARK := 3.5
-OTHER_SPARK_LINES := 4.0 4.1
+DEFAULT_SPARK := 4.1
+OTHER_SPARK_LINES := 3.5 4.0
 # The plugin's tier: what runs on every supported line.
 # The Thrift server (beeline, tests/spark/test_spark_thrift.py) too: it runs from each line's pyspark jars.
 # The PySpark epoch jobs over the REST catalog (tests/spark/test_spark_rest.py): the lines with Iceberg 1.11+ refresh

@@ -237,7 +237,9 @@ def find_s3a_jars() -> list[str] | None:
     from consistent_catalog.spark.session import checkout_line_dir
 
     directory = checkout_line_dir() / "lib" / "s3"
-    jars = [sorted(directory.glob(pattern)) for pattern in ("hadoop-aws-*.jar", "aws-java-sdk-bundle-*.jar")]
+    # the SDK: v1's aws-java-sdk-bundle for Hadoop 3.3 (Spark 3.5), v2's bundle for Hadoop 3.4 (Spark 4.1)
+    sdk = sorted(directory.glob("aws-java-sdk-bundle-*.jar")) or sorted(directory.glob("bundle-*.jar"))
+    jars = [sorted(directory.glob("hadoop-aws-*.jar")), sdk]
     if not all(jars):
         return None
     return [str(found[-1]) for found in jars]

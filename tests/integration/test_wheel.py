@@ -11,7 +11,8 @@ pip's cache; ``consistent_catalog`` itself only from the wheel). From a director
 - the full package's ``spark-conf`` names the jar inside the installed package, and stock ``spark-sql
   --properties-file`` reads ``lake_consistent`` at the consistent cut, recounted independently with pyiceberg;
 - ``configure_spark(SparkSession.builder, ...)`` of the installed package gives a session with both catalogs;
-- (issue 30) the same full wheel, installed into a second fresh venv with pyspark 4.1 from PyPI: on both pyspark
+- (issue 30) the same full wheel, installed into a second fresh venv with the other line's pyspark from PyPI (3.5
+  beside the default 4.1): on both pyspark
   lines stock ``spark-sql`` with nothing but the rendered file creates a root and a derived table, ingests, runs a
   SQL epoch and reads the consistent cut through ``lake_consistent`` (the line's own plugin jar and Iceberg
   runtime), recounted with pyiceberg; a pyspark outside the lines gets one line naming the supported ones.
@@ -41,14 +42,16 @@ import pytest
 import consistent_catalog
 from consistent_catalog import ConsistentCatalog
 from consistent_catalog.demo import count_words
+from consistent_catalog.spark.lines import DEFAULT_LINE, SPARK_LINES
 from consistent_catalog.spark.session import find_iceberg_runtime_jar, parse_spark_defaults
 from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA, sqlite_catalog, words
 
 ROOT = Path(__file__).resolve().parents[2]
-JAR_NAME = "lake-consistent-spark-3.5_2.12.jar"  # the line of the pyspark 3.5 the [spark] extra installs
+DEFAULT = SPARK_LINES[DEFAULT_LINE]  # the line of the pyspark the [spark] extra installs (4.1)
+JAR_NAME = f"{DEFAULT.plugin_artifact}.jar"
 JAR_IN_WHEEL = f"consistent_catalog/jars/{JAR_NAME}"
-#: The second pyspark line the wheel is installed with (issue 30): the newest, Spark 4.1 (Scala 2.13).
-PYSPARK_41 = "4.1.3"
+#: The second pyspark line the wheel is installed with (issue 30): the other end of the supported range.
+OTHER_LINE, OTHER_PYSPARK = ("3.5", "3.5.9") if DEFAULT_LINE != "3.5" else ("4.1", "4.1.3")
 #: Each line's plugin jar and Iceberg runtime, as the rendered file must name them (README's table of lines).
 LINE_JARS = {"3.5": ("lake-consistent-spark-3.5_2.12.jar", "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:"),
              "4.1": ("lake-consistent-spark-4.1_2.13.jar", "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:")}
@@ -191,10 +194,10 @@ def test_make_dist_builds_an_sdist_of_sources_and_a_wheel_with_the_versioned_plu
     # The versions, checked against this venv's own Spark and Iceberg jars (what the README promises).
     import pyspark
 
-    runtime = Path(find_iceberg_runtime_jar() or "").name  # iceberg-spark-runtime-3.5_2.12-1.10.2.jar
-    assert manifest["Spark-Version"] == pyspark.__version__ == "3.5.9"
-    assert manifest["Scala-Version"] == "2.12" and "_2.12-" in runtime
-    assert manifest["Iceberg-Version"] == "1.10.2" and runtime.endswith("-1.10.2.jar")
+    runtime = Path(find_iceberg_runtime_jar() or "").name  # iceberg-spark-runtime-4.1_2.13-1.12.0.jar
+    assert manifest["Spark-Version"] == pyspark.__version__ and manifest["Spark-Line"] == DEFAULT_LINE
+    assert manifest["Scala-Version"] == DEFAULT.scala and f"_{DEFAULT.scala}-" in runtime
+    assert manifest["Iceberg-Version"] == DEFAULT.iceberg and runtime.endswith(f"-{DEFAULT.iceberg}.jar")
     assert manifest["Implementation-Version"] == consistent_catalog.__version__
     assert "PASSED" in dists.dist_output and "Spark 3.5.9 (Scala 2.12), Iceberg 1.10.2" in dists.dist_output
 
@@ -340,17 +343,17 @@ def test_init_from_the_installed_package_sets_up_a_lake_the_cli_and_spark_sql_us
 
 # --- one wheel on every pyspark line (issue 30) ------------------------------------------------------------
 @pytest.fixture(scope="module")
-def venv_41(dists: Dists, tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    """A second fresh venv: the full wheel and pyspark 4.1 from PyPI (pip's cache), nothing else."""
-    return _fresh_venv(tmp_path_factory.mktemp("wheel-venv-4.1"), [str(dists.full_wheel), f"pyspark=={PYSPARK_41}"],
-                       f"<full wheel> pyspark=={PYSPARK_41}")
+def other_venv(dists: Dists, tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """A second fresh venv: the full wheel and the other line's pyspark from PyPI (pip's cache), nothing else."""
+    return _fresh_venv(tmp_path_factory.mktemp(f"wheel-venv-{OTHER_LINE}"),
+                       [str(dists.full_wheel), f"pyspark=={OTHER_PYSPARK}"], f"<full wheel> pyspark=={OTHER_PYSPARK}")
 
 
-@pytest.mark.parametrize("line", ["3.5", "4.1"])
+@pytest.mark.parametrize("line", sorted([DEFAULT_LINE, OTHER_LINE]))
 def test_one_wheel_writes_and_reads_lake_consistent_on_each_pyspark_line_with_only_the_rendered_file(
     line: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    venv: Venv = request.getfixturevalue("full_venv" if line == "3.5" else "venv_41")
+    venv: Venv = request.getfixturevalue("full_venv" if line == DEFAULT_LINE else "other_venv")
     plugin_jar, runtime = LINE_JARS[line]
     directory = tmp_path / "lake"
     directory.mkdir()
@@ -400,11 +403,11 @@ def test_one_wheel_writes_and_reads_lake_consistent_on_each_pyspark_line_with_on
     assert (counted, cut, head) == (sum(written.values()), len(at_first), now) == (3, 3, 4)
 
 
-def test_a_pyspark_outside_the_lines_gets_one_line_naming_the_supported_lines(venv_41: Venv) -> None:
-    """The installed pyspark says 4.1; CONSISTENT_SPARK_LINE claims a 4.2 (no Iceberg runtime): refused in one line."""
-    result = subprocess.run([str(venv_41.bin / "consistent-catalog"), "spark-conf", "--catalog-uri", "sqlite:///x.db",
-                             "--warehouse", "/tmp/w"], cwd=venv_41.elsewhere, capture_output=True, text=True, timeout=120,
-                            env=_venv_env(venv_41, CONSISTENT_SPARK_LINE="4.2.0"), stdin=subprocess.DEVNULL)
+def test_a_pyspark_outside_the_lines_gets_one_line_naming_the_supported_lines(other_venv: Venv) -> None:
+    """The installed pyspark says its line; CONSISTENT_SPARK_LINE claims a 4.2 (no Iceberg runtime): refused in one line."""
+    result = subprocess.run([str(other_venv.bin / "consistent-catalog"), "spark-conf", "--catalog-uri", "sqlite:///x.db",
+                             "--warehouse", "/tmp/w"], cwd=other_venv.elsewhere, capture_output=True, text=True, timeout=120,
+                            env=_venv_env(other_venv, CONSISTENT_SPARK_LINE="4.2.0"), stdin=subprocess.DEVNULL)
     assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
     said = result.stderr.strip().splitlines()
     assert len(said) == 1 and "Spark 4.2.0 is not a supported line" in said[0], result.stderr

@@ -72,7 +72,7 @@ SPARK_LINES: dict[str, SparkLine] = {
     )
 }
 """Every supported line, oldest first (keep in step with jvm/pom.xml's modules)."""
-DEFAULT_LINE = "3.5"
+DEFAULT_LINE = "4.1"
 """What ``make setup`` installs and the README shows."""
 
 
