@@ -26,9 +26,11 @@ of ``--repeat`` repetitions after ``--warmup`` dropped ones (a long-lived sessio
   Iceberg's SparkCatalog with ``type=rest``, loading the tables one by one through the proxy.
 
 Each set is read through two consistent catalogs over the same database in the same session: the
-configured one (``lake_consistent``: its tables load on ``load-threads`` threads, default 8) and
-``<name>_consistent_seq`` with ``load-threads=1`` (one table after the other on the querying thread),
-timed in the same repetitions, interleaved.
+configured one (``lake_consistent``: its tables load on ``load-threads`` threads, default 8; over REST
+the warm statement's conditional refreshes run on ``refresh-threads``, default 32) and
+``<name>_consistent_seq`` with ``load-threads=1`` and ``refresh-threads=1`` (one table after the other
+on the querying thread), timed in the same repetitions, interleaved. ``--only-rest`` times the REST set
+alone (the SQLite sets are still built: the REST server serves the synthetic one).
 
 The ratio the issue asks for: plugin_first_cold / plain_all (the plugin's first load against the
 plain load of the same tables; the median of that ratio within each repetition), target <= 1.10.
@@ -40,7 +42,8 @@ machine the paired wall ratio moves by +-15 % between runs; the CPU ratio moves 
 
 Usage:
     python -m bench.bench_plugin [--tables 100] [--snapshots 1000] [--demo-epochs 20] [--demo-rows 200]
-                                 [--rest-latency-ms 20 | --no-rest] [--load-threads N] [--repeat 5] [--warmup 3]
+                                 [--rest-latency-ms 20 | --no-rest | --only-rest] [--load-threads N]
+                                 [--refresh-threads N] [--repeat 5] [--warmup 3]
                                  [--markdown] [--dir D]
 """
 
@@ -151,9 +154,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one)")
     parser.add_argument("--rest-latency-ms", type=float, default=20, help="delay of every request in the REST set")
     parser.add_argument("--no-rest", action="store_true", help="leave out the synthetic set served over REST")
+    parser.add_argument("--only-rest", action="store_true", help="time only the synthetic set served over REST")
     parser.add_argument("--load-threads", type=int, default=None,
                         help="the consistent catalogs' load-threads option (default: the plugin's own default)")
+    parser.add_argument("--refresh-threads", type=int, default=None,
+                        help="the consistent catalogs' refresh-threads option (default: the plugin's own default)")
     args = parser.parse_args(argv)
+    if args.only_rest and args.no_rest:
+        parser.error("--only-rest and --no-rest leave nothing to time")
 
     from consistent_catalog.spark.lines import current_line
     from consistent_catalog.spark.session import build_session, checkout_line_dir
@@ -181,14 +189,18 @@ def main(argv: list[str] | None = None) -> int:
         rest_conf["spark.jars"] = ",".join(jars + [j for j in rest_conf["spark.jars"].split(",") if j not in jars])
         conf.update(rest_conf)
         sets.append((f"synthetic-rest+{args.rest_latency_ms:g}ms", "rbig", big_tables))
-    if args.load_threads is not None:
-        for _, plain, _ in sets:
-            conf[f"spark.sql.catalog.{plain}_consistent.load-threads"] = str(args.load_threads)
+        if args.only_rest:
+            sets = sets[-1:]
+    for option, value in (("load-threads", args.load_threads), ("refresh-threads", args.refresh_threads)):
+        if value is not None:
+            for _, plain, _ in sets:
+                conf[f"spark.sql.catalog.{plain}_consistent.{option}"] = str(value)
     for plain in [plain for _, plain, _ in sets]:  # the same catalog loading one table after the other
         prefix = f"spark.sql.catalog.{plain}_consistent"
         conf.update({prefix + "_seq" + k[len(prefix):]: v for k, v in list(conf.items()) if k.startswith(prefix)})
         conf[f"{prefix}_seq.plain-catalog"] = plain
         conf[f"{prefix}_seq.load-threads"] = "1"
+        conf[f"{prefix}_seq.refresh-threads"] = "1"
     load_before = _load()
     line = current_line()
     tests_jar = next(checkout_line_dir(line).glob(f"{line.plugin_artifact}-*-tests.jar"))  # FirstLoad, not in the plugin jar

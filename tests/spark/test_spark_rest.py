@@ -342,3 +342,53 @@ def test_sql_epochs_through_the_consistent_catalog_settle_lost_commit_answers(en
             attempts.setdefault(snapshot.summary[P.BARRIER], set()).add(snapshot.summary[P.ATTEMPT])
         snapshot = table.metadata.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
     assert {b: len(a) for b, a in attempts.items()} == {"1000": 1, "2000": 1, "3000": 1}
+
+
+def test_a_warm_statement_sees_every_change_since_the_last_one(env, ns):
+    """The warm per-statement refresh over REST: the second and third statements hold the tables the first one
+    loaded and refresh them (on Iceberg 1.11+ by conditional loads, 304 when unchanged, on the refresh-threads
+    threads, started before the listing); a table appended to since, one created and one dropped are all seen
+    as pyiceberg sees them, and a table left alone still reads its rows."""
+    from consistent_catalog.spark.lines import current_line
+
+    server, warehouse, catalog, spark = env
+    tables = {t: f"{ns}.{t}" for t in ("changed", "same", "dropped", "created")}
+    for t in ("changed", "same", "dropped"):
+        catalog.create_table(tables[t], schema=WORDS_SCHEMA)
+    cc = ConsistentCatalog(catalog)
+    for t in ("changed", "same", "dropped"):
+        cc.ingest(tables[t], pa.table({"word": [t, "x"]}), barrier=1_000)
+    name = f"warm_{ns}"[:50] + "_consistent"
+    settings = {"": "io.consistentcatalog.spark.ConsistentSparkCatalog", ".type": "rest", ".uri": server.uri,
+                ".warehouse": warehouse, ".cache-enabled": "false", ".plain-catalog": "lake",
+                ".load-threads": "2", ".refresh-threads": "3"}
+    for key, value in settings.items():
+        spark.conf.set(f"spark.sql.catalog.{name}{key}", value)
+
+    def served(t: str) -> list[str]:
+        return sorted(r["word"] for r in spark.sql(f"SELECT word FROM {name}.{tables[t]}").collect())
+
+    def in_catalog(t: str) -> list[str]:  # what pyiceberg reads at the table's main head, independently
+        return sorted(catalog.load_table(tables[t]).scan().to_arrow().column("word").to_pylist())
+
+    def refresh_threads() -> int:
+        threads = spark._jvm.java.lang.Thread.getAllStackTraces().keySet().toArray()  # noqa: SLF001 - py4j
+        return sum(1 for t in threads if t.getName().startswith(f"consistent-catalog-{name}-refresh-"))
+
+    assert served("changed") == in_catalog("changed") == ["changed", "x"]  # cold: every table loaded
+    cc.ingest(tables["changed"], pa.table({"word": ["y", "z"]}), barrier=2_000)
+    assert served("changed") == in_catalog("changed") == ["changed", "x", "y", "z"]  # warm: the change seen
+    assert served("same") == in_catalog("same") == ["same", "x"]
+    iceberg = tuple(int(p) for p in current_line().iceberg.split(".")[:2])
+    if iceberg >= (1, 11):  # RESTTableCache: the held tables were refreshed by conditional loads on their threads
+        assert 1 <= refresh_threads() <= 3
+    else:  # Iceberg 1.10 has no table cache: refresh() on the load threads, as before
+        assert refresh_threads() == 0
+    catalog.drop_table(tables["dropped"])
+    catalog.create_table(tables["created"], schema=WORDS_SCHEMA)
+    cc.ingest(tables["created"], pa.table({"word": ["new"]}), barrier=3_000)
+    cc.ingest(tables["changed"], pa.table({"word": ["w"]}), barrier=3_000)
+    assert served("created") == in_catalog("created") == ["new"]
+    assert served("changed") == in_catalog("changed") == ["changed", "w", "x", "y", "z"]
+    with pytest.raises(Exception, match=r"CONSISTENT_CUT.TABLE_NOT_FOUND\] .*\.dropped does not exist"):
+        spark.sql(f"SELECT word FROM {name}.{tables['dropped']}").collect()

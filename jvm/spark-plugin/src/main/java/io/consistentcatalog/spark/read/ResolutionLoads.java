@@ -17,13 +17,16 @@ import org.apache.spark.sql.AnalysisException;
 /**
  * The table loads of one resolution (under the session's lock). With more than one load thread each load
  * is handed to the loading threads as soon as its name is known, and the querying thread runs those none
- * has started yet itself; with one, every load runs on the querying thread. Each load runs as the
+ * has started yet itself; with one, every load runs on the querying thread. A conditional refresh
+ * ({@link TableLoader#conditionalRefresh}: REST, a 304 when unchanged) goes to the refresh threads
+ * instead ({@code refresh-threads}; with one, to the querying thread). Each load runs as the
  * querying thread's Hadoop user (a Thrift server impersonating its clients).
  */
 final class ResolutionLoads {
   private final TableLoader loader;
   private final Map<String, FutureTask<LoadedTable>> tasks = new HashMap<>();
   private final boolean parallel;
+  private final boolean parallelRefreshes;
   /** Whom the querying thread runs as if not the process's user (a Thrift server impersonating): the loads too. */
   private final UserGroupInformation user;
   /** The isolation level resolved for (which branch's barriers the loads prepare). */
@@ -34,7 +37,8 @@ final class ResolutionLoads {
   ResolutionLoads(TableLoader loader, String level) {
     this.loader = loader;
     this.parallel = loader.loadThreads() > 1;
-    this.user = parallel ? TableLoader.impersonatedUser() : null;
+    this.parallelRefreshes = loader.refreshThreads() > 1;
+    this.user = parallel || parallelRefreshes ? TableLoader.impersonatedUser() : null;
     this.level = level;
   }
 
@@ -48,7 +52,10 @@ final class ResolutionLoads {
     this.locations = locations;
   }
 
-  /** Start {@code name}'s load (on a loading thread, or later on this one with load-threads=1), once. */
+  /**
+   * Start {@code name}'s load (on a loading thread, or later on this one with load-threads=1; a conditional
+   * refresh on a refresh thread, or later on this one with refresh-threads=1), once.
+   */
   void start(String name) {
     if (tasks.containsKey(name)) {
       return;
@@ -59,7 +66,11 @@ final class ResolutionLoads {
     FutureTask<LoadedTable> task =
         new FutureTask<>(user == null ? body : () -> user.doAs((PrivilegedExceptionAction<LoadedTable>) body::call));
     tasks.put(name, task);
-    if (parallel) {
+    if (loader.conditionalRefresh(cached, location)) {
+      if (parallelRefreshes) {
+        loader.refreshExecutor().execute(task);
+      }
+    } else if (parallel) {
       loader.executor().execute(task);
     }
   }

@@ -39,7 +39,12 @@ import org.apache.spark.sql.connector.catalog.Identifier;
  * already is not refreshed; other catalogs are listed through their API (the asked table loading
  * meanwhile, the others from when the listing finds them). The loads (or, for a table the session loaded
  * before, refreshes) run on {@code load-threads} daemon threads ({@link ResolutionLoads}), as the querying
- * thread's Hadoop user; the querying thread runs those no loading thread has started yet. A table's state
+ * thread's Hadoop user; the querying thread runs those no loading thread has started yet. Over REST with
+ * Iceberg's table cache (1.11+) a table the session holds is refreshed by a conditional load (a 304 when
+ * unchanged): those refreshes wait on the network, not the CPU, so they run on {@code refresh-threads}
+ * threads of their own (default 64), and they start before the listing (the tables held are known; one the
+ * listing no longer finds is left out as before), so the warm statement costs the listing's round trips
+ * and about {@code tables / refresh-threads} more, not one round trip per {@code load-threads} tables. A table's state
  * is parsed from the TableMetadata its load holds, and kept by metadata file. Catalog faults are waited
  * out ({@link Faults}, catalog option {@code consistent.retry-deadline}).
  *
@@ -68,6 +73,8 @@ public final class TableLoader {
    */
   private final boolean conditionalReloads;
   private ThreadPoolExecutor pool;
+  /** The threads of the conditional refreshes ({@link #conditionalRefresh}), created on first use. */
+  private ThreadPoolExecutor refreshPool;
 
   public TableLoader(SparkCatalog catalog, CatalogOptions options) {
     this.catalog = catalog;
@@ -88,6 +95,29 @@ public final class TableLoader {
   /** How many tables a resolution loads at once (1: one after the other on the querying thread). */
   int loadThreads() {
     return options.loadThreads;
+  }
+
+  /** How many conditional refreshes a resolution runs at once (1: on the querying thread). */
+  int refreshThreads() {
+    return options.refreshThreads;
+  }
+
+  /**
+   * Whether refreshing {@code cached} (the session's table, or null) is a conditional load: over REST with
+   * Iceberg's table cache, a table the session holds that the listing read no metadata file for.
+   */
+  boolean conditionalRefresh(Table cached, String location) {
+    return conditionalReloads && cached != null && location == null;
+  }
+
+  /** The tables the session holds whose refresh is a conditional load (started before the listing), sorted. */
+  List<String> heldForConditionalRefresh() {
+    if (!conditionalReloads) {
+      return Collections.emptyList();
+    }
+    List<String> held = new ArrayList<>(loadedTables.keySet());
+    Collections.sort(held);
+    return held;
   }
 
   /** Drop the loaded tables and parsed states (the next resolution loads every table again). */
@@ -113,6 +143,10 @@ public final class TableLoader {
   private LoadedCatalog loadAll(String name, ResolutionLoads loads) {
     long started = System.nanoTime();
     Thread querying = Thread.currentThread();
+    if (conditionalReloads) { // REST (no JDBC listing): the asked table, then every table the session holds,
+      loads.start(name); // refreshed by conditional loads that wait on the network while the catalog is listed
+      heldForConditionalRefresh().forEach(loads::start);
+    }
     Map<String, String> locations = jdbcListing.list(catalog.icebergCatalog()); // one query, metadata files included
     List<String> names;
     if (locations != null) {
@@ -314,27 +348,38 @@ public final class TableLoader {
   /** The loading threads: daemons that end after a minute idle; they carry the catalog's class loader. */
   ThreadPoolExecutor executor() {
     if (pool == null) {
-      ClassLoader classes = Thread.currentThread().getContextClassLoader();
-      ClassLoader context = classes != null ? classes : TableLoader.class.getClassLoader();
-      AtomicInteger count = new AtomicInteger();
-      String prefix = "consistent-catalog-" + options.catalogName + "-load-";
-      int threads = options.loadThreads;
-      ThreadPoolExecutor created =
-          new ThreadPoolExecutor(
-              threads,
-              threads,
-              60,
-              TimeUnit.SECONDS,
-              new LinkedBlockingQueue<>(),
-              runnable -> {
-                Thread thread = new Thread(runnable, prefix + count.incrementAndGet());
-                thread.setDaemon(true);
-                thread.setContextClassLoader(context);
-                return thread;
-              });
-      created.allowCoreThreadTimeOut(true);
-      pool = created;
+      pool = newPool("load", options.loadThreads);
     }
     return pool;
+  }
+
+  /** The threads of the conditional refreshes ({@code refresh-threads}), as {@link #executor()}'s. */
+  ThreadPoolExecutor refreshExecutor() {
+    if (refreshPool == null) {
+      refreshPool = newPool("refresh", options.refreshThreads);
+    }
+    return refreshPool;
+  }
+
+  private ThreadPoolExecutor newPool(String kind, int threads) {
+    ClassLoader classes = Thread.currentThread().getContextClassLoader();
+    ClassLoader context = classes != null ? classes : TableLoader.class.getClassLoader();
+    AtomicInteger count = new AtomicInteger();
+    String prefix = "consistent-catalog-" + options.catalogName + "-" + kind + "-";
+    ThreadPoolExecutor created =
+        new ThreadPoolExecutor(
+            threads,
+            threads,
+            60,
+            TimeUnit.SECONDS,
+            new LinkedBlockingQueue<>(),
+            runnable -> {
+              Thread thread = new Thread(runnable, prefix + count.incrementAndGet());
+              thread.setDaemon(true);
+              thread.setContextClassLoader(context);
+              return thread;
+            });
+    created.allowCoreThreadTimeOut(true);
+    return created;
   }
 }
