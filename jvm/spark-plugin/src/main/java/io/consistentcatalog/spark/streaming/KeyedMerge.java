@@ -3,6 +3,7 @@ package io.consistentcatalog.spark.streaming;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -13,16 +14,20 @@ import org.apache.iceberg.FileScanTask;
 import org.apache.iceberg.OverwriteFiles;
 import org.apache.iceberg.PartitionSpec;
 import org.apache.iceberg.Schema;
+import org.apache.iceberg.StructLike;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableProperties;
 import org.apache.iceberg.data.Record;
 import org.apache.iceberg.data.parquet.GenericParquetReaders;
 import org.apache.iceberg.data.parquet.GenericParquetWriter;
+import org.apache.iceberg.expressions.Expression;
+import org.apache.iceberg.expressions.Expressions;
 import org.apache.iceberg.io.CloseableIterable;
 import org.apache.iceberg.io.DataWriter;
 import org.apache.iceberg.io.OutputFile;
 import org.apache.iceberg.parquet.Parquet;
 import org.apache.iceberg.types.TypeUtil;
+import org.apache.iceberg.types.Types;
 import org.apache.iceberg.util.StructLikeSet;
 import org.apache.iceberg.util.StructProjection;
 
@@ -31,11 +36,15 @@ import org.apache.iceberg.util.StructProjection;
  * rows Spark emitted are the new values of the keys that changed, and they replace, by the sink's identifier fields,
  * the rows of those keys in the previous output. Copy-on-write: every data file of the sink that holds one of the
  * batch's keys is rewritten without those rows, and one {@code overwrite} snapshot deletes the files rewritten and
- * adds their rewrites and the batch's own files. The epoch's cost is the batch's rows and the files holding its keys,
- * not the table. Merge-on-read (equality deletes) is refused for now: pyiceberg, which the catalog's Python readers
+ * adds their rewrites and the batch's own files. The files whose key columns' bounds admit one of the batch's keys
+ * are read (their key columns; whole only when they hold one), the others not: the epoch's cost follows the batch
+ * and the files its keys fall in, not the table. Merge-on-read (equality deletes) is refused for now: pyiceberg, which the catalog's Python readers
  * are, cannot read equality deletes.
  */
 final class KeyedMerge {
+  /** Above this many distinct values of a key column, the files are not pruned by it. */
+  private static final int MAX_IN_VALUES = 10_000;
+
   private KeyedMerge() {}
 
   /**
@@ -97,7 +106,7 @@ final class KeyedMerge {
         return this;
       }
       StructProjection key = StructProjection.create(schema, keySchema);
-      try (CloseableIterable<FileScanTask> tasks = table.newScan().planFiles()) {
+      try (CloseableIterable<FileScanTask> tasks = table.newScan().filter(candidates(keySchema, keys)).planFiles()) {
         for (FileScanTask task : tasks) {
           DataFile file = task.file();
           if (!task.deletes().isEmpty()) {
@@ -113,8 +122,45 @@ final class KeyedMerge {
       return this;
     }
 
-    /** Rewrites {@code file} without the rows of {@code keys}, when it holds any. */
+    /**
+     * The files that may hold one of {@code keys}: for each key column of a type Iceberg's literals take (strings,
+     * numbers, booleans, ...), its values among the batch's (the scan drops files whose column bounds admit none).
+     */
+    private static Expression candidates(Schema keySchema, StructLikeSet keys) {
+      Expression filter = Expressions.alwaysTrue();
+      List<Types.NestedField> fields = keySchema.columns();
+      for (int i = 0; i < fields.size(); i++) {
+        Set<Object> values = new HashSet<>();
+        for (StructLike key : keys) {
+          values.add(key.get(i, Object.class));
+        }
+        if (values.contains(null) || values.size() > MAX_IN_VALUES) {
+          continue;
+        }
+        try {
+          filter = Expressions.and(filter, Expressions.in(fields.get(i).name(), values));
+        } catch (IllegalArgumentException e) {
+          // a type Iceberg's literals do not take from the generic reader's values (dates, times): no pruning by it
+        }
+      }
+      return filter;
+    }
+
+    /** Rewrites {@code file} without the rows of {@code keys}, when it holds any (its key columns read first). */
     private void rewrite(DataFile file, Schema schema, StructLikeSet keys, StructProjection key) throws IOException {
+      Schema keySchema = TypeUtil.select(schema, schema.identifierFieldIds());
+      boolean holds = false;
+      try (CloseableIterable<Record> records = read(file, keySchema)) {
+        for (Record record : records) {
+          if (keys.contains(record)) {
+            holds = true;
+            break;
+          }
+        }
+      }
+      if (!holds) {
+        return;
+      }
       List<Record> kept = new ArrayList<>();
       boolean hit = false;
       try (CloseableIterable<Record> records = read(file, schema)) {
