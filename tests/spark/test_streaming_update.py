@@ -201,3 +201,66 @@ def test_update_mode_is_refused_with_the_way_out(env):
     for table in (unkeyed, unmerged):
         assert epochs(catalog, table) == []  # nothing was written
     assert len(main_chain(catalog.load_table(orders))) == 1
+
+
+WORKER = """
+import sys, time
+from consistent_catalog.spark.session import build_session
+from tests.spark.test_streaming_update import start
+
+root, orders, revenue, job, checkpoint = sys.argv[1:6]
+spark = build_session(f"sqlite:///{root}/catalog.db", f"{root}/warehouse", app_name="update-worker",
+                      extra_conf={"spark.driver.memory": "768m"})
+query = start(spark, orders, revenue, job, checkpoint)
+query.awaitTermination(180)  # the failpoint kills this process group first
+print("NOT-KILLED", query.exception(), flush=True)
+"""
+
+
+def test_sigkill_between_the_publish_and_sparks_commit_log_is_exactly_once(env):
+    """The worker (its own Spark application) is killed with its JVM by the plugin's failpoint ``after-publish``: the
+    epoch of its batch is published, Spark's commit log does not have the batch. The restart from its checkpoint
+    replays the batch, which is ``done``, and merges the next one: nothing doubled, nothing lost."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root, catalog, spark = env
+    name = "up_kill"
+    catalog.create_namespace(name)
+    orders, revenue, job = f"{name}.orders", f"{name}.revenue", f"{name}-revenue"
+    catalog.create_table(orders, schema=ORDERS)
+    catalog.create_table(revenue, schema=revenue_schema())
+    cc = ConsistentCatalog(catalog)
+    checkpoint = root / name / "chk"
+
+    def ingest(batch, key):
+        return cc.ingest(orders, pa.Table.from_pylist([{"customer": c, "amount": a} for c, a in batch], schema=ORDERS),
+                         key=key).snapshot_id
+
+    batches = [[("a", 1), ("b", 2)], [("a", 10), ("c", 3)]]
+    first = ingest(batches[0], "one")
+    environment = dict(os.environ, CONSISTENT_FAILPOINT="after-publish", CONSISTENT_FAILPOINT_ACTION="kill-group")
+    worker = subprocess.run([sys.executable, "-c", WORKER, str(root), orders, revenue, job, str(checkpoint)],
+                            cwd=Path(__file__).resolve().parents[2], env=environment, start_new_session=True,
+                            capture_output=True, text=True, timeout=300)
+    assert worker.returncode == -signal.SIGKILL, (worker.returncode, worker.stdout[-2000:], worker.stderr[-4000:])
+    assert [json.loads(e[P.SOURCES])[orders] for e in epochs(catalog, revenue)] == [first]  # published, then killed
+    assert not (checkpoint / "commits" / "0").exists()  # Spark never recorded the batch
+
+    second = ingest(batches[1], "two")
+    again = start(spark, orders, revenue, job, checkpoint)
+    try:
+        wait_for(lambda: any(json.loads(e[P.SOURCES])[orders] == second for e in epochs(catalog, revenue)),
+                 what="the epoch after the restart")
+    finally:
+        again.stop()
+    published_epochs = epochs(catalog, revenue)
+    assert [json.loads(e[P.SOURCES])[orders] for e in published_epochs] == [first, second]  # the replay was done
+    for epoch in published_epochs:
+        read = json.loads(epoch[P.SOURCES])[orders]
+        output = {r["customer"]: (r["orders"], r["revenue"]) for r in rows(catalog, revenue, epoch["id"])}
+        assert output == recount(rows(catalog, orders, read))
+    assert output == recount([{"customer": c, "amount": a} for batch in batches for c, a in batch])
