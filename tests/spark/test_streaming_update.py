@@ -210,7 +210,8 @@ from tests.spark.test_streaming_update import start
 
 root, orders, revenue, job, checkpoint = sys.argv[1:6]
 spark = build_session(f"sqlite:///{root}/catalog.db", f"{root}/warehouse", app_name="update-worker",
-                      extra_conf={"spark.driver.memory": "768m"})
+                      extra_conf={"spark.driver.memory": "768m",  # a driver that lives seconds: starts sooner
+                                  "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"})
 query = start(spark, orders, revenue, job, checkpoint)
 query.awaitTermination(180)  # the failpoint kills this process group first
 print("NOT-KILLED", query.exception(), flush=True)
