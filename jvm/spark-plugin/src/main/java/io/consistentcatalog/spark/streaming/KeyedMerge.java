@@ -52,7 +52,7 @@ final class KeyedMerge {
    * {@code write.merge.mode} is merge-on-read, one whose data files are not Parquet.
    */
   static void check(StreamingSinkTable sink, Table table) {
-    String qualified = sink.catalogName() + "." + sink.tableName();
+    String qualified = sink.plainName(); // DDL goes through the plain catalog (lake_consistent refuses it)
     if (table.schema().identifierFieldIds().isEmpty()) {
       throw sink.refused("a streaming query in update output mode merges each batch's rows into the table by key, and "
           + "the table has no identifier fields: declare the query's grouping columns as its key (ALTER TABLE "

@@ -105,6 +105,11 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
     return name;
   }
 
+  /** The table as the plain catalog (where DDL goes) names it, {@code <plain catalog>.ns.t}. */
+  String plainName() {
+    return context.plainCatalogName() + "." + name;
+  }
+
   RuntimeException refused(String problem) {
     return Errors.raise(Errors.analysis("CONSISTENT_WRITE.REFUSED", context.catalogName() + "." + name + ": " + problem));
   }
