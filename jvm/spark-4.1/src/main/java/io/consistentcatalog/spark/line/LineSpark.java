@@ -24,6 +24,13 @@ public final class LineSpark {
         : null;
   }
 
+  /** The output mode of a query run in this JVM ({@code Append}, {@code Complete}, {@code Update}); null for another kind. */
+  public static String outputMode(StreamingQuery query) {
+    return query instanceof StreamingQueryWrapper
+        ? String.valueOf(((StreamingQueryWrapper) query).streamingQuery().outputMode())
+        : null;
+  }
+
   /** The analyzed plan of a query run in this JVM; null for another kind of query. */
   public static LogicalPlan analyzedPlan(StreamingQuery query) {
     return query instanceof StreamingQueryWrapper ? ((StreamingQueryWrapper) query).streamingQuery().analyzedPlan() : null;

@@ -17,7 +17,7 @@ public final class BatchFiles {
   private BatchFiles() {}
 
   /** Every data file the messages hold. */
-  static List<DataFile> of(WriterCommitMessage[] messages) {
+  public static List<DataFile> of(WriterCommitMessage[] messages) {
     List<DataFile> out = new ArrayList<>();
     for (WriterCommitMessage message : messages) {
       if (message != null) {

@@ -90,53 +90,67 @@ final class StreamingChoice {
   /**
    * The write of a table served at a cut: its batch is refused with {@code refusal} (read-only, as before issue 35),
    * its streaming write is the sink's ({@link StreamingSide#streamingWriteBuilder}), built when Spark asks for it
-   * (complete output mode's truncate passed on).
+   * (complete output mode's truncate passed on; update output mode, which Spark builds like append mode, the sink
+   * tells apart by the query's output mode).
    */
   static WriteBuilder writeBuilder(LogicalWriteInfo info, StreamingSide side, Supplier<RuntimeException> refusal) {
-    return new SupportsTruncate() {
-      private boolean truncate;
+    return new ChoiceBuilder(info, side, refusal);
+  }
 
-      @Override
-      public WriteBuilder truncate() {
-        truncate = true;
-        return this;
-      }
+  /** {@link #writeBuilder}'s builder: truncates for complete mode, is Spark's update-as-append for update mode. */
+  private static final class ChoiceBuilder
+      implements SupportsTruncate, org.apache.spark.sql.internal.connector.SupportsStreamingUpdateAsAppend {
+    private final LogicalWriteInfo info;
+    private final StreamingSide side;
+    private final Supplier<RuntimeException> refusal;
+    private boolean truncate;
 
-      @Override
-      public Write build() {
-        boolean truncating = truncate;
-        return new Write() {
-          private volatile Write streaming;
+    ChoiceBuilder(LogicalWriteInfo info, StreamingSide side, Supplier<RuntimeException> refusal) {
+      this.info = info;
+      this.side = side;
+      this.refusal = refusal;
+    }
 
-          @Override
-          public String description() {
-            return streaming == null ? "consistent write" : streaming.description();
+    @Override
+    public WriteBuilder truncate() {
+      truncate = true;
+      return this;
+    }
+
+    @Override
+    public Write build() {
+      boolean truncating = truncate;
+      return new Write() {
+        private volatile Write streaming;
+
+        @Override
+        public String description() {
+          return streaming == null ? "consistent write" : streaming.description();
+        }
+
+        @Override
+        public BatchWrite toBatch() {
+          throw refusal.get();
+        }
+
+        @Override
+        public StreamingWrite toStreaming() {
+          WriteBuilder builder = side.streamingWriteBuilder(info);
+          if (truncating) {
+            builder = ((SupportsTruncate) builder).truncate();
           }
+          Write write = builder.build();
+          streaming = write;
+          return write.toStreaming();
+        }
 
-          @Override
-          public BatchWrite toBatch() {
-            throw refusal.get();
-          }
-
-          @Override
-          public StreamingWrite toStreaming() {
-            WriteBuilder builder = side.streamingWriteBuilder(info);
-            if (truncating) {
-              builder = ((SupportsTruncate) builder).truncate();
-            }
-            Write write = builder.build();
-            streaming = write;
-            return write.toStreaming();
-          }
-
-          @Override
-          public CustomMetric[] supportedCustomMetrics() {
-            Write write = streaming;
-            return write == null ? new CustomMetric[0] : write.supportedCustomMetrics();
-          }
-        };
-      }
-    };
+        @Override
+        public CustomMetric[] supportedCustomMetrics() {
+          Write write = streaming;
+          return write == null ? new CustomMetric[0] : write.supportedCustomMetrics();
+        }
+      };
+    }
   }
 
   /**

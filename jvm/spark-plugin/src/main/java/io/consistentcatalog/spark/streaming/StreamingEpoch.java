@@ -36,7 +36,8 @@ import org.slf4j.LoggerFactory;
  * at that barrier: a batch Spark replays after a crash is {@code done}, or republished when it was staged), its
  * write staged on {@code consistent-staged} through the fence, verified and published ({@link EpochCommit}). Complete
  * output mode is Iceberg's streaming overwrite (the sink becomes the query's whole result at {@code T}), append mode
- * its streaming append (the rows the batch added).
+ * its streaming append (the rows the batch added), update mode a merge by the sink's identifier fields
+ * ({@link KeyedMerge}: the batch's rows replace those of their keys, copy-on-write).
  */
 public final class StreamingEpoch implements StreamingWrite {
   private static final Logger LOG = LoggerFactory.getLogger(StreamingEpoch.class);
@@ -69,7 +70,7 @@ public final class StreamingEpoch implements StreamingWrite {
   public void commit(long epochId, WriterCommitMessage[] messages) {
     // a batch that is not staged (done, republished, a watermark, refused) never commits its files, named for
     // this attempt (StreamingSinkTable.AttemptWriteInfo): abort() deletes them
-    RootIngest.SparkCommit spark = RootIngest.SparkCommit.of(() -> {
+    RootIngest.SparkCommit spark = RootIngest.SparkCommit.of(options.update ? () -> merge(messages) : () -> {
       sent = true; // from here the files may be on the staged branch (also when the commit's answer is lost)
       delegate.commit(epochId, messages);
     }, () -> abort(epochId, messages));
@@ -153,7 +154,23 @@ public final class StreamingEpoch implements StreamingWrite {
   }
 
   /**
-   * An append epoch appends the rows the batch read, those between its start and end offsets: exact only when the
+   * Update mode's commit of the batch (called by the epoch's staged write, the fence armed and the commit properties
+   * set): the files holding the batch's keys rewritten, then one fenced overwrite on the staged branch.
+   */
+  private void merge(WriterCommitMessage[] messages) {
+    KeyedMerge.Merge merge = new KeyedMerge.Merge(fence.table(sink.tableName()), BatchFiles.of(messages));
+    try {
+      merge.prepare();
+    } catch (RuntimeException e) {
+      merge.discard();
+      throw e;
+    }
+    sent = true; // from here the files may be on the staged branch (also when the commit's answer is lost)
+    merge.commit(org.apache.iceberg.spark.CommitMetadata.commitProperties());
+  }
+
+  /**
+   * An append (or update-mode) epoch adds the rows the batch read, those between its start and end offsets: exact only when the
    * start is what the sink's last epoch read. A checkpoint that does not continue the sink's epochs (another
    * checkpoint, another deployment, a Python run or a revision in between) would double or lose rows, and is refused.
    */
@@ -163,11 +180,12 @@ public final class StreamingEpoch implements StreamingWrite {
       Long start = input.getValue().start.snapshot;
       Long previous = sinkPlan.previousInputs.get(input.getKey());
       if (!sources.get(input.getKey()).branch(Keys.MAIN_BRANCH).sameData(previous, start)) {
-        throw new ConsistentException(ErrorKind.FENCED, name, name + ": job '" + options.job + "' appends what each "
-            + "micro-batch reads, and this batch starts " + input.getKey() + " at snapshot " + start + " where the "
+        throw new ConsistentException(ErrorKind.FENCED, name, name + ": job '" + options.job + "' "
+            + (options.update ? "merges what each micro-batch's aggregation updates" : "appends what each micro-batch reads")
+            + ", and this batch starts " + input.getKey() + " at snapshot " + start + " where the "
             + "sink's last epoch read snapshot " + previous + ": this checkpoint does not continue the sink's epochs "
-            + "(another checkpoint or deployment, a Python run or a revision came between), so the append would double "
-            + "or lose rows. Restart the query from the checkpoint that wrote the sink's last epoch, or let a job that "
+            + "(another checkpoint or deployment, a Python run or a revision came between), so the "
+            + (options.update ? "merge" : "append") + " would double or lose rows. Restart the query from the checkpoint that wrote the sink's last epoch, or let a job that "
             + "reads its increments from the catalog (consistent_catalog.spark.streaming.start_streaming_job with "
             + "incremental=True) continue it, or recompute the sink in complete output mode");
       }
@@ -180,6 +198,9 @@ public final class StreamingEpoch implements StreamingWrite {
    */
   @Override
   public void abort(long epochId, WriterCommitMessage[] messages) {
+    if (sent && options.update) {
+      return; // Iceberg's abort would delete the files of a merge whose commit may have landed (its answer lost)
+    }
     delegate.abort(epochId, messages);
     if (!sent) {
       BatchFiles.delete(fence.io(), messages);

@@ -50,8 +50,10 @@ import org.slf4j.LoggerFactory;
  *       tables downstream keep moving; it starts with the query's first micro-batch.
  * </ul>
  *
- * Only appends: complete and update output modes (which would rewrite rows of completed barriers) and derived
- * tables are refused with the way out.
+ * Into a root only appends: complete and update output modes (which would rewrite rows of completed barriers) are
+ * refused with the way out, and a derived table is written only as the epochs of its job (option {@value #JOB}):
+ * append, complete or update output mode ({@link StreamingEpoch}; update mode merges each batch by the table's
+ * identifier fields, {@link KeyedMerge}).
  */
 public final class StreamingSinkTable implements org.apache.spark.sql.connector.catalog.Table, SupportsWrite {
   private static final Logger LOG = LoggerFactory.getLogger(StreamingSinkTable.class);
@@ -103,6 +105,11 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
     return name;
   }
 
+  /** The table as the plain catalog (where DDL goes) names it, {@code <plain catalog>.ns.t}. */
+  String plainName() {
+    return context.plainCatalogName() + "." + name;
+  }
+
   RuntimeException refused(String problem) {
     return Errors.raise(Errors.analysis("CONSISTENT_WRITE.REFUSED", context.catalogName() + "." + name + ": " + problem));
   }
@@ -145,6 +152,8 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
     final boolean complete;
     /** The option {@value StreamingSinkTable#VERSION}: the job's declared definition version, or null. */
     String version;
+    /** Update output mode (each batch merges its rows by key into the sink); set when the write is built. */
+    boolean update;
 
     Options(EventTime eventTime, long delayMs, Long idleAfterMs, String job, long leaseMs, boolean complete) {
       this.eventTime = eventTime;
@@ -158,6 +167,7 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
     Options completeMode() {
       Options out = new Options(eventTime, delayMs, idleAfterMs, job, leaseMs, true);
       out.version = version;
+      out.update = update;
       return out;
     }
   }
@@ -212,6 +222,15 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
   @Override
   public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
     Options options = options(info.options());
+    options.update = "update".equalsIgnoreCase(outputMode(info.queryId()));
+    if (options.update) {
+      if (options.job == null) {
+        throw refused("a streaming query in update output mode rewrites the rows of keys it saw before, and a root only "
+            + "takes appends (completed barriers never change); write its rows in append mode, or make the aggregate a "
+            + "job's derived table (option " + JOB + ")");
+      }
+      KeyedMerge.check(this, table);
+    }
     FencedCommit committer = context.committer();
     org.apache.iceberg.Table loaded = table; // as toTable loaded it: Iceberg refreshes it when it commits a batch
     LogicalWriteInfo attempt = new AttemptWriteInfo(info);
@@ -271,16 +290,29 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
     }
   }
 
+  /** The output mode of the running query {@code queryId} ({@code Append}, {@code Complete}, {@code Update}). */
+  private String outputMode(String queryId) {
+    StreamingQuery query = session.streams().get(java.util.UUID.fromString(queryId));
+    String mode = query == null ? null : LineSpark.outputMode(query);
+    if (mode == null) {
+      throw new IllegalStateException("streaming query " + queryId + " is not running in the session that started it");
+    }
+    return mode;
+  }
+
   /** Called by each batch's commit. */
   void batchDone() {
     lastActivity = System.currentTimeMillis();
   }
 
   /**
-   * Iceberg's streaming write builder: into a root an ingest per batch (complete mode refused; update mode Spark
-   * refuses, there is no update-as-append), into a derived table an epoch per batch (complete mode overwrites).
+   * Iceberg's streaming write builder: into a root an ingest per batch (complete and update mode refused), into a
+   * derived table an epoch per batch (complete mode overwrites, update mode merges by key). Spark asks update mode
+   * of a builder that is {@code SupportsStreamingUpdateAsAppend} and builds it like append mode: the sink told the
+   * two apart by the query's output mode ({@link Options#update}).
    */
-  private static final class Builder implements SupportsTruncate {
+  private static final class Builder implements SupportsTruncate,
+      org.apache.spark.sql.internal.connector.SupportsStreamingUpdateAsAppend {
     private final StreamingSinkTable sink;
     private final WriteBuilder delegate;
     private final RootIngest ingest;

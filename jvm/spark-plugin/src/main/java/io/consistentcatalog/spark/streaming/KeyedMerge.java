@@ -1,0 +1,227 @@
+package io.consistentcatalog.spark.streaming;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.UUID;
+import org.apache.iceberg.DataFile;
+import org.apache.iceberg.FileFormat;
+import org.apache.iceberg.FileScanTask;
+import org.apache.iceberg.OverwriteFiles;
+import org.apache.iceberg.PartitionSpec;
+import org.apache.iceberg.Schema;
+import org.apache.iceberg.StructLike;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.TableProperties;
+import org.apache.iceberg.data.Record;
+import org.apache.iceberg.data.parquet.GenericParquetReaders;
+import org.apache.iceberg.data.parquet.GenericParquetWriter;
+import org.apache.iceberg.expressions.Expression;
+import org.apache.iceberg.expressions.Expressions;
+import org.apache.iceberg.io.CloseableIterable;
+import org.apache.iceberg.io.DataWriter;
+import org.apache.iceberg.io.OutputFile;
+import org.apache.iceberg.parquet.Parquet;
+import org.apache.iceberg.types.TypeUtil;
+import org.apache.iceberg.types.Types;
+import org.apache.iceberg.util.StructLikeSet;
+import org.apache.iceberg.util.StructProjection;
+
+/**
+ * A micro-batch of a streaming query in update output mode as its epoch's one staged commit (protocol §5.7): the
+ * rows Spark emitted are the new values of the keys that changed, and they replace, by the sink's identifier fields,
+ * the rows of those keys in the previous output. Copy-on-write: every data file of the sink that holds one of the
+ * batch's keys is rewritten without those rows, and one {@code overwrite} snapshot deletes the files rewritten and
+ * adds their rewrites and the batch's own files. The files whose key columns' bounds admit one of the batch's keys
+ * are read (their key columns; whole only when they hold one), the others not: the epoch's cost follows the batch
+ * and the files its keys fall in, not the table. Merge-on-read (equality deletes) is refused for now: pyiceberg, which the catalog's Python readers
+ * are, cannot read equality deletes.
+ */
+final class KeyedMerge {
+  /** Above this many distinct values of a key column, the files are not pruned by it. */
+  private static final int MAX_IN_VALUES = 10_000;
+
+  private KeyedMerge() {}
+
+  /**
+   * Refuses, with the way out, a sink that update mode cannot merge into: one without identifier fields, one whose
+   * {@code write.merge.mode} is merge-on-read, one whose data files are not Parquet.
+   */
+  static void check(StreamingSinkTable sink, Table table) {
+    String qualified = sink.plainName(); // DDL goes through the plain catalog (lake_consistent refuses it)
+    if (table.schema().identifierFieldIds().isEmpty()) {
+      throw sink.refused("a streaming query in update output mode merges each batch's rows into the table by key, and "
+          + "the table has no identifier fields: declare the query's grouping columns as its key (ALTER TABLE "
+          + qualified + " SET IDENTIFIER FIELDS <columns>, or pyiceberg's update_schema().set_identifier_fields), or "
+          + "write in complete output mode");
+    }
+    String mode = table.properties().get(TableProperties.MERGE_MODE);
+    if ("merge-on-read".equalsIgnoreCase(mode)) {
+      throw sink.refused("update output mode merges by key copy-on-write only for now (merge-on-read would write "
+          + "equality deletes, which pyiceberg cannot read), and the table's " + TableProperties.MERGE_MODE + " is "
+          + mode + ": ALTER TABLE " + qualified + " SET TBLPROPERTIES ('" + TableProperties.MERGE_MODE
+          + "'='copy-on-write'), or write in complete output mode");
+    }
+    String format = table.properties().getOrDefault(TableProperties.DEFAULT_FILE_FORMAT, "parquet");
+    if (!"parquet".equalsIgnoreCase(format)) {
+      throw sink.refused("update output mode rewrites the files holding a batch's keys, Parquet only, and the table's "
+          + TableProperties.DEFAULT_FILE_FORMAT + " is " + format + ": set it to parquet, or write in complete output "
+          + "mode");
+    }
+  }
+
+  /** The merge of one batch, prepared on {@code table} (the sink as the epoch's staged write sees it). */
+  static final class Merge {
+    private final Table table;
+    private final List<DataFile> added;
+    /** The rewrites written so far (deleted when the commit is given up before it was sent). */
+    final List<DataFile> rewritten = new ArrayList<>();
+    private final List<DataFile> replaced = new ArrayList<>();
+
+    Merge(Table table, List<DataFile> added) {
+      this.table = table;
+      this.added = added;
+    }
+
+    /** Reads the batch's keys and rewrites the sink's files that hold any of them (nothing is committed yet). */
+    Merge prepare() {
+      Schema schema = table.schema();
+      Set<Integer> ids = schema.identifierFieldIds();
+      Schema keySchema = TypeUtil.select(schema, ids);
+      StructLikeSet keys = StructLikeSet.create(keySchema.asStruct());
+      for (DataFile file : added) {
+        try (CloseableIterable<Record> records = read(file, keySchema)) {
+          for (Record record : records) {
+            keys.add(record);
+          }
+        } catch (IOException e) {
+          throw new UncheckedIOException(e);
+        }
+      }
+      if (keys.isEmpty() || table.currentSnapshot() == null) {
+        return this;
+      }
+      StructProjection key = StructProjection.create(schema, keySchema);
+      try (CloseableIterable<FileScanTask> tasks = table.newScan().filter(candidates(keySchema, keys)).planFiles()) {
+        for (FileScanTask task : tasks) {
+          DataFile file = task.file();
+          if (!task.deletes().isEmpty()) {
+            throw new IllegalStateException(table.name() + ": data file " + file.location() + " has delete files, "
+                + "which a copy-on-write merge would lose; compact the table first (CALL <catalog>.system."
+                + "rewrite_data_files(table => '" + table.name() + "', options => map('delete-file-threshold', '1')))");
+          }
+          rewrite(file, schema, keys, key);
+        }
+      } catch (IOException e) {
+        throw new UncheckedIOException(e);
+      }
+      return this;
+    }
+
+    /**
+     * The files that may hold one of {@code keys}: for each key column of a type Iceberg's literals take (strings,
+     * numbers, booleans, ...), its values among the batch's (the scan drops files whose column bounds admit none).
+     */
+    private static Expression candidates(Schema keySchema, StructLikeSet keys) {
+      Expression filter = Expressions.alwaysTrue();
+      List<Types.NestedField> fields = keySchema.columns();
+      for (int i = 0; i < fields.size(); i++) {
+        Set<Object> values = new HashSet<>();
+        for (StructLike key : keys) {
+          values.add(key.get(i, Object.class));
+        }
+        if (values.contains(null) || values.size() > MAX_IN_VALUES) {
+          continue;
+        }
+        try {
+          filter = Expressions.and(filter, Expressions.in(fields.get(i).name(), values));
+        } catch (IllegalArgumentException e) {
+          // a type Iceberg's literals do not take from the generic reader's values (dates, times): no pruning by it
+        }
+      }
+      return filter;
+    }
+
+    /** Rewrites {@code file} without the rows of {@code keys}, when it holds any (its key columns read first). */
+    private void rewrite(DataFile file, Schema schema, StructLikeSet keys, StructProjection key) throws IOException {
+      Schema keySchema = TypeUtil.select(schema, schema.identifierFieldIds());
+      boolean holds = false;
+      try (CloseableIterable<Record> records = read(file, keySchema)) {
+        for (Record record : records) {
+          if (keys.contains(record)) {
+            holds = true;
+            break;
+          }
+        }
+      }
+      if (!holds) {
+        return;
+      }
+      List<Record> kept = new ArrayList<>();
+      boolean hit = false;
+      try (CloseableIterable<Record> records = read(file, schema)) {
+        for (Record record : records) {
+          if (keys.contains(key.wrap(record))) {
+            hit = true;
+          } else {
+            kept.add(record);
+          }
+        }
+      }
+      if (!hit) {
+        return;
+      }
+      replaced.add(file);
+      if (kept.isEmpty()) {
+        return;
+      }
+      PartitionSpec spec = table.specs().get(file.specId());
+      String name = "merge-" + UUID.randomUUID() + ".parquet";
+      OutputFile out = table.io().newOutputFile(table.locationProvider().newDataLocation(spec, file.partition(), name));
+      DataWriter<Record> writer = Parquet.writeData(out).forTable(table).withSpec(spec).withPartition(file.partition())
+          .createWriterFunc(GenericParquetWriter::create).overwrite().build();
+      try {
+        for (Record record : kept) {
+          writer.write(record);
+        }
+      } finally {
+        writer.close();
+      }
+      rewritten.add(writer.toDataFile());
+    }
+
+    private CloseableIterable<Record> read(DataFile file, Schema projection) {
+      if (file.format() != FileFormat.PARQUET) {
+        throw new IllegalStateException(table.name() + ": data file " + file.location() + " is " + file.format()
+            + "; update output mode rewrites Parquet files only");
+      }
+      return Parquet.read(table.io().newInputFile(file.location())).project(projection)
+          .createReaderFunc(type -> GenericParquetReaders.buildReader(projection, type)).build();
+    }
+
+    /** The one commit: the files holding the batch's keys replaced by their rewrites, plus the batch's files. */
+    void commit(Map<String, String> properties) {
+      OverwriteFiles overwrite = table.newOverwrite();
+      replaced.forEach(overwrite::deleteFile);
+      rewritten.forEach(overwrite::addFile);
+      added.forEach(overwrite::addFile);
+      properties.forEach(overwrite::set);
+      overwrite.commit();
+    }
+
+    /** Deletes the rewrites (a merge whose commit was never sent). */
+    void discard() {
+      for (DataFile file : rewritten) {
+        try {
+          table.io().deleteFile(file.location());
+        } catch (RuntimeException e) {
+          // an unreferenced file; orphan-file cleanup removes it
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,275 @@
+"""Update output mode as an epoch (issue 32; protocol §5.7): a streaming aggregation written in update mode to a
+derived table of ``lake_consistent`` merges each micro-batch's rows by the table's identifier fields.
+
+One local[2] session serves the module. A root fed by pyiceberg ingests is read with ``readStream.table``; what the
+epochs published is read back with pyiceberg and compared with the aggregate recounted from the root at each
+epoch's recorded input (``snap(root, T)``), never with the plugin's own output.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+
+import pyarrow as pa
+import pytest
+
+from consistent_catalog import ConsistentCatalog
+from consistent_catalog import properties as P
+from tests.harness.lake import sqlite_catalog
+
+pytestmark = pytest.mark.spark
+
+ORDERS = pa.schema([pa.field("customer", pa.string(), nullable=False), pa.field("amount", pa.int64(), nullable=False)])
+
+
+def revenue_schema(keyed: bool = True):
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    return Schema(
+        NestedField(1, "customer", StringType(), required=True),
+        NestedField(2, "orders", LongType(), required=False),
+        NestedField(3, "revenue", LongType(), required=False),
+        identifier_field_ids=[1] if keyed else [],
+    )
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    from consistent_catalog.spark.session import build_session
+
+    root = tmp_path_factory.mktemp("spark-streaming-update")
+    catalog = sqlite_catalog(root)
+    spark = build_session(f"sqlite:///{root}/catalog.db", root / "warehouse", app_name="test-streaming-update")
+    yield root, catalog, spark
+    for query in spark.streams.active:
+        query.stop()
+    spark.stop()
+
+
+def main_chain(table):
+    out, snapshot = [], table.metadata.snapshot_by_name("main")
+    while snapshot is not None:
+        out.append(snapshot)
+        snapshot = table.metadata.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
+    return out[::-1]
+
+
+def epochs(catalog, table) -> list[dict]:
+    """main's snapshots that an epoch published, oldest first, with their summaries (pyiceberg)."""
+    out = []
+    for snapshot in main_chain(catalog.load_table(table)):
+        summary = dict(snapshot.summary.additional_properties)
+        if P.SOURCES in summary and P.BARRIER in summary:
+            out.append(summary | {"id": snapshot.snapshot_id, "operation": snapshot.summary.operation.value})
+    return out
+
+
+def rows(catalog, table, snapshot_id) -> list[dict]:
+    return catalog.load_table(table).scan(snapshot_id=snapshot_id).to_arrow().to_pylist()
+
+
+def recount(orders: list[dict]) -> dict[str, tuple[int, int]]:
+    """The query's aggregate computed independently: per customer, (orders, revenue)."""
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for row in orders:
+        out[row["customer"]][0] += 1
+        out[row["customer"]][1] += row["amount"]
+    return {k: (n, s) for k, (n, s) in out.items()}
+
+
+def wait_for(condition, timeout=120.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def start(spark, source, sink, job, checkpoint):
+    from pyspark.sql import functions as F
+
+    frame = (spark.readStream.option("consistent.waitFor", "200ms").table(f"lake_consistent.{source}")
+             .groupBy("customer").agg(F.count(F.lit(1)).alias("orders"), F.sum("amount").alias("revenue")))
+    return (frame.writeStream.outputMode("update").option("checkpointLocation", str(checkpoint))
+            .option("consistent.job", job).trigger(processingTime="0.3 seconds").toTable(f"lake_consistent.{sink}"))
+
+
+def test_update_mode_merges_each_micro_batch_by_key_as_one_epoch_exactly_once_across_a_restart(env):
+    root, catalog, spark = env
+    name = "up_merge"
+    catalog.create_namespace(name)
+    orders, revenue, job = f"{name}.orders", f"{name}.revenue", f"{name}-revenue"
+    catalog.create_table(orders, schema=ORDERS)
+    catalog.create_table(revenue, schema=revenue_schema())
+    cc = ConsistentCatalog(catalog)
+    checkpoint = root / name / "chk"
+    rounds = [
+        [("a", 1), ("b", 2), ("c", 3)],
+        [("d", 4), ("e", 5)],  # new keys only: no file of the output is rewritten
+        [("a", 10), ("b", 20)],  # changes a and b, leaves c, d, e
+        [("a", 100), ("f", 6)],  # lands while the query is stopped; the restart takes it from the checkpoint
+        [("e", 50)],
+    ]
+
+    def ingest(number):
+        data = pa.Table.from_pylist([{"customer": c, "amount": a} for c, a in rounds[number]], schema=ORDERS)
+        return cc.ingest(orders, data, key=f"round-{number}").snapshot_id
+
+    def published(head):
+        return lambda: any(json.loads(e[P.SOURCES])[orders] == head for e in epochs(catalog, revenue))
+
+    query = start(spark, orders, revenue, job, checkpoint)
+    try:
+        for number in range(3):
+            head = ingest(number)
+            wait_for(published(head), what=f"the epoch of round {number}")
+    finally:
+        query.stop()
+    head = ingest(3)  # the query is stopped mid-way; its restart from the checkpoint must not double anything
+    again = start(spark, orders, revenue, job, checkpoint)
+    try:
+        wait_for(published(head), what="the epoch of round 3 after the restart")
+        head = ingest(4)
+        wait_for(published(head), what="the epoch of round 4")
+    finally:
+        again.stop()
+    assert again.id == query.id  # the same checkpoint, the same query
+
+    published_epochs = epochs(catalog, revenue)
+    assert len({e[P.BARRIER] for e in published_epochs}) == len(published_epochs) >= 5  # one epoch per barrier
+    for epoch in published_epochs:
+        read = json.loads(epoch[P.SOURCES])[orders]
+        # the epoch's input is snap(orders, T) at its barrier T
+        assert cc.store.state(orders).branch().snap_at(int(epoch[P.BARRIER]))[0] == read
+        output = rows(catalog, revenue, epoch["id"])
+        keys = [r["customer"] for r in output]
+        assert len(keys) == len(set(keys)), f"a key twice at barrier {epoch[P.BARRIER]}: {sorted(keys)}"
+        assert {r["customer"]: (r["orders"], r["revenue"]) for r in output} == recount(rows(catalog, orders, read))
+    final = {r["customer"]: (r["orders"], r["revenue"]) for r in rows(catalog, revenue, published_epochs[-1]["id"])}
+    assert final == recount([{"customer": c, "amount": a} for batch in rounds for c, a in batch])
+    # the epoch of round 1 (new keys only) rewrote no file: the merge touches the files holding the batch's keys;
+    # round 2 (a and b changed) replaced the file holding them, in one overwrite snapshot
+    ingested = [s.snapshot_id for s in main_chain(catalog.load_table(orders))]
+    by_input = {json.loads(e[P.SOURCES])[orders]: e for e in published_epochs}
+    round_1, round_2 = by_input[ingested[1]], by_input[ingested[2]]
+    assert int(round_1.get("deleted-data-files", 0)) == 0 and int(round_1["added-records"]) == 2
+    assert round_2["operation"] == "overwrite" and int(round_2["deleted-data-files"]) >= 1
+
+
+def test_update_mode_is_refused_with_the_way_out(env):
+    from pyspark.errors import StreamingQueryException
+
+    root, catalog, spark = env
+    name = "up_refused"
+    catalog.create_namespace(name)
+    orders, unkeyed, unmerged = f"{name}.orders", f"{name}.unkeyed", f"{name}.merge_on_read"
+    catalog.create_table(orders, schema=ORDERS)
+    catalog.create_table(unkeyed, schema=revenue_schema(keyed=False))
+    catalog.create_table(unmerged, schema=revenue_schema(), properties={"write.merge.mode": "merge-on-read"})
+    cc = ConsistentCatalog(catalog)
+    cc.ingest(orders, pa.Table.from_pylist([{"customer": "a", "amount": 1}], schema=ORDERS), key="one")
+
+    def failure(sink, number):
+        query = start(spark, orders, sink, f"{name}-{number}", root / name / f"chk{number}")
+        try:
+            with pytest.raises(StreamingQueryException) as raised:
+                query.awaitTermination(120)
+        finally:
+            query.stop()
+        return " ".join(str(raised.value).split())
+
+    message = failure(unkeyed, 0)
+    assert "CONSISTENT_WRITE.REFUSED" in message and "has no identifier fields" in message
+    assert f"ALTER TABLE lake.{unkeyed} SET IDENTIFIER FIELDS" in message  # through the plain catalog
+    spark.sql(f"ALTER TABLE lake.{unkeyed} SET IDENTIFIER FIELDS customer")  # the way out, then the query runs
+    query = start(spark, orders, unkeyed, f"{name}-keyed", root / name / "chk-keyed")
+    try:
+        wait_for(lambda: epochs(catalog, unkeyed), what="the first epoch once the table has its key")
+    finally:
+        query.stop()
+    merged = epochs(catalog, unkeyed)[-1]
+    assert {r["customer"]: (r["orders"], r["revenue"]) for r in rows(catalog, unkeyed, merged["id"])} == recount(
+        rows(catalog, orders, json.loads(merged[P.SOURCES])[orders]))
+    message = failure(unmerged, 1)
+    assert "CONSISTENT_WRITE.REFUSED" in message and "'write.merge.mode'='copy-on-write'" in message
+    root_query = (spark.readStream.table(f"lake_consistent.{orders}").groupBy("customer").count()
+                  .withColumnRenamed("count", "amount").writeStream.outputMode("update").option("checkpointLocation", str(root / name / "chk-root"))
+                  .toTable(f"lake_consistent.{orders}"))
+    try:
+        with pytest.raises(StreamingQueryException) as raised:
+            root_query.awaitTermination(120)
+    finally:
+        root_query.stop()
+    message = " ".join(str(raised.value).split())
+    assert "CONSISTENT_WRITE.REFUSED" in message and "update output mode" in message and "append mode" in message
+    assert epochs(catalog, unmerged) == []  # nothing was written
+    assert len(main_chain(catalog.load_table(orders))) == 1
+
+
+WORKER = """
+import sys, time
+from consistent_catalog.spark.session import build_session
+from tests.spark.test_streaming_update import start
+
+root, orders, revenue, job, checkpoint = sys.argv[1:6]
+spark = build_session(f"sqlite:///{root}/catalog.db", f"{root}/warehouse", app_name="update-worker",
+                      extra_conf={"spark.driver.memory": "768m",  # a driver that lives seconds: starts sooner
+                                  "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"})
+query = start(spark, orders, revenue, job, checkpoint)
+query.awaitTermination(180)  # the failpoint kills this process group first
+print("NOT-KILLED", query.exception(), flush=True)
+"""
+
+
+def test_sigkill_between_the_publish_and_sparks_commit_log_is_exactly_once(env):
+    """The worker (its own Spark application) is killed with its JVM by the plugin's failpoint ``after-publish``: the
+    epoch of its batch is published, Spark's commit log does not have the batch. The restart from its checkpoint
+    replays the batch, which is ``done``, and merges the next one: nothing doubled, nothing lost."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root, catalog, spark = env
+    name = "up_kill"
+    catalog.create_namespace(name)
+    orders, revenue, job = f"{name}.orders", f"{name}.revenue", f"{name}-revenue"
+    catalog.create_table(orders, schema=ORDERS)
+    catalog.create_table(revenue, schema=revenue_schema())
+    cc = ConsistentCatalog(catalog)
+    checkpoint = root / name / "chk"
+
+    def ingest(batch, key):
+        return cc.ingest(orders, pa.Table.from_pylist([{"customer": c, "amount": a} for c, a in batch], schema=ORDERS),
+                         key=key).snapshot_id
+
+    batches = [[("a", 1), ("b", 2)], [("a", 10), ("c", 3)]]
+    first = ingest(batches[0], "one")
+    environment = dict(os.environ, CONSISTENT_FAILPOINT="after-publish", CONSISTENT_FAILPOINT_ACTION="kill-group")
+    worker = subprocess.run([sys.executable, "-c", WORKER, str(root), orders, revenue, job, str(checkpoint)],
+                            cwd=Path(__file__).resolve().parents[2], env=environment, start_new_session=True,
+                            capture_output=True, text=True, timeout=300)
+    assert worker.returncode == -signal.SIGKILL, (worker.returncode, worker.stdout[-2000:], worker.stderr[-4000:])
+    assert [json.loads(e[P.SOURCES])[orders] for e in epochs(catalog, revenue)] == [first]  # published, then killed
+    assert not (checkpoint / "commits" / "0").exists()  # Spark never recorded the batch
+
+    second = ingest(batches[1], "two")
+    again = start(spark, orders, revenue, job, checkpoint)
+    try:
+        wait_for(lambda: any(json.loads(e[P.SOURCES])[orders] == second for e in epochs(catalog, revenue)),
+                 what="the epoch after the restart")
+    finally:
+        again.stop()
+    published_epochs = epochs(catalog, revenue)
+    assert [json.loads(e[P.SOURCES])[orders] for e in published_epochs] == [first, second]  # the replay was done
+    for epoch in published_epochs:
+        read = json.loads(epoch[P.SOURCES])[orders]
+        output = {r["customer"]: (r["orders"], r["revenue"]) for r in rows(catalog, revenue, epoch["id"])}
+        assert output == recount(rows(catalog, orders, read))
+    assert output == recount([{"customer": c, "amount": a} for batch in batches for c, a in batch])
