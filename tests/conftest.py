@@ -23,6 +23,7 @@ from tests.harness.fault_proxy import FaultProxy
 from tests.harness.lake import COUNTS_SCHEMA, HIST_SCHEMA, WORDS_SCHEMA, sqlite_catalog, words
 from tests.harness.rest_server import RestCatalogServer
 from tests.harness.servers import MotoS3Server, PostgresServer, postgres_sql_catalog
+from tests.harness.wheel import Dists, ProductVenv, Venv, build_dists
 
 TESTS = Path(__file__).resolve().parent
 DIRECTORY_MARKS = {
@@ -49,6 +50,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         mark = DIRECTORY_MARKS.get(tier)
         if mark is not None and item.get_closest_marker(mark) is None:
             item.add_marker(getattr(pytest.mark, mark))
+
+
+# --- the product as a user installs it, built once per session (tests/harness/wheel.py) -----------------------
+@pytest.fixture(scope="session")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
+    """``make dist``'s sdist and wheel with the jars, and a jar-less wheel, from a clean clone (minutes: Maven)."""
+    return build_dists(tmp_path_factory.mktemp("wheel-build"))
+
+
+@pytest.fixture(scope="session")
+def product_venv(dists: Dists, tmp_path_factory: pytest.TempPathFactory) -> ProductVenv:
+    return ProductVenv(dists, tmp_path_factory.mktemp("wheel-venv"))
+
+
+@pytest.fixture
+def wheel_venv(product_venv: ProductVenv) -> Venv:
+    """A fresh venv (no system site-packages, outside the repo) with the jar-less wheel and its ``[spark]`` extra."""
+    return product_venv.holding("bare")
+
+
+@pytest.fixture
+def full_venv(product_venv: ProductVenv) -> Venv:
+    """The same venv with the full wheel (every plugin jar) in the jar-less one's place."""
+    return product_venv.holding("full")
+
+
+@pytest.fixture(scope="module")
+def dbt_venv(product_venv: ProductVenv) -> Venv:
+    """The same venv with the full wheel and its ``[spark,dbt]`` extras (README: dbt), for a whole module."""
+    return product_venv.with_dbt()
 
 
 # --- servers, one per session ----------------------------------------------------------------------

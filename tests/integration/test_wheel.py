@@ -17,6 +17,8 @@ pip's cache; ``consistent_catalog`` itself only from the wheel). From a director
   SQL epoch and reads the consistent cut through ``lake_consistent`` (the line's own plugin jar and Iceberg
   runtime), recounted with pyiceberg; a pyspark outside the lines gets one line naming the supported ones.
 
+The wheels and the venv are built once per test session (``tests/conftest.py``, ``tests/harness/wheel.py``): the
+dbt project's test (``tests/spark/test_dbt_project.py``) runs from the same venv with the ``[dbt]`` extra added.
 The lake is built here with the checkout's package (it is only data): word_counts counted words' first
 ingest, and a second ingest after it is not counted yet, so the consistent cut (3 words) differs from
 words' head (4 words). Timings of each step are printed (``pytest -s``).
@@ -25,12 +27,9 @@ words' head (4 words). Timings of each step are printed (``pytest -s``).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import tarfile
-import time
 import zipfile
 from collections import Counter
 from collections.abc import Iterator
@@ -45,8 +44,9 @@ from consistent_catalog.demo import count_words
 from consistent_catalog.spark.lines import DEFAULT_LINE, SPARK_LINES
 from consistent_catalog.spark.session import find_iceberg_runtime_jar, parse_spark_defaults
 from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA, sqlite_catalog, words
+from tests.harness.wheel import Dists, Venv, fresh_venv
+from tests.harness.wheel import run as _run
 
-ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = SPARK_LINES[DEFAULT_LINE]  # the line of the pyspark the [spark] extra installs (4.1)
 JAR_NAME = f"{DEFAULT.plugin_artifact}.jar"
 JAR_IN_WHEEL = f"consistent_catalog/jars/{JAR_NAME}"
@@ -55,64 +55,11 @@ OTHER_LINE, OTHER_PYSPARK = ("3.5", "3.5.9") if DEFAULT_LINE != "3.5" else ("4.1
 #: Each line's plugin jar and Iceberg runtime, as the rendered file must name them (README's table of lines).
 LINE_JARS = {"3.5": ("lake-consistent-spark-3.5_2.12.jar", "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:"),
              "4.1": ("lake-consistent-spark-4.1_2.13.jar", "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:")}
-#: What the test's environment must not pass on: where the build or the package would find jars or Python.
-_LEAKY = ("PYTHONPATH", "VIRTUAL_ENV", "CONSISTENT_PLUGIN_JAR", "CONSISTENT_MVN", "CONSISTENT_ICEBERG_JAR",
-          "CONSISTENT_JDBC_JARS", "CONSISTENT_SPARK_LINE", "CONSISTENT_REQUIRE_PLUGIN_JAR", "PYSPARK_PYTHON", "SPARK_HOME")
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _LEAKY and not k.startswith("PYICEBERG_")}
-    env.update(extra)
-    return env
-
-
-def _run(args: list[str], *, cwd: Path, env: dict[str, str], timeout: float, what: str) -> subprocess.CompletedProcess:
-    started = time.monotonic()
-    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
-                            stdin=subprocess.DEVNULL)
-    print(f"[test_wheel] {what}: {time.monotonic() - started:.1f} s")
-    assert result.returncode == 0, f"{what} exited {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
-    return result
-
-
-@dataclass(frozen=True)
-class Dists:
-    full_wheel: Path
-    sdist: Path
-    bare_wheel: Path
-    dist_output: str  # scripts/dist.sh's stdout
-    bare_log: str  # what the jar-less build printed
-
 
 @dataclass(frozen=True)
 class Lake:
     directory: Path
     first_ingest_snapshot: int
-
-
-@dataclass(frozen=True)
-class Venv:
-    bin: Path
-    elsewhere: Path  # a working directory outside the repository
-
-
-@pytest.fixture(scope="module")
-def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
-    tmp = tmp_path_factory.mktemp("wheel-build")
-    clone = tmp / "clone"
-    _run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)], cwd=tmp, env=_env(), timeout=120,
-         what="git clone")
-    # make dist's script: sdist, then the wheel from it in an isolated env, the jars built by Maven.
-    built = _run(["bash", "scripts/dist.sh"], cwd=clone, env=_env(PYTHON=sys.executable), timeout=600,
-                 what="scripts/dist.sh (sdist + wheel with the jar + twine check)")
-    (full,) = (clone / "dist").glob("*.whl")
-    (sdist,) = (clone / "dist").glob("*.tar.gz")
-    # No Maven where the build looks for it: no jar.
-    bare = _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp / "bare"), str(clone)], cwd=tmp,
-                env=_env(CONSISTENT_MVN=str(tmp / "no-maven" / "mvn")), timeout=600,
-                what="python -m build --wheel without Maven")
-    (bare_wheel,) = (tmp / "bare").glob("*.whl")
-    return Dists(full, sdist, bare_wheel, built.stdout, bare.stdout + bare.stderr)
 
 
 @pytest.fixture(scope="module")
@@ -132,36 +79,8 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
     yield Lake(directory, first.snapshot_id)
 
 
-@pytest.fixture(scope="module")
-def venv(dists: Dists, tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    """A fresh venv (no system site-packages) with the jar-less wheel and its ``[spark]`` extra."""
-    return _fresh_venv(tmp_path_factory.mktemp("wheel-venv"), [f"{dists.bare_wheel}[spark]"],
-                       "<jar-less wheel>[spark] (pyspark from pip's cache)")
-
-
-def _fresh_venv(tmp: Path, requirements: list[str], what: str) -> Venv:
-    """A venv in ``tmp`` (no system site-packages) with ``requirements`` pip-installed, and a directory outside the repo."""
-    base = Path(getattr(sys, "_base_executable", sys.executable))
-    _run([str(base), "-m", "venv", str(tmp / "venv")], cwd=tmp, env=_env(), timeout=120, what="python -m venv")
-    bin_dir = tmp / "venv" / "bin"
-    _run([str(bin_dir / "python"), "-m", "pip", "install", "-q", *requirements], cwd=tmp, env=_env(), timeout=600,
-         what=f"pip install {what}")
-    elsewhere = tmp / "elsewhere"
-    elsewhere.mkdir()
-    return Venv(bin_dir, elsewhere)
-
-
-@pytest.fixture(scope="module")
-def full_venv(venv: Venv, dists: Dists) -> Venv:
-    """The same venv with the jar-less package replaced by the full wheel."""
-    _run([str(venv.bin / "python"), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall",
-          str(dists.full_wheel)], cwd=venv.elsewhere, env=_env(), timeout=300, what="pip install <full wheel>")
-    return venv
-
-
 def _venv_env(venv: Venv, **extra: str) -> dict[str, str]:
-    return _env(PATH=f"{venv.bin}{os.pathsep}{os.environ.get('PATH', '')}", VIRTUAL_ENV=str(venv.bin.parent),
-                PYSPARK_PYTHON=str(venv.bin / "python"), **extra)
+    return venv.env(**extra)
 
 
 def _render(venv: Venv, lake: Lake, target: Path, **extra: str) -> subprocess.CompletedProcess:
@@ -211,10 +130,10 @@ def test_a_build_without_maven_succeeds_without_the_jar_and_says_so(dists: Dists
 
 
 def test_the_jarless_package_renders_without_lake_consistent_and_names_the_way_out_in_one_line(
-    venv: Venv, lake: Lake
+    wheel_venv: Venv, lake: Lake
 ) -> None:
-    rendered = _render(venv, lake, venv.elsewhere / "bare.conf")
-    conf = parse_spark_defaults((venv.elsewhere / "bare.conf").read_text(encoding="utf-8"))
+    rendered = _render(wheel_venv, lake, wheel_venv.elsewhere / "bare.conf")
+    conf = parse_spark_defaults((wheel_venv.elsewhere / "bare.conf").read_text(encoding="utf-8"))
     assert conf["spark.sql.catalog.lake.type"] == "jdbc"
     assert not [key for key in conf if key.startswith("spark.sql.catalog.lake_consistent")]
     note = rendered.stderr.strip().splitlines()
@@ -345,7 +264,7 @@ def test_init_from_the_installed_package_sets_up_a_lake_the_cli_and_spark_sql_us
 @pytest.fixture(scope="module")
 def other_venv(dists: Dists, tmp_path_factory: pytest.TempPathFactory) -> Venv:
     """A second fresh venv: the full wheel and the other line's pyspark from PyPI (pip's cache), nothing else."""
-    return _fresh_venv(tmp_path_factory.mktemp(f"wheel-venv-{OTHER_LINE}"),
+    return fresh_venv(tmp_path_factory.mktemp(f"wheel-venv-{OTHER_LINE}"),
                        [str(dists.full_wheel), f"pyspark=={OTHER_PYSPARK}"], f"<full wheel> pyspark=={OTHER_PYSPARK}")
 
 

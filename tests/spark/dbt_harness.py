@@ -1,4 +1,5 @@
-"""What the dbt tests share (``test_dbt_project.py``, ``test_dbt_pipeline.py``): dbt found next to this Python, an
+"""What the dbt tests share (``test_dbt_project.py``, ``test_dbt_pipeline.py``): dbt found next to this Python (or in
+another venv's ``bin_dir``: the fresh venv of the pip-installed wheel), an
 environment that points nothing elsewhere, dbt run as a user runs it (a process group of its own, killed whole on a
 timeout) with its ``run_results.json`` statuses and the catalog plugin's lines, a project's package installed once
 with ``dbt deps`` and reused by its copies, and rows compared independently of their order and number types.
@@ -22,6 +23,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from tests.harness.wheel import LEAKY
+
 BIN = Path(sys.executable).parent
 DBT_TIMEOUT = 300
 NOT_COPIED = ("target", "logs", "dbt_packages")
@@ -36,13 +39,18 @@ def require_dbt() -> None:
         pytest.skip(message)
 
 
-def environment(catalog_uri: str, warehouse: str) -> dict[str, str]:
-    """This process's environment less what would point dbt, Spark or pyiceberg elsewhere; the lake as pyiceberg's
-    catalog ``lake``."""
+def environment(catalog_uri: str, warehouse: str, bin_dir: Path = BIN) -> dict[str, str]:
+    """This process's environment less what would point dbt, Spark or pyiceberg elsewhere (and, for another venv's
+    ``bin_dir``, less what would find this checkout's jars or Python); ``bin_dir`` first on ``PATH``, its Python
+    Spark's; the lake as pyiceberg's catalog ``lake``."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("DBT_", "PYICEBERG_")) and k not in ("SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS")}
-    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", PYSPARK_PYTHON=sys.executable,
+           if not k.startswith(("DBT_", "PYICEBERG_")) and k not in ("SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS")
+           and (bin_dir == BIN or k not in LEAKY)}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
+               PYSPARK_PYTHON=sys.executable if bin_dir == BIN else str(bin_dir / "python"),
                PYICEBERG_CATALOG__LAKE__URI=catalog_uri, PYICEBERG_CATALOG__LAKE__WAREHOUSE=warehouse)
+    if bin_dir != BIN:
+        env["VIRTUAL_ENV"] = str(bin_dir.parent)
     return env
 
 
@@ -90,38 +98,39 @@ def run(args: list[str], *, cwd: Path, env: dict[str, str], project: Path) -> Db
     return DbtRun(process.returncode, stdout, stderr, time.monotonic() - started, statuses)
 
 
-def dbt(project: Path, *args: str, profiles: Path, cwd: Path, env: dict[str, str]) -> DbtRun:
-    return run([str(BIN / "dbt"), *args, "--project-dir", str(project), "--profiles-dir", str(profiles)],
+def dbt(project: Path, *args: str, profiles: Path, cwd: Path, env: dict[str, str], bin_dir: Path = BIN) -> DbtRun:
+    return run([str(bin_dir / "dbt"), *args, "--project-dir", str(project), "--profiles-dir", str(profiles)],
                cwd=cwd, env=env, project=project)
 
 
-def package_path(env: dict[str, str]) -> str:
+def package_path(env: dict[str, str], bin_dir: Path = BIN) -> str:
     """The dbt package the installed product ships, as ``consistent-catalog dbt-path`` prints it."""
-    path = subprocess.run([str(BIN / "consistent-catalog"), "dbt-path"], check=True, capture_output=True, text=True,
+    path = subprocess.run([str(bin_dir / "consistent-catalog"), "dbt-path"], check=True, capture_output=True, text=True,
                           timeout=60, env=env).stdout.strip()
     assert (Path(path) / "dbt_project.yml").is_file(), path
     return path
 
 
-def copy_project(source: Path, to: Path, *, env: dict[str, str], installed: Path | None = None) -> Path:
+def copy_project(source: Path, to: Path, *, env: dict[str, str], installed: Path | None = None,
+                 bin_dir: Path = BIN) -> Path:
     """A copy of the dbt project ``source`` at ``to`` whose packages.yml names the product's package; installed with
     ``dbt deps`` (no Spark), or, given a copy ``installed`` that ran it, with that copy's dbt_packages (the same
     package, a link to the same path)."""
     shutil.copytree(source, to, ignore=shutil.ignore_patterns(*NOT_COPIED))
-    (to / "packages.yml").write_text(f"packages:\n  - local: {package_path(env)}\n", encoding="utf-8")
+    (to / "packages.yml").write_text(f"packages:\n  - local: {package_path(env, bin_dir)}\n", encoding="utf-8")
     if installed is not None:
         shutil.copytree(installed / "dbt_packages", to / "dbt_packages", symlinks=True)
         if (installed / "package-lock.yml").is_file():
             shutil.copy2(installed / "package-lock.yml", to / "package-lock.yml")
         return to
-    deps = dbt(to, "deps", profiles=to, cwd=to.parent, env=env)
+    deps = dbt(to, "deps", profiles=to, cwd=to.parent, env=env, bin_dir=bin_dir)
     assert deps.returncode == 0, deps.describe()
     return to
 
 
-def resolve(env: dict[str, str], tables: tuple[str, ...]) -> dict:
+def resolve(env: dict[str, str], tables: tuple[str, ...], bin_dir: Path = BIN) -> dict:
     """``consistent-catalog resolve`` of ``tables``, as its JSON says."""
-    answer = subprocess.run([str(BIN / "consistent-catalog"), "-c", "lake", "-o", "json", "resolve", *tables],
+    answer = subprocess.run([str(bin_dir / "consistent-catalog"), "-c", "lake", "-o", "json", "resolve", *tables],
                             env=env, capture_output=True, text=True, timeout=120, check=True)
     return json.loads(answer.stdout)
 

@@ -4,10 +4,14 @@ The project is not ours in shape: a seed (``payment_methods``), sources that are
 (``raw.customers``, ``raw.orders``, ``raw.payments``, ingested with pyiceberg), staging models (two views, one
 ephemeral: each compiled into the epochs that read it, the views' SQL recorded by their dbt run), two marts
 (``orders``, and ``customers`` which reads it) with ``+materialized: epoch`` set in ``dbt_project.yml``, schema
-tests, and two incremental marts (``order_status`` merged by its ``unique_key``, ``payment_log`` appended). It
-installs the dbt package the installed product ships (``packages.yml`` names ``consistent-catalog
-dbt-path``; ``dbt deps``; ``dispatch`` routes dbt's seed and freshness macros to it) and runs with the profile
-``consistent-catalog spark-conf --dbt-profile`` renders. No DDL is written by hand anywhere.
+tests, and two incremental marts (``order_status`` merged by its ``unique_key``, ``payment_log`` appended). It runs
+as README's dbt section installs it: the wheel ``make dist`` builds, pip-installed with its ``[spark,dbt]`` extras
+into a fresh venv outside the checkout (``dbt_venv``, built once per session with ``tests/integration/test_wheel.py``:
+``tests/harness/wheel.py``), and only that venv's ``dbt`` and ``consistent-catalog`` (the recounts read with this
+process's pyiceberg and DuckDB). It installs the dbt package the installed product ships (``packages.yml`` names
+``consistent-catalog dbt-path``; ``dbt deps``; ``dispatch`` routes dbt's seed and freshness macros to it) and runs
+with the profile README's ``consistent-catalog spark-conf --dbt-profile`` command renders. No DDL is written by hand
+anywhere.
 
 One test, invocation after invocation (each dbt invocation starts Spark: 15-60 s on a busy 2-core machine):
 dbt seed (a keyed root ingest into a table made from the CSV), the sources' first load, dbt build (the seed lands
@@ -15,9 +19,11 @@ nothing; the views' SQL recorded; the tables created from the models' output sch
 schema tests pass, those on a view too), new source data and dbt build again (the incremental marts read only the new rows: the
 ranges their epochs name are those their recorded inputs give, and the appended mart holds every payment once), dbt
 docs generate, dbt source
-freshness (the sources' watermarks), both models edited (a column
-added, a type widened: schema evolution, then a revision), dbt run --full-refresh -s customers order_status (revisions, the incremental mart recomputed whole), and a
-change Iceberg cannot evolve, refused with the way out. After every run that published, the cut ``consistent-
+freshness (the sources' watermarks), both epoch models edited (a column
+added, a type widened: schema evolution, then a revision) and the incremental ``order_status`` edited (a filter: a
+revision, then its source read whole), dbt run --full-refresh -s customers order_status (revisions, the incremental
+mart recomputed whole), and a change Iceberg cannot evolve, refused with the way out, in the same invocation as the
+incremental model without the project's opt-in file and a ``table`` model (both refused up front, naming the way out). After every run that published, the cut ``consistent-
 catalog resolve`` gives over the eight tables is read with pyiceberg and each mart is compared with its SQL
 recomputed by DuckDB over the roots (seed included) at that cut (never the plugin's own output).
 
@@ -30,6 +36,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -46,8 +53,9 @@ from pyiceberg.types import DateType, LongType, NestedField, StringType
 from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
 from tests.harness.main_epochs import main_epochs
+from tests.harness.wheel import DBT_EXTRAS, Venv
 from tests.spark import dbt_harness
-from tests.spark.dbt_harness import BIN, DBT_TIMEOUT, DbtRun, sorted_rows
+from tests.spark.dbt_harness import DBT_TIMEOUT, DbtRun, sorted_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
@@ -89,8 +97,11 @@ EXPECTED_CUSTOMERS = """
     FROM customers c LEFT JOIN ({orders}) o ON c.id = o.customer_id
     GROUP BY c.id, c.first_name, c.last_name"""
 EXPECTED_INCREMENTAL = {
-    "shop.order_status": "SELECT id AS order_id, user_id AS customer_id, order_date, status FROM orders",
-    "shop.payment_log": "SELECT id AS payment_id, order_id, payment_method, amount FROM payments",
+    1: {"shop.order_status": "SELECT id AS order_id, user_id AS customer_id, order_date, status FROM orders",
+        "shop.payment_log": "SELECT id AS payment_id, order_id, payment_method, amount FROM payments"},
+    2: {"shop.order_status": "SELECT id AS order_id, user_id AS customer_id, order_date, status FROM orders "
+                             "WHERE status <> 'returned'",
+        "shop.payment_log": "SELECT id AS payment_id, order_id, payment_method, amount FROM payments"},
 }
 
 # the edited models (version 2): orders gains a column, customers' number_of_orders widens from int to bigint
@@ -101,6 +112,19 @@ WITH paid AS (
 SELECT o.order_id, o.customer_id, o.order_date, o.status, coalesce(p.amount, 0) AS amount,
        coalesce(p.payments, 0) AS payments
 FROM {{ ref('stg_orders') }} AS o LEFT JOIN paid AS p ON o.order_id = p.order_id
+"""
+# the incremental model order_status edited (version 2): returned orders left out, a new definition (a revision)
+ORDER_STATUS_V2 = """\
+{{ config(materialized='incremental', unique_key='order_id') }}
+-- each order's latest row, merged by order_id; returned orders left out
+SELECT order_id, customer_id, order_date, status
+FROM {{ ref('stg_orders') }}
+WHERE status <> 'returned'
+"""
+# a model of dbt-spark's own table materialization: CREATE TABLE AS SELECT, refused up front with the way out
+ORDER_TABLE = """\
+{{ config(materialized='table') }}
+SELECT order_id, status FROM {{ ref('orders') }}
 """
 # an incremental model over a table whose epochs overwrite it: its increment is refused with the way out
 ORDER_COPY = """\
@@ -135,19 +159,23 @@ class Shop:
     catalog: SqlCatalog
     cc: ConsistentCatalog
     env: dict[str, str]
+    bin: Path  # the fresh venv's bin: its dbt and consistent-catalog, nothing of this checkout
 
 
 @pytest.fixture(scope="module")
-def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
-    dbt_harness.require_dbt()
+def shop(dbt_venv: Venv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
     root = tmp_path_factory.mktemp("dbt-shop")
     (root / "warehouse").mkdir()
     uri = f"sqlite:///{root}/catalog.db"
-    env = dbt_harness.environment(uri, f"file://{root}/warehouse")
-    # the profile, rendered by the product (it creates the catalog database too)
-    subprocess.run([str(BIN / "consistent-catalog"), "spark-conf", "--catalog-uri", uri, "--warehouse",
-                    str(root / "warehouse"), "--dbt-profile", "shop", "--dbt-schema", "shop",
-                    "--write", str(root / "profiles" / "profiles.yml")],
+    env = dbt_harness.environment(uri, f"file://{root}/warehouse", dbt_venv.bin)
+    # README's install block, as this venv ran its pip install (the wheel in the name's place); its spark-conf
+    # command renders the profile with the installed product (it creates the catalog database too)
+    pip, spark_conf, dbt_path = readme_install_commands()
+    assert pip == ["pip", "install", f"consistent-catalog{DBT_EXTRAS}"] and dbt_path == ["consistent-catalog", "dbt-path"]
+    ours = {"sqlite:////abs/lake/catalog.db": uri, "/abs/lake/warehouse": str(root / "warehouse"),
+            "jaffle_shop": "shop", "analytics": "shop", "~/.dbt/profiles.yml": str(root / "profiles" / "profiles.yml")}
+    assert spark_conf[0] == "consistent-catalog" and sorted(set(spark_conf) & set(ours)) == sorted(ours), spark_conf
+    subprocess.run([str(dbt_venv.bin / "consistent-catalog"), *(ours.get(arg, arg) for arg in spark_conf[1:])],
                    check=True, capture_output=True, timeout=120, env=env, cwd=root)
 
     catalog = SqlCatalog("lake", uri=uri, warehouse=f"file://{root}/warehouse")
@@ -157,17 +185,28 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
     cc = ConsistentCatalog(catalog)
 
     # the project, its packages.yml naming `consistent-catalog dbt-path`, installed with dbt deps
-    project = dbt_harness.copy_project(PROJECT, root / "shop", env=env)
-    yield Shop(root, project, root / "profiles", catalog, cc, env)
+    project = dbt_harness.copy_project(PROJECT, root / "shop", env=env, bin_dir=dbt_venv.bin)
+    yield Shop(root, project, root / "profiles", catalog, cc, env, dbt_venv.bin)
+
+
+def readme_install_commands() -> list[list[str]]:
+    """README's dbt install block as commands (its continuation lines joined, comments dropped)."""
+    from tests.docs.test_snippets import parse_blocks
+
+    (block,) = [b.code for b in parse_blocks(PROJECT.parents[2] / "README.md")
+                if "pip install 'consistent-catalog" in b.code and "consistent-catalog dbt-path" in b.code]
+    lines = [shlex.split(line, comments=True) for line in block.replace("\\\n", " ").splitlines()]
+    return [line for line in lines if line]
 
 
 def dbt(shop: Shop, *args: str, profiles: Path | None = None) -> DbtRun:
-    return dbt_harness.dbt(shop.project, *args, profiles=profiles or shop.profiles, cwd=shop.root, env=shop.env)
+    return dbt_harness.dbt(shop.project, *args, profiles=profiles or shop.profiles, cwd=shop.root, env=shop.env,
+                           bin_dir=shop.bin)
 
 
 # --- recounts --------------------------------------------------------------------------------------------------
 def resolve(shop: Shop) -> dict:
-    return dbt_harness.resolve(shop.env, (*ROOTS, *MARTS))
+    return dbt_harness.resolve(shop.env, (*ROOTS, *MARTS), shop.bin)
 
 
 def check_cut(shop: Shop, version: int) -> dict:
@@ -185,7 +224,7 @@ def check_cut(shop: Shop, version: int) -> dict:
     expected = {
         "shop.orders": connection.sql(orders_sql).fetch_arrow_table(),
         "shop.customers": connection.sql(EXPECTED_CUSTOMERS.format(orders=orders_sql)).fetch_arrow_table(),
-        **{mart: connection.sql(sql).fetch_arrow_table() for mart, sql in EXPECTED_INCREMENTAL.items()},
+        **{mart: connection.sql(sql).fetch_arrow_table() for mart, sql in EXPECTED_INCREMENTAL[version].items()},
     }
     for mart in MARTS:
         columns = expected[mart].column_names
@@ -346,9 +385,11 @@ def test_a_user_shaped_project_runs_with_no_ddl_by_hand_and_every_cut_recounts(s
     assert {m: epochs(shop, m) for m in MARTS} == dict.fromkeys(MARTS, 2)
     check_cut(shop, 1)
 
-    # 4. both models edited: a column added, a type widened (Iceberg schema evolution), then revisions
+    # 4. both epoch models edited: a column added, a type widened (Iceberg schema evolution), then revisions; and the
+    # incremental model order_status edited (a filter added): its definition changed, so a revision too (§6.10)
     write_model(shop, "orders", ORDERS_V2)
     write_model(shop, "customers", customers_model(CUSTOMERS_BIGINT))
+    write_model(shop, "order_status", ORDER_STATUS_V2)
     edited = dbt(shop, "run")
     assert edited.returncode == 0, edited.describe()
     assert "ALTER TABLE `lake`.`shop`.`orders` ADD COLUMNS (`payments` bigint)" in edited.stdout, edited.describe()
@@ -358,13 +399,18 @@ def test_a_user_shaped_project_runs_with_no_ddl_by_hand_and_every_cut_recounts(s
     # whose own epoch then recomputes it at the same barrier
     # (the plugin also announces the revision when it commits, naming the tables it emptied downstream)
     announced = [line for line in edited.reports if "recomputing it at barrier" in line]
-    assert len(announced) == 1 and "shop.customers downstream" in announced[0], edited.describe()
-    assert "shop.orders definition changed" in edited.report("orders"), edited.describe()
-    assert " revised at barrier " in edited.report("orders"), edited.describe()
+    assert len(announced) == 2 and len([line for line in announced if "shop.customers downstream" in line]) == 1, (
+        edited.describe())
+    for model in ("orders", "order_status"):
+        assert f"shop.{model} definition changed" in edited.report(model), edited.describe()
+        assert " revised at barrier " in edited.report(model), edited.describe()
     assert " published (" in edited.report("customers"), edited.describe()
-    # the incremental marts, unedited and with no new row: done (their full and incremental statements are one
+    # the edited incremental mart: revised (emptied), then its epoch read its source whole (no epoch on main to
+    # start from) and merged it: the recount below runs the edited SQL over every order of the cut
+    assert shop.catalog.load_table("shop.order_status").metadata.properties[P.REVISION] == "1"
+    # the other incremental mart, unedited and with no new row: done (its full and incremental statements are one
     # definition, the version the materialization declares, so no revision)
-    assert all(" done: the sink already holds it" in edited.report(m) for m in INCREMENTAL), edited.describe()
+    assert " done: the sink already holds it" in edited.report("payment_log"), edited.describe()
     assert str(shop.catalog.load_table("shop.customers").schema().find_field("number_of_orders").field_type) == "long"
     check_cut(shop, 2)
 
@@ -379,18 +425,36 @@ def test_a_user_shaped_project_runs_with_no_ddl_by_hand_and_every_cut_recounts(s
     for model in ("customers", "order_status"):
         assert f"shop.{model} rebuild requested: revised at barrier " in refreshed.report(model), refreshed.describe()
     assert "incremental:" not in refreshed.report("order_status"), refreshed.describe()
-    assert shop.catalog.load_table("shop.order_status").metadata.properties[P.REVISION] == "1"
+    assert shop.catalog.load_table("shop.order_status").metadata.properties[P.REVISION] == "2"
     check_cut(shop, 2)
 
-    # 6. a change Iceberg cannot evolve (date -> string): refused with the way out, nothing written
+    # 6. a change Iceberg cannot evolve (date -> string): refused with the way out, nothing written. In the same
+    # invocation, what a project gets without its incremental opt-in file (dbt-spark's own incremental) and from
+    # dbt-spark's table materialization: both would CREATE TABLE AS SELECT, refused up front naming the way out
     before = heads(shop)
+    opt_in = shop.project / "macros" / "consistent_incremental.sql"
+    opt_in_text = opt_in.read_text(encoding="utf-8")
+    opt_in.unlink()
     write_model(shop, "customers", customers_model(CUSTOMERS_BIGINT, "CAST(min(o.order_date) AS string) AS first_order"))
-    refused = dbt(shop, "run", "-s", "customers")
-    assert refused.returncode == 1 and refused.statuses == {"customers": "error"}, refused.describe()
+    write_model(shop, "order_table", ORDER_TABLE)
+    try:
+        refused = dbt(shop, "run", "-s", "customers", "order_status", "order_table")
+    finally:
+        opt_in.write_text(opt_in_text, encoding="utf-8")
+        (shop.project / "models" / "marts" / "order_table.sql").unlink()
+    assert refused.returncode == 1 and refused.statuses == dict.fromkeys(
+        ("customers", "order_status", "order_table"), "error"), refused.describe()
     assert ("column first_order changes type from date to string, which Iceberg cannot evolve in place"
             in refused.stdout), refused.describe()
     assert "DROP TABLE `lake`.`shop`.`customers`" in refused.stdout, refused.describe()
-    assert heads(shop) == before
+    said = " ".join(refused.stdout.split())  # dbt wraps and indents the messages
+    assert ("model order_status: materialized='incremental' is dbt-spark's own materialization in this project"
+            in said and "add the file macros/consistent_incremental.sql holding {% materialization incremental, "
+            "adapter='spark' %} {{ return(consistent_catalog.materialization_incremental_spark()) }} "
+            "{% endmaterialization %}" in said), refused.describe()
+    assert "model order_table: materialized='table' would CREATE TABLE AS SELECT" in said and (
+        "write the model as materialized='epoch'" in said), refused.describe()
+    assert heads(shop) == before and "order_table" not in [t for _, t in shop.catalog.list_tables("shop")]
     check_cut(shop, 2)
 
 
@@ -404,7 +468,7 @@ def test_a_run_killed_mid_way_reruns_without_duplicates(shop: Shop) -> None:
     write_model(shop, "customers", customers_model(CUSTOMERS_BIGINT))  # the first test left a refused edit behind
     before = {mart: epochs(shop, mart) for mart in MARTS}
     ingest_round(shop, 3)
-    command = [str(BIN / "dbt"), "run", "--project-dir", str(shop.project), "--profiles-dir", str(shop.profiles)]
+    command = [str(shop.bin / "dbt"), "run", "--project-dir", str(shop.project), "--profiles-dir", str(shop.profiles)]
     process = subprocess.Popen(command, cwd=shop.root, env=shop.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                stdin=subprocess.DEVNULL, text=True, start_new_session=True)
     published = []
