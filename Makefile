@@ -35,14 +35,21 @@ ifeq ($(filter-out $(DEFAULT_SPARK),$(SPARK)),)
 # the whole suite on the default line, then the plugin's tier on every other line, one venv per line, in sequence
 test: setup lint-imports
 	$(PY) -m pytest --durations=30 $(PYTEST_ARGS)
-	@for line in $(OTHER_SPARK_LINES); do $(MAKE) --no-print-directory test-line SPARK=$$line || exit 1; done
+	@for line in $(OTHER_SPARK_LINES); do bash scripts/line_venv.sh $$line >/dev/null || exit 1; done  # one pip at a time
+	@$(MAKE) --no-print-directory -j2 --output-sync=target $(addprefix line-tier-,$(OTHER_SPARK_LINES))
 else
 test: test-line
 endif
 
 # the plugin's tier on one Spark line (SPARK=4.0): its venv, the JVM reactor built, its plugin jar picked by pyspark
 test-line: setup
-	@py=$$(bash scripts/line_venv.sh $(SPARK)) && echo "== the plugin's tier on Spark $(SPARK) ($$py)" && \
+	@$(MAKE) --no-print-directory line-tier-$(SPARK)
+
+# one line's tier once the set-up ran. `make test` runs the other lines' two at a time: each is mostly JVM start-ups,
+# servers and waits, which two of them share the 2 cores well (free ports, temporary folders and venvs of their
+# own); --output-sync prints each line's output whole when it ends
+line-tier-%:
+	@py=$$(bash scripts/line_venv.sh $*) && echo "== the plugin's tier on Spark $* ($$py)" && \
 	  $$py -m pytest $(PLUGIN_TIER) $(PYTEST_ARGS) && $$py -m pytest $(PLUGIN_TIER_STREAMING) $(PYTEST_ARGS) && \
 	  $$py -m pytest $(PLUGIN_TIER_CRASH) $(PYTEST_ARGS)
 
