@@ -320,8 +320,8 @@ def test_spark_conf_examples_carry_the_tested_settings():
     assert sorted(set(tested) - set(written)) == []
     differing = {k: (written[k], v) for k, v in tested.items() if "<" not in written[k] and written[k] != v}
     assert {k for k in differing if k not in ("spark.jars",)} == set(), differing
-    for jar in ("iceberg-spark-runtime-3.5_2.12-1.10.2.jar", "postgresql-42.7.14.jar", "hadoop-aws-3.3.4.jar",
-                "aws-java-sdk-bundle-1.12.262.jar", "lake-consistent-spark-3.5_2.12-0.1.0.jar"):
+    for jar in ("iceberg-spark-runtime-4.1_2.13-1.12.0.jar", "postgresql-42.7.14.jar", "hadoop-aws-3.4.2.jar",
+                "bundle-2.29.52.jar", "lake-consistent-spark-4.1_2.13-0.1.0.jar"):  # the default line's (4.1)
         assert jar in written["spark.jars"]
     cluster = example("standalone-cluster.conf.example")
     for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath", "spark.executor.memory",
