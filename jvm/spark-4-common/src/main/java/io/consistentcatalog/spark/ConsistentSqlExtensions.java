@@ -20,8 +20,8 @@ import scala.runtime.BoxedUnit;
  * Spark 4's variant of the shared {@code ConsistentSqlExtensions} (jvm/spark-plugin; excluded from the Spark 4 lines'
  * build): Spark 4 parses {@code CALL <catalog>.system.refresh_cut()} itself and resolves it against the
  * catalog's {@code loadProcedure}, so no CALL parser is needed. What stays is the rest of the shared one: the
- * parser wrapper telling {@link WriteStatements} which statement this thread parsed last, and the
- * post-hoc {@link WriteRule}.
+ * parser wrapper telling {@link WriteStatements} which statement this thread parsed last, the resolution rule
+ * {@link ChangesRule} (a stream's read of changes) and the post-hoc {@link WriteRule}.
  *
  * <pre>
  * spark.sql.extensions  org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions,io.consistentcatalog.spark.ConsistentSqlExtensions
@@ -35,6 +35,13 @@ public class ConsistentSqlExtensions extends AbstractFunction1<SparkSessionExten
           @Override
           public ParserInterface apply(SparkSession session, ParserInterface delegate) {
             return new StatementParser(delegate);
+          }
+        });
+    extensions.injectResolutionRule(
+        new AbstractFunction1<SparkSession, org.apache.spark.sql.catalyst.rules.Rule<LogicalPlan>>() {
+          @Override
+          public org.apache.spark.sql.catalyst.rules.Rule<LogicalPlan> apply(SparkSession session) {
+            return new ChangesRule(); // a stream's read of changes: the changes' columns (§5.7)
           }
         });
     extensions.injectPostHocResolutionRule(

@@ -47,6 +47,13 @@ public class ConsistentSqlExtensions extends AbstractFunction1<SparkSessionExten
             return new CallParser(delegate);
           }
         });
+    extensions.injectResolutionRule(
+        new AbstractFunction1<SparkSession, org.apache.spark.sql.catalyst.rules.Rule<LogicalPlan>>() {
+          @Override
+          public org.apache.spark.sql.catalyst.rules.Rule<LogicalPlan> apply(SparkSession session) {
+            return new ChangesRule(); // a stream's read of changes: the changes' columns (§5.7)
+          }
+        });
     extensions.injectPostHocResolutionRule(
         new AbstractFunction1<SparkSession, org.apache.spark.sql.catalyst.rules.Rule<LogicalPlan>>() {
           @Override

@@ -2,7 +2,12 @@ package io.consistentcatalog.spark;
 
 import io.consistentcatalog.spark.context.CatalogContext;
 import io.consistentcatalog.spark.context.StreamingSide;
+import io.consistentcatalog.core.ChangeRange;
+import io.consistentcatalog.spark.streaming.ChangesQuery;
 import io.consistentcatalog.spark.streaming.StreamSource;
+import java.util.List;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
 import io.consistentcatalog.spark.streaming.StreamingSinkTable;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
@@ -34,7 +39,19 @@ final class ServedStreams implements StreamingSide {
 
   @Override
   public MicroBatchStream microBatchStream(String checkpointLocation, CaseInsensitiveStringMap options) {
-    return new StreamSource(context, table, name).microBatchStream(checkpointLocation, options);
+    ChangesQuery changes = new ChangesQuery() {
+      @Override
+      public Dataset<Row> between(SparkSession spark, String t, List<String> columns, ChangeRange range,
+          List<String> key) {
+        return TableChanges.rows(spark, context.plainCatalogName(), t, columns, range, key);
+      }
+
+      @Override
+      public Dataset<Row> whole(SparkSession spark, String t, List<String> columns, long snapshotId, Long barrier) {
+        return TableChanges.whole(spark, context.plainCatalogName(), t, columns, snapshotId, barrier);
+      }
+    };
+    return new StreamSource(context, table, name, changes).microBatchStream(checkpointLocation, options);
   }
 
   @Override

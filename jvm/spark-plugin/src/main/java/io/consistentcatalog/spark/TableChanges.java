@@ -84,6 +84,17 @@ final class TableChanges {
   }
 
   /**
+   * {@code snap(t, T)} whole as INSERTs with {@code _barrier} {@code barrier}: a changes stream's first micro-batch
+   * (its changes from the start).
+   */
+  static Dataset<Row> whole(SparkSession spark, String plain, String table, List<String> columns,
+      long snapshotId, Long barrier) {
+    Column[] data = columns.stream().map(c -> col(quote(c))).toArray(Column[]::new);
+    return snapshot(spark, quote(plain) + "." + quoteParts(table), snapshotId)
+        .select(withChanges(data, lit("INSERT").as(CHANGE_TYPE), lit(barrier).cast(DataTypes.LongType).as(BARRIER)));
+  }
+
+  /**
    * The table at one snapshot, by SQL's {@code VERSION AS OF} (Spark's own time travel): Iceberg's {@code snapshot-id}
    * read option is gone from its Spark 4.1 runtime (Iceberg 1.12), and the SQL form reads alike on every line.
    */

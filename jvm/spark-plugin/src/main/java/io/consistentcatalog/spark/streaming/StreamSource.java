@@ -1,6 +1,9 @@
 package io.consistentcatalog.spark.streaming;
 
 import io.consistentcatalog.spark.context.CatalogContext;
+import io.consistentcatalog.spark.context.Errors;
+import java.util.ArrayList;
+import java.util.List;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
@@ -10,16 +13,22 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * {@code toMicroBatchStream} (issue 35: the one table Spark loads for a batch read, a stream's source and its sink
  * chooses there). Spark builds the scan with the whole schema (no push-down for streams); its filters run after the
  * read. The read option {@value BarrierStream#WAIT_FOR} (a duration, e.g. {@code 800ms}; default none) lets a
- * micro-batch that finds no new barrier wait that long for one.
+ * micro-batch that finds no new barrier wait that long for one; {@code consistent.read=changes} reads the table's
+ * changes between barriers instead of its appends ({@link ChangesStream}, any table, rewritten or not).
  */
 public final class StreamSource {
   private final CatalogContext context;
   private final org.apache.iceberg.Table table;
   private final String name;
+  private final ChangesQuery changes;
 
-  /** {@code name}'s stream, {@code table} as the query's definition loaded it. */
-  public StreamSource(CatalogContext context, org.apache.iceberg.Table table, String name) {
+  /**
+   * {@code name}'s stream, {@code table} as the query's definition loaded it; {@code changes} the query of its
+   * changes, for a read of them.
+   */
+  public StreamSource(CatalogContext context, org.apache.iceberg.Table table, String name, ChangesQuery changes) {
     this.context = context;
+    this.changes = changes;
     this.table = table;
     this.name = name;
   }
@@ -29,9 +38,44 @@ public final class StreamSource {
    * query's start ({@link RewrittenSource}).
    */
   public MicroBatchStream microBatchStream(String checkpointLocation, CaseInsensitiveStringMap options) {
-    RewrittenSource.refuse(context.catalogName(), table, name);
     String wait = options.get(BarrierStream.WAIT_FOR);
     long waitMs = wait == null ? 0L : StreamingSinkTable.duration(BarrierStream.WAIT_FOR, wait);
+    String read = options.get(ChangesTable.READ);
+    if (read != null && !ChangesTable.asked(options)) {
+      throw Errors.raise(Errors.analysis("CONSISTENT_READ.INVALID_OPTION", context.catalogName() + "." + name
+          + ": the read option " + ChangesTable.READ + " is '" + read + "'; a streaming read takes '"
+          + ChangesTable.CHANGES + "' (the changes between barriers) or no such option (the rows appended)"));
+    }
+    if (read != null) {
+      if (options.get(ChangesTable.SHAPED) == null) { // the option reached the stream, not the analyser
+        throw Errors.raise(Errors.analysis("CONSISTENT_READ.NO_EXTENSIONS", context.catalogName() + "." + name
+            + ": the read option " + ChangesTable.READ + "=" + ChangesTable.CHANGES + " needs the catalog's SQL "
+            + "extensions, which give the stream the columns _change_type and _barrier — add "
+            + "io.consistentcatalog.spark.ConsistentSqlExtensions to spark.sql.extensions"));
+      }
+      return new ChangesStream(context, name, checkpointLocation, waitMs, key(options.get(ChangesTable.KEY)),
+          changes);
+    }
+    RewrittenSource.refuse(context.catalogName(), table, name);
     return new BarrierStream(context, name, checkpointLocation, waitMs);
+  }
+
+  /** The columns of the read option {@value ChangesTable#KEY} (null: not given, the table's identifier fields). */
+  private List<String> key(String option) {
+    if (option == null) {
+      return null;
+    }
+    List<String> key = new ArrayList<>();
+    for (String part : option.split(",")) {
+      if (!part.trim().isEmpty() && !key.contains(part.trim())) {
+        key.add(part.trim());
+      }
+    }
+    if (key.isEmpty()) {
+      throw Errors.raise(Errors.analysis("CONSISTENT_READ.INVALID_KEY", context.catalogName() + "." + name
+          + ": the read option " + ChangesTable.KEY + " names no column; give comma-separated columns of the table, "
+          + "or leave it out for the table's identifier fields"));
+    }
+    return key;
   }
 }
