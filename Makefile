@@ -33,9 +33,13 @@ setup-demo:
 
 ifeq ($(filter-out $(DEFAULT_SPARK),$(SPARK)),)
 # the whole suite on the default line, then the plugin's tier on every other line, one venv per line, in sequence
+# The other lines' venvs are made (one pip at a time) while the whole suite runs, then their tiers run two at a time.
 test: setup lint-imports
-	$(PY) -m pytest --durations=30 $(PYTEST_ARGS)
-	@for line in $(OTHER_SPARK_LINES); do bash scripts/line_venv.sh $$line >/dev/null || exit 1; done  # one pip at a time
+	@mkdir -p build && (for line in $(OTHER_SPARK_LINES); do bash scripts/line_venv.sh $$line || exit 1; done) \
+	  >build/line-venvs.log 2>&1 & venvs=$$!; \
+	  $(PY) -m pytest --durations=30 $(PYTEST_ARGS); status=$$?; \
+	  wait $$venvs || { cat build/line-venvs.log >&2; echo "make test: the venv of a Spark line could not be made" >&2; exit 1; }; \
+	  exit $$status
 	@$(MAKE) --no-print-directory -j2 --output-sync=target $(addprefix line-tier-,$(OTHER_SPARK_LINES))
 else
 test: test-line
