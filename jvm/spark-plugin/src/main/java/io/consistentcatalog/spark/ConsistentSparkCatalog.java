@@ -67,8 +67,10 @@ import scala.Option;
  *       of a statement lists the catalog (one query over Iceberg's JDBC catalog: {@link JdbcTableListing})
  *       and loads or refreshes each table once on {@code load-threads} daemon threads (default
  *       {@value #DEFAULT_LOAD_THREADS}; {@code 1}: one after the other on the querying thread), as the
- *       querying thread's Hadoop user ({@link ResolutionLoads}); the tables it serves are those very
- *       loads, never loaded again. Catalog faults are waited out ({@link Faults});
+ *       querying thread's Hadoop user ({@link ResolutionLoads}); over REST with Iceberg 1.11+'s table cache a
+ *       table the session holds is refreshed by a conditional load (a 304 when unchanged) on
+ *       {@code refresh-threads} threads of their own (default {@value #DEFAULT_REFRESH_THREADS}); the tables it
+ *       serves are those very loads, never loaded again. Catalog faults are waited out ({@link Faults});
  *   <li>{@link CutProcedures}: {@code CALL <catalog>.system.refresh_cut()} and {@code current_cut()};
  *   <li>{@link DdlRefusingSparkCatalog}: every DDL refused (tables, views and namespaces change through the plain
  *       catalog).
@@ -98,6 +100,12 @@ public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
    */
   public static final String LOAD_THREADS = CatalogOptions.LOAD_THREADS;
   public static final int DEFAULT_LOAD_THREADS = CatalogOptions.DEFAULT_LOAD_THREADS;
+  /**
+   * Catalog option {@code refresh-threads}: how many conditional refreshes (REST, Iceberg 1.11+) a resolution runs
+   * at once (default {@value #DEFAULT_REFRESH_THREADS}; they wait on the network, not the CPU).
+   */
+  public static final String REFRESH_THREADS = CatalogOptions.REFRESH_THREADS;
+  public static final int DEFAULT_REFRESH_THREADS = CatalogOptions.DEFAULT_REFRESH_THREADS;
 
   private CatalogOptions options;
   private CutSession session;
