@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,21 @@ def sqlite_catalog(directory: Path, name: str = "lake") -> SqlCatalog:
     """A pyiceberg SqlCatalog on ``directory/catalog.db`` with its warehouse in ``directory/warehouse``."""
     (directory / "warehouse").mkdir(parents=True, exist_ok=True)
     return SqlCatalog(name, uri=f"sqlite:///{directory}/catalog.db", warehouse=f"file://{directory}/warehouse")
+
+
+def spark_on_sqlite(root: Path, app_name: str) -> Iterator[tuple[SqlCatalog, Any]]:
+    """A module's SQLite catalog in ``root`` and a Spark session (``build_session``: both catalogs) over it; on exit
+    every streaming query still active is stopped, then the session (the body of the streaming tests' fixtures)."""
+    from consistent_catalog.spark.session import build_session
+
+    catalog = sqlite_catalog(root)
+    spark = build_session(f"sqlite:///{root}/catalog.db", root / "warehouse", app_name=app_name)
+    try:
+        yield catalog, spark
+    finally:
+        for query in spark.streams.active:
+            query.stop()
+        spark.stop()
 
 
 def open_catalog(lake: str | os.PathLike[str] | Mapping[str, str], name: str = "lake") -> Any:

@@ -27,7 +27,7 @@ from consistent_catalog import properties as P
 from consistent_catalog.exceptions import OwnershipError
 from consistent_catalog.util.time import now_ms
 from tests.harness import streaming_worker as sw
-from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA, sqlite_catalog
+from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA, spark_on_sqlite
 
 pytestmark = pytest.mark.spark
 
@@ -36,15 +36,9 @@ VENV_BIN = Path(sys.executable).parent
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    from consistent_catalog.spark.session import build_session
-
     root = tmp_path_factory.mktemp("spark-streaming")
-    catalog = sqlite_catalog(root)
-    spark = build_session(f"sqlite:///{root}/catalog.db", root / "warehouse", app_name="test-streaming")
-    yield root, catalog, spark
-    for query in spark.streams.active:
-        query.stop()
-    spark.stop()
+    for catalog, spark in spark_on_sqlite(root, "test-streaming"):
+        yield root, catalog, spark
 
 
 @pytest.fixture

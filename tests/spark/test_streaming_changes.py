@@ -25,7 +25,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
-from tests.harness.lake import sqlite_catalog
+from tests.harness.lake import spark_on_sqlite
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -38,15 +38,9 @@ WORD = pa.schema([pa.field("word", pa.string())])
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    from consistent_catalog.spark.session import build_session
-
     root = tmp_path_factory.mktemp("spark-streaming-changes")
-    catalog = sqlite_catalog(root)
-    spark = build_session(f"sqlite:///{root}/catalog.db", root / "warehouse", app_name="test-streaming-changes")
-    yield root, ConsistentCatalog(catalog), spark
-    for query in spark.streams.active:
-        query.stop()
-    spark.stop()
+    for catalog, spark in spark_on_sqlite(root, "test-streaming-changes"):
+        yield root, ConsistentCatalog(catalog), spark
 
 
 def snap_id(table: Any, barrier: int | None) -> int | None:

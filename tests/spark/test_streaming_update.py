@@ -17,7 +17,7 @@ import pytest
 
 from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
-from tests.harness.lake import sqlite_catalog
+from tests.harness.lake import spark_on_sqlite
 
 pytestmark = pytest.mark.spark
 
@@ -38,15 +38,9 @@ def revenue_schema(keyed: bool = True):
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    from consistent_catalog.spark.session import build_session
-
     root = tmp_path_factory.mktemp("spark-streaming-update")
-    catalog = sqlite_catalog(root)
-    spark = build_session(f"sqlite:///{root}/catalog.db", root / "warehouse", app_name="test-streaming-update")
-    yield root, catalog, spark
-    for query in spark.streams.active:
-        query.stop()
-    spark.stop()
+    for catalog, spark in spark_on_sqlite(root, "test-streaming-update"):
+        yield root, catalog, spark
 
 
 def main_chain(table):
