@@ -205,6 +205,88 @@ def test_update_mode_is_refused_with_the_way_out(env):
     assert len(main_chain(catalog.load_table(orders))) == 1
 
 
+MOVES = pa.schema([pa.field("customer", pa.string(), nullable=False), pa.field("delta", pa.int64(), nullable=False)])
+
+
+def balance_schema():
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    return Schema(NestedField(1, "customer", StringType(), required=True),
+                  NestedField(2, "balance", LongType(), required=False), identifier_field_ids=[1])
+
+
+def start_balance(spark, source, sink, job, checkpoint, mode="update", delete_where="balance = 0"):
+    """A signed aggregate: a customer's balance returns to 0 when its moves cancel (its neutral value)."""
+    from pyspark.sql import functions as F
+
+    frame = (spark.readStream.option("consistent.waitFor", "200ms").table(f"lake_consistent.{source}")
+             .groupBy("customer").agg(F.sum("delta").alias("balance")))
+    return (frame.writeStream.outputMode(mode).option("checkpointLocation", str(checkpoint)).option("consistent.job", job)
+            .option("consistent.deleteWhere", delete_where).trigger(processingTime="0.3 seconds")
+            .toTable(f"lake_consistent.{sink}"))
+
+
+def test_update_mode_deletes_the_keys_whose_aggregate_is_back_at_its_neutral_value(env):
+    """``consistent.deleteWhere``: a key whose new row satisfies the predicate loses its row (it is not written either);
+    every epoch is the recount of its input without the zero balances. A batch whose rows are all neutral writes none."""
+    from pyspark.errors import StreamingQueryException
+
+    root, catalog, spark = env
+    name = "up_neutral"
+    catalog.create_namespace(name)
+    moves, balances, job = f"{name}.moves", f"{name}.balances", f"{name}-balances"
+    catalog.create_table(moves, schema=MOVES)
+    catalog.create_table(balances, schema=balance_schema())
+    cc = ConsistentCatalog(catalog)
+    rounds = [
+        [("a", 5), ("b", 3), ("z", 0)],  # z is born neutral: never written
+        [("a", -5), ("c", 1)],  # a back to 0: deleted, c added
+        [("a", 2)],  # a again
+        [("b", -3), ("c", -1)],  # every row of the batch neutral: its file is dropped, b and c deleted
+    ]
+
+    def recount(rows_in):
+        out: dict[str, int] = defaultdict(int)
+        for row in rows_in:
+            out[row["customer"]] += row["delta"]
+        return {k: v for k, v in out.items() if v != 0}
+
+    query = start_balance(spark, moves, balances, job, root / name / "chk")
+    try:
+        for number, batch in enumerate(rounds):
+            data = pa.Table.from_pylist([{"customer": c, "delta": d} for c, d in batch], schema=MOVES)
+            head = cc.ingest(moves, data, key=f"round-{number}").snapshot_id
+            wait_for(lambda: any(json.loads(e[P.SOURCES])[moves] == head for e in epochs(catalog, balances)),
+                     what=f"the epoch of round {number}")
+    finally:
+        query.stop()
+    published = epochs(catalog, balances)
+    assert len(published) >= len(rounds)
+    for epoch in published:
+        output = {r["customer"]: r["balance"] for r in rows(catalog, balances, epoch["id"])}
+        assert output == recount(rows(catalog, moves, json.loads(epoch[P.SOURCES])[moves])), epoch[P.BARRIER]
+    assert {r["customer"]: r["balance"] for r in rows(catalog, balances, published[-1]["id"])} == {"a": 2}
+    # the last batch held only neutral rows: its epoch added no row and deleted b's and c's (each alone in a file)
+    last = published[-1]
+    assert int(last.get("added-records", 0)) == 0 and int(last["deleted-records"]) == 2
+
+    def refusal(checkpoint, **options):
+        query = start_balance(spark, moves, balances, job, root / name / checkpoint, **options)
+        try:
+            with pytest.raises(StreamingQueryException) as raised:
+                query.awaitTermination(120)
+        finally:
+            query.stop()
+        return " ".join(str(raised.value).split())
+
+    message = refusal("chk-typo", delete_where="balanse = 0")
+    assert "CONSISTENT_WRITE.REFUSED" in message and "consistent.deleteWhere=balanse = 0 is not a predicate" in message
+    message = refusal("chk-complete", mode="complete")
+    assert "consistent.deleteWhere" in message and "update output mode only" in message
+    assert len(epochs(catalog, balances)) == len(published)  # the refused queries wrote nothing
+
+
 WORKER = """
 import sys, time
 from consistent_catalog.spark.session import build_session

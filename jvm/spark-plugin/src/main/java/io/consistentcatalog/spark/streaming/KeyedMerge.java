@@ -20,6 +20,7 @@ import org.apache.iceberg.TableProperties;
 import org.apache.iceberg.data.Record;
 import org.apache.iceberg.data.parquet.GenericParquetReaders;
 import org.apache.iceberg.data.parquet.GenericParquetWriter;
+import org.apache.iceberg.expressions.Evaluator;
 import org.apache.iceberg.expressions.Expression;
 import org.apache.iceberg.expressions.Expressions;
 import org.apache.iceberg.io.CloseableIterable;
@@ -30,6 +31,10 @@ import org.apache.iceberg.types.TypeUtil;
 import org.apache.iceberg.types.Types;
 import org.apache.iceberg.util.StructLikeSet;
 import org.apache.iceberg.util.StructProjection;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.plans.logical.Filter;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.execution.datasources.SparkExpressionConverter;
 
 /**
  * A micro-batch of a streaming query in update output mode as its epoch's one staged commit (protocol §5.7): the
@@ -39,7 +44,9 @@ import org.apache.iceberg.util.StructProjection;
  * adds their rewrites and the batch's own files. The files whose key columns' bounds admit one of the batch's keys
  * are read (their key columns; whole only when they hold one), the others not: the epoch's cost follows the batch
  * and the files its keys fall in, not the table. Merge-on-read (equality deletes) is refused for now: pyiceberg, which the catalog's Python readers
- * are, cannot read equality deletes.
+ * are, cannot read equality deletes. With the option {@value StreamingSinkTable#DELETE_WHERE}, a batch row that
+ * satisfies its predicate (an aggregate back at its neutral value, e.g. a signed count of 0) deletes its key's row
+ * and is not written: the batch's files holding such rows are rewritten without them.
  */
 final class KeyedMerge {
   /** Above this many distinct values of a key column, the files are not pruned by it. */
@@ -74,17 +81,57 @@ final class KeyedMerge {
     }
   }
 
+  /**
+   * The predicate {@code where} (Spark SQL over the sink's columns) as Iceberg evaluates it, resolved against the sink
+   * when the write is built, so a typo or a predicate Iceberg cannot evaluate is refused before anything is written.
+   */
+  static Expression deleteWhere(StreamingSinkTable sink, SparkSession session, String where) {
+    String option = StreamingSinkTable.DELETE_WHERE + "=" + where;
+    LogicalPlan plan;
+    try {
+      plan = session.table(sink.plainName()).where(where).queryExecution().analyzed();
+    } catch (Exception e) { // Spark's AnalysisException (unresolved column) and ParseException are not runtime exceptions
+      if (e instanceof InterruptedException) {
+        Thread.currentThread().interrupt();
+      }
+      throw sink.refused("option " + option + " is not a predicate over the table's columns ("
+          + firstLine(e.getMessage()) + "); write e.g. words = 0, naming the aggregate that is back at its neutral value");
+    }
+    Expression converted = null;
+    if (plan instanceof Filter) {
+      try {
+        converted = SparkExpressionConverter.convertToIcebergExpression(((Filter) plan).condition());
+      } catch (RuntimeException e) {
+        converted = null;
+      }
+    }
+    if (converted == null) {
+      throw sink.refused("option " + option + " is not a predicate Iceberg can evaluate on a row: use comparisons of "
+          + "columns with literals, IN, IS NULL, AND, OR and NOT (e.g. words = 0)");
+    }
+    return converted;
+  }
+
+  private static String firstLine(String message) {
+    String text = String.valueOf(message).trim();
+    int end = text.indexOf('\n');
+    return end < 0 ? text : text.substring(0, end);
+  }
+
   /** The merge of one batch, prepared on {@code table} (the sink as the epoch's staged write sees it). */
   static final class Merge {
     private final Table table;
+    /** The batch's files as they are committed (those holding deleted keys' rows replaced by their rewrites). */
     private final List<DataFile> added;
+    private final Expression deleteWhere;
     /** The rewrites written so far (deleted when the commit is given up before it was sent). */
     final List<DataFile> rewritten = new ArrayList<>();
     private final List<DataFile> replaced = new ArrayList<>();
 
-    Merge(Table table, List<DataFile> added) {
+    Merge(Table table, List<DataFile> added, Expression deleteWhere) {
       this.table = table;
-      this.added = added;
+      this.added = new ArrayList<>(added);
+      this.deleteWhere = deleteWhere;
     }
 
     /** Reads the batch's keys and rewrites the sink's files that hold any of them (nothing is committed yet). */
@@ -93,14 +140,20 @@ final class KeyedMerge {
       Set<Integer> ids = schema.identifierFieldIds();
       Schema keySchema = TypeUtil.select(schema, ids);
       StructLikeSet keys = StructLikeSet.create(keySchema.asStruct());
-      for (DataFile file : added) {
-        try (CloseableIterable<Record> records = read(file, keySchema)) {
-          for (Record record : records) {
-            keys.add(record);
+      try {
+        if (deleteWhere == null) {
+          for (DataFile file : added) {
+            try (CloseableIterable<Record> records = read(file, keySchema)) {
+              for (Record record : records) {
+                keys.add(record);
+              }
+            }
           }
-        } catch (IOException e) {
-          throw new UncheckedIOException(e);
+        } else {
+          dropDeleted(schema, keySchema, keys);
         }
+      } catch (IOException e) {
+        throw new UncheckedIOException(e);
       }
       if (keys.isEmpty() || table.currentSnapshot() == null) {
         return this;
@@ -146,6 +199,46 @@ final class KeyedMerge {
       return filter;
     }
 
+    /**
+     * Collects the batch's keys into {@code keys} and replaces each batch file holding rows that satisfy
+     * {@link #deleteWhere} by a rewrite without them (none when all its rows do): those keys' rows are deleted, not
+     * written. The replaced batch files were never committed and are deleted at once.
+     */
+    private void dropDeleted(Schema schema, Schema keySchema, StructLikeSet keys) throws IOException {
+      Evaluator deleted = new Evaluator(schema.asStruct(), deleteWhere, false);
+      StructProjection key = StructProjection.create(schema, keySchema);
+      List<DataFile> files = new ArrayList<>(added);
+      added.clear();
+      for (DataFile file : files) {
+        List<Record> kept = new ArrayList<>();
+        boolean dropped = false;
+        try (CloseableIterable<Record> records = read(file, schema)) {
+          for (Record record : records) {
+            keys.add(key.copyFor(record));
+            if (deleted.eval(record)) {
+              dropped = true;
+            } else {
+              kept.add(record);
+            }
+          }
+        }
+        if (!dropped) {
+          added.add(file);
+          continue;
+        }
+        if (!kept.isEmpty()) {
+          DataFile rewrite = write(file, kept);
+          rewritten.add(rewrite);
+          added.add(rewrite);
+        }
+        try {
+          table.io().deleteFile(file.location());
+        } catch (RuntimeException e) {
+          // a file no snapshot references; orphan-file cleanup removes it
+        }
+      }
+    }
+
     /** Rewrites {@code file} without the rows of {@code keys}, when it holds any (its key columns read first). */
     private void rewrite(DataFile file, Schema schema, StructLikeSet keys, StructProjection key) throws IOException {
       Schema keySchema = TypeUtil.select(schema, schema.identifierFieldIds());
@@ -176,22 +269,26 @@ final class KeyedMerge {
         return;
       }
       replaced.add(file);
-      if (kept.isEmpty()) {
-        return;
+      if (!kept.isEmpty()) {
+        rewritten.add(write(file, kept));
       }
+    }
+
+    /** A new data file of {@code records}, in {@code file}'s spec and partition (not committed). */
+    private DataFile write(DataFile file, List<Record> records) throws IOException {
       PartitionSpec spec = table.specs().get(file.specId());
       String name = "merge-" + UUID.randomUUID() + ".parquet";
       OutputFile out = table.io().newOutputFile(table.locationProvider().newDataLocation(spec, file.partition(), name));
       DataWriter<Record> writer = Parquet.writeData(out).forTable(table).withSpec(spec).withPartition(file.partition())
           .createWriterFunc(GenericParquetWriter::create).overwrite().build();
       try {
-        for (Record record : kept) {
+        for (Record record : records) {
           writer.write(record);
         }
       } finally {
         writer.close();
       }
-      rewritten.add(writer.toDataFile());
+      return writer.toDataFile();
     }
 
     private CloseableIterable<Record> read(DataFile file, Schema projection) {

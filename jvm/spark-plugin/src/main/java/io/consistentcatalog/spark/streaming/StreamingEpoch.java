@@ -158,7 +158,7 @@ public final class StreamingEpoch implements StreamingWrite {
    * set): the files holding the batch's keys rewritten, then one fenced overwrite on the staged branch.
    */
   private void merge(WriterCommitMessage[] messages) {
-    KeyedMerge.Merge merge = new KeyedMerge.Merge(fence.table(sink.tableName()), BatchFiles.of(messages));
+    KeyedMerge.Merge merge = new KeyedMerge.Merge(fence.table(sink.tableName()), BatchFiles.of(messages), options.deleteWhere);
     try {
       merge.prepare();
     } catch (RuntimeException e) {

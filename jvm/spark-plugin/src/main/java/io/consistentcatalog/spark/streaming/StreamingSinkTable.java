@@ -64,6 +64,8 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
   static final String LEASE = "consistent.lease";
   /** A job's declared definition version (§6.10, kind {@code version}); without it, the query's plan fingerprint. */
   static final String VERSION = "consistent.version";
+  /** Update mode: a predicate over the sink's columns; a key whose new row satisfies it is deleted (a neutral value). */
+  static final String DELETE_WHERE = "consistent.deleteWhere";
 
   private final CatalogContext context;
   private final org.apache.iceberg.Table table;
@@ -154,6 +156,8 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
     String version;
     /** Update output mode (each batch merges its rows by key into the sink); set when the write is built. */
     boolean update;
+    /** Update mode's {@value StreamingSinkTable#DELETE_WHERE}, as Iceberg evaluates it; null: none. */
+    org.apache.iceberg.expressions.Expression deleteWhere;
 
     Options(EventTime eventTime, long delayMs, Long idleAfterMs, String job, long leaseMs, boolean complete) {
       this.eventTime = eventTime;
@@ -168,6 +172,7 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
       Options out = new Options(eventTime, delayMs, idleAfterMs, job, leaseMs, true);
       out.version = version;
       out.update = update;
+      out.deleteWhere = deleteWhere;
       return out;
     }
   }
@@ -230,6 +235,14 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
             + "job's derived table (option " + JOB + ")");
       }
       KeyedMerge.check(this, table);
+      String where = info.options().get(DELETE_WHERE);
+      if (where != null) {
+        options.deleteWhere = KeyedMerge.deleteWhere(this, session, where);
+      }
+    } else if (info.options().containsKey(DELETE_WHERE)) {
+      throw Errors.raise(Errors.setting("option " + DELETE_WHERE + " deletes the keys whose new row satisfies it, in "
+          + "update output mode only (a batch in " + outputMode(info.queryId()).toLowerCase(java.util.Locale.ROOT)
+          + " mode does not merge by key); write in update output mode, or remove the option"));
     }
     FencedCommit committer = context.committer();
     org.apache.iceberg.Table loaded = table; // as toTable loaded it: Iceberg refreshes it when it commits a batch
