@@ -685,7 +685,7 @@ def test_demo_streaming_command(tmp_path):
     report = json.loads(result.stdout)
     assert report["violations"] == [] and report["cuts_checked"] >= 2
     assert "protocol §7 invariants" in result.stderr
-    assert "words and word-count run through lake_consistent (no Python in their path)" in result.stderr  # issue 24
+    assert "words, word-count and count-histogram run through lake_consistent (no Python in their path)" in result.stderr
     # issue #23.6: what was fed and how the figures were sampled, said as it is
     assert "the first of 5 files warmed the queries up" in result.stderr and "streaming the other 4" in result.stderr
     assert f"invariants at {report['cuts_checked']} distinct cuts" in result.stderr

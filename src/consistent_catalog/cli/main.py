@@ -379,7 +379,7 @@ def revise(ctx: Context, table: str, barrier: str, mode: str, output: str | None
 @click.option("--takeover", is_flag=True,
               help="take the jobs over from a crashed earlier run whose leases have not lapsed yet")
 @click.option("--streaming", is_flag=True, help="Structured Streaming (Spark): a file-source root and streaming jobs; "
-              "EPOCHS files of ROWS-PER-EPOCH words, one per INTERVAL s (default 1); the root and word-count are "
+              "EPOCHS files of ROWS-PER-EPOCH words, one per INTERVAL s (default 1); the root and both jobs are "
               "plain streaming queries through lake_consistent (where the plugin jar is found); with --engine "
               "pyiceberg the jobs' transforms run in pyarrow, still one streaming query per job")
 @click.option("--sql", is_flag=True, help="the jobs as plain Spark SQL (the packaged flip_pipeline.sql: INSERT "
@@ -419,8 +419,7 @@ def demo(ctx: Context, directory: str, epochs: int, rows_per_epoch: int, engine:
         transforms = {"word-count": count_words, "count-histogram": histogram} if engine == "pyiceberg" else None
         native = transforms is None and find_plugin_jar() is not None
         echo = (lambda line: click.echo(line, err=True)) if json_out else click.echo
-        echo("words and word-count run through lake_consistent (no Python in their path); count-histogram is a Python "
-             "streaming job" if native else "the root and both jobs are Python-driven streaming queries"
+        echo("words, word-count and count-histogram run through lake_consistent (no Python in their path)" if native else "the root and both jobs are Python-driven streaming queries"
              + ("" if transforms is not None else " (the plugin jar was not found: `consistent-catalog spark-conf` says why)"))
         report = run_streaming_demo(directory, check=check_invariants, files=epochs, rows_per_file=rows_per_epoch,
                                     interval=interval or 1.0, takeover=takeover, transforms=transforms, native=native,

@@ -69,15 +69,47 @@ def fed_rows(directory: Path) -> tuple[int, int]:
     return len(files), sum(sum(1 for _ in f.open(encoding="utf-8")) for f in files)
 
 
-def ensure_streaming_tables(cc: ConsistentCatalog, spark: Any, spark_catalog: str) -> None:
-    """The three tables, created through Spark when missing (same columns as ``consistent-catalog demo``)."""
+def ensure_streaming_tables(cc: ConsistentCatalog, spark: Any, spark_catalog: str, *, keyed: bool = False) -> None:
+    """The three tables, created through Spark when missing (same columns as ``consistent-catalog demo``).
+
+    ``keyed`` (the native pipeline): ``count_histogram`` is keyed by ``cnt`` (``NOT NULL``, its identifier field),
+    which the native ``count-histogram`` query merges each micro-batch into (update output mode, protocol §5.7),
+    and ``word_counts.cnt``, a count, is ``NOT NULL`` too, so the key the query groups by cannot be null.
+    """
     if ("demo",) not in cc.catalog.list_namespaces():
         cc.catalog.create_namespace("demo")
     for name, columns in COLUMNS.items():
         try:
             cc.load_table(name)
         except TableNotFoundError:
+            if keyed and name in (COUNTS, HISTOGRAM):
+                columns = columns.replace("cnt bigint", "cnt bigint NOT NULL")
             spark.sql(f"CREATE TABLE IF NOT EXISTS {spark_catalog}.{name} ({columns}) USING iceberg")
+            if keyed and name == HISTOGRAM:
+                spark.sql(f"ALTER TABLE {spark_catalog}.{name} SET IDENTIFIER FIELDS cnt")
+
+
+def native_histogram_fits(cc: ConsistentCatalog) -> bool:
+    """Whether ``count_histogram`` is keyed by ``cnt`` and ``word_counts.cnt`` is ``NOT NULL`` (``keyed`` tables
+    above; tables an older demo made are neither)."""
+    histogram, counts = cc.load_table(HISTOGRAM).schema(), cc.load_table(COUNTS).schema()
+    return ([histogram.find_column_name(i) for i in histogram.identifier_field_ids] == ["cnt"]
+            and counts.find_field("cnt").required)
+
+
+def start_native_histogram(spark: Any, consistent: str, *, checkpoint: str, trigger: str, wait_ms: int) -> Any:
+    """``count-histogram`` as a plain streaming query: ``word_counts``' changes (protocol §5.10) counted by ``cnt``
+    with a sign (+1 for a row that appears, -1 for one that goes), in update output mode, so each micro-batch
+    merges the buckets whose count changed into ``count_histogram`` and deletes those back at 0 words."""
+    from pyspark.sql import functions as F
+
+    sign = F.when(F.col("_change_type").isin("INSERT", "UPDATE_AFTER"), 1).otherwise(-1)
+    histogram = (spark.readStream.option("consistent.read", "changes").option("consistent.waitFor", f"{wait_ms}ms")
+                 .table(f"{consistent}.{COUNTS}").groupBy("cnt").agg(F.sum(sign).alias("words")))
+    return (histogram.writeStream.queryName("count-histogram").outputMode("update")
+            .option("consistent.job", "count-histogram").option("consistent.deleteWhere", "words = 0")
+            .option("checkpointLocation", checkpoint).trigger(processingTime=trigger)
+            .toTable(f"{consistent}.{HISTOGRAM}"))
 
 
 def run_streaming_demo(
@@ -112,11 +144,12 @@ def run_streaming_demo(
     ``EpochJob``s, still each driven by its own streaming query (the CLI's ``--engine pyiceberg``);
     by default they are ``SparkEpochJob``s with the SQL above.
 
-    ``native``: the root and ``word-count`` are plain streaming queries through the plugin's consistent catalog
-    (``toTable("<catalog>_consistent.demo.words")``; ``readStream.table(...).groupBy("word").count()`` in complete
-    mode with the option ``consistent.job``), no Python in their path (protocol §5.7). ``count-histogram`` stays a
-    Python streaming job: it reads ``word_counts``, which every epoch rewrites, and a stream holds only appended
-    rows (Spark's streaming aggregates would count a rewritten table's rows again every batch).
+    ``native``: the three hops are plain streaming queries through the plugin's consistent catalog, no Python in
+    their path (protocol §5.7): the root (``toTable("<catalog>_consistent.demo.words")``), ``word-count``
+    (``readStream.table(...).groupBy("word").count()`` in complete mode with the option ``consistent.job``) and
+    ``count-histogram`` (``word_counts``' changes counted by ``cnt`` with a sign, in update mode with
+    ``consistent.deleteWhere``: ``start_native_histogram``). ``count-histogram`` stays a Python streaming job when
+    ``count_histogram`` has no identifier field ``cnt`` (a table an older demo made).
     """
     root = Path(directory).resolve()
     if cc is None:
@@ -134,7 +167,7 @@ def run_streaming_demo(
     cuts_checked = 0
     queries: list[StreamingQueryHandle] = []
     try:
-        ensure_streaming_tables(cc, spark, spark_catalog)
+        ensure_streaming_tables(cc, spark, spark_catalog, keyed=native)
         words_stream = spark.readStream.schema(COLUMNS[WORDS]).json(str(incoming))
         consistent = f"{spark_catalog}_consistent"
         if native:
@@ -144,12 +177,20 @@ def run_streaming_demo(
         else:
             queries.append(start_root_stream(words_stream, cc, WORDS, checkpoint_location=str(checkpoints / "words"),
                                              trigger=trigger, spark_catalog=spark_catalog))
+        # a trigger that finds no new barrier waits most of its interval for one, as the Python jobs do
+        wait_ms = int((trigger_ms(trigger) or 0) * 0.8)
+        native_histogram = native and native_histogram_fits(cc)
+        if native and not native_histogram:
+            echo(f"{HISTOGRAM} is not keyed by cnt NOT NULL (an earlier demo made the tables): count-histogram runs as a "
+                 "Python streaming job; a new --dir runs it natively")
         for job_id, source, sink, sql in (("word-count", WORDS, COUNTS, WORD_COUNT_SQL),
                                           ("count-histogram", COUNTS, HISTOGRAM, HISTOGRAM_SQL)):
             job: EpochJob
+            if native_histogram and job_id == "count-histogram":
+                queries.append(start_native_histogram(spark, consistent, checkpoint=str(checkpoints / f"native-{job_id}"),
+                                                      trigger=trigger, wait_ms=wait_ms))
+                continue
             if native and job_id == "word-count":
-                # a trigger that finds no new barrier waits most of its interval for one, as the Python jobs do
-                wait_ms = int((trigger_ms(trigger) or 0) * 0.8)
                 counts = (spark.readStream.option("consistent.waitFor", f"{wait_ms}ms").table(f"{consistent}.{WORDS}")
                           .groupBy("word").count().withColumnRenamed("count", "cnt"))
                 queries.append(counts.writeStream.queryName(job_id).outputMode("complete")
