@@ -9,10 +9,13 @@ import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
 import org.apache.iceberg.DataFile;
+import org.apache.iceberg.DeleteFile;
+import org.apache.iceberg.HasTableOperations;
 import org.apache.iceberg.FileFormat;
 import org.apache.iceberg.FileScanTask;
 import org.apache.iceberg.OverwriteFiles;
 import org.apache.iceberg.PartitionSpec;
+import org.apache.iceberg.RowDelta;
 import org.apache.iceberg.Schema;
 import org.apache.iceberg.StructLike;
 import org.apache.iceberg.Table;
@@ -20,6 +23,8 @@ import org.apache.iceberg.TableProperties;
 import org.apache.iceberg.data.Record;
 import org.apache.iceberg.data.parquet.GenericParquetReaders;
 import org.apache.iceberg.data.parquet.GenericParquetWriter;
+import org.apache.iceberg.deletes.PositionDelete;
+import org.apache.iceberg.deletes.PositionDeleteWriter;
 import org.apache.iceberg.expressions.Evaluator;
 import org.apache.iceberg.expressions.Expression;
 import org.apache.iceberg.expressions.Expressions;
@@ -39,14 +44,16 @@ import org.apache.spark.sql.execution.datasources.SparkExpressionConverter;
 /**
  * A micro-batch of a streaming query in update output mode as its epoch's one staged commit (protocol §5.7): the
  * rows Spark emitted are the new values of the keys that changed, and they replace, by the sink's identifier fields,
- * the rows of those keys in the previous output. Copy-on-write: every data file of the sink that holds one of the
- * batch's keys is rewritten without those rows, and one {@code overwrite} snapshot deletes the files rewritten and
- * adds their rewrites and the batch's own files. The files whose key columns' bounds admit one of the batch's keys
- * are read (their key columns; whole only when they hold one), the others not: the epoch's cost follows the batch
- * and the files its keys fall in, not the table. Merge-on-read (equality deletes) is refused for now: pyiceberg, which the catalog's Python readers
- * are, cannot read equality deletes. With the option {@value StreamingSinkTable#DELETE_WHERE}, a batch row that
- * satisfies its predicate (an aggregate back at its neutral value, e.g. a signed count of 0) deletes its key's row
- * and is not written: the batch's files holding such rows are rewritten without them.
+ * the rows of those keys in the previous output. As the sink's {@code write.merge.mode} says: copy-on-write, every
+ * data file of the sink that holds one of the batch's keys is rewritten without those rows, and one {@code
+ * overwrite} snapshot deletes the files rewritten and adds their rewrites and the batch's own files; merge-on-read
+ * (format version 2), those rows are deleted by position and one row delta adds the batch's files and the position
+ * delete files (equality deletes, which pyiceberg cannot read, are never written). The files whose key columns'
+ * bounds admit one of the batch's keys are read (their key columns; whole only when copy-on-write rewrites them),
+ * the others not: the epoch's cost follows the batch and the files its keys fall in, not the table. With the option
+ * {@value StreamingSinkTable#DELETE_WHERE}, a batch row that satisfies its predicate (an aggregate back at its
+ * neutral value, e.g. a signed count of 0) deletes its key's row and is not written: the batch's files holding such
+ * rows are rewritten without them.
  */
 final class KeyedMerge {
   /** Above this many distinct values of a key column, the files are not pruned by it. */
@@ -56,7 +63,8 @@ final class KeyedMerge {
 
   /**
    * Refuses, with the way out, a sink that update mode cannot merge into: one without identifier fields, one whose
-   * {@code write.merge.mode} is merge-on-read, one whose data files are not Parquet.
+   * {@code write.merge.mode} is merge-on-read in a format version other than 2 (v3 wants deletion vectors, which
+   * are not written yet), one whose data files are not Parquet.
    */
   static void check(StreamingSinkTable sink, Table table) {
     String qualified = sink.plainName(); // DDL goes through the plain catalog (lake_consistent refuses it)
@@ -66,12 +74,12 @@ final class KeyedMerge {
           + qualified + " SET IDENTIFIER FIELDS <columns>, or pyiceberg's update_schema().set_identifier_fields), or "
           + "write in complete output mode");
     }
-    String mode = table.properties().get(TableProperties.MERGE_MODE);
-    if ("merge-on-read".equalsIgnoreCase(mode)) {
-      throw sink.refused("update output mode merges by key copy-on-write only for now (merge-on-read would write "
-          + "equality deletes, which pyiceberg cannot read), and the table's " + TableProperties.MERGE_MODE + " is "
-          + mode + ": ALTER TABLE " + qualified + " SET TBLPROPERTIES ('" + TableProperties.MERGE_MODE
-          + "'='copy-on-write'), or write in complete output mode");
+    int version = formatVersion(table);
+    if (mergeOnRead(table) && version != 2) {
+      throw sink.refused("update output mode merges by key merge-on-read with position delete files, which Iceberg "
+          + "allows in format version 2 only, and the table is version " + version + " (version 3 wants deletion "
+          + "vectors, which update mode does not write yet): ALTER TABLE " + qualified + " SET TBLPROPERTIES ('"
+          + TableProperties.MERGE_MODE + "'='copy-on-write'), or write in complete output mode");
     }
     String format = table.properties().getOrDefault(TableProperties.DEFAULT_FILE_FORMAT, "parquet");
     if (!"parquet".equalsIgnoreCase(format)) {
@@ -79,6 +87,15 @@ final class KeyedMerge {
           + TableProperties.DEFAULT_FILE_FORMAT + " is " + format + ": set it to parquet, or write in complete output "
           + "mode");
     }
+  }
+
+  /** Whether the sink's {@code write.merge.mode} is merge-on-read (Iceberg's default is copy-on-write). */
+  static boolean mergeOnRead(Table table) {
+    return "merge-on-read".equalsIgnoreCase(table.properties().get(TableProperties.MERGE_MODE));
+  }
+
+  private static int formatVersion(Table table) {
+    return table instanceof HasTableOperations ? ((HasTableOperations) table).operations().current().formatVersion() : 2;
   }
 
   /**
@@ -127,11 +144,15 @@ final class KeyedMerge {
     /** The rewrites written so far (deleted when the commit is given up before it was sent). */
     final List<DataFile> rewritten = new ArrayList<>();
     private final List<DataFile> replaced = new ArrayList<>();
+    /** Merge-on-read: the position delete files of the rows the batch's keys replace. */
+    private final List<DeleteFile> deletes = new ArrayList<>();
+    private final boolean mergeOnRead;
 
     Merge(Table table, List<DataFile> added, Expression deleteWhere) {
       this.table = table;
       this.added = new ArrayList<>(added);
       this.deleteWhere = deleteWhere;
+      this.mergeOnRead = mergeOnRead(table);
     }
 
     /** Reads the batch's keys and rewrites the sink's files that hold any of them (nothing is committed yet). */
@@ -162,6 +183,10 @@ final class KeyedMerge {
       try (CloseableIterable<FileScanTask> tasks = table.newScan().filter(candidates(keySchema, keys)).planFiles()) {
         for (FileScanTask task : tasks) {
           DataFile file = task.file();
+          if (mergeOnRead) {
+            deletePositions(file, keySchema, keys);
+            continue;
+          }
           if (!task.deletes().isEmpty()) {
             throw new IllegalStateException(table.name() + ": data file " + file.location() + " has delete files, "
                 + "which a copy-on-write merge would lose; compact the table first (CALL <catalog>.system."
@@ -274,6 +299,41 @@ final class KeyedMerge {
       }
     }
 
+    /**
+     * Merge-on-read: a position delete file for the rows of {@code file} that hold one of {@code keys}, when it holds
+     * any (only its key columns are read; a row's position is its place in the file). A position an earlier batch
+     * deleted already is deleted again, which readers take as one delete.
+     */
+    private void deletePositions(DataFile file, Schema keySchema, StructLikeSet keys) throws IOException {
+      List<Long> positions = new ArrayList<>();
+      long position = 0;
+      try (CloseableIterable<Record> records = read(file, keySchema)) {
+        for (Record record : records) {
+          if (keys.contains(record)) {
+            positions.add(position);
+          }
+          position++;
+        }
+      }
+      if (positions.isEmpty()) {
+        return;
+      }
+      PartitionSpec spec = table.specs().get(file.specId());
+      String name = "merge-deletes-" + UUID.randomUUID() + ".parquet";
+      OutputFile out = table.io().newOutputFile(table.locationProvider().newDataLocation(spec, file.partition(), name));
+      PositionDeleteWriter<Record> writer = Parquet.writeDeletes(out).forTable(table).withSpec(spec)
+          .withPartition(file.partition()).rowSchema(null).overwrite().buildPositionWriter(); // positions only
+      PositionDelete<Record> delete = PositionDelete.create();
+      try {
+        for (long at : positions) {
+          writer.write(delete.set(file.location(), at));
+        }
+      } finally {
+        writer.close();
+      }
+      deletes.add(writer.toDeleteFile());
+    }
+
     /** A new data file of {@code records}, in {@code file}'s spec and partition (not committed). */
     private DataFile write(DataFile file, List<Record> records) throws IOException {
       PartitionSpec spec = table.specs().get(file.specId());
@@ -300,8 +360,20 @@ final class KeyedMerge {
           .createReaderFunc(type -> GenericParquetReaders.buildReader(projection, type)).build();
     }
 
-    /** The one commit: the files holding the batch's keys replaced by their rewrites, plus the batch's files. */
+    /**
+     * The one commit: the files holding the batch's keys replaced by their rewrites, plus the batch's files
+     * (copy-on-write, an {@code overwrite}); merge-on-read, the batch's files and the position deletes of the rows
+     * they replace (a {@code delete}-and-append {@code overwrite} row delta).
+     */
     void commit(Map<String, String> properties) {
+      if (mergeOnRead) {
+        RowDelta delta = table.newRowDelta();
+        added.forEach(delta::addRows);
+        deletes.forEach(delta::addDeletes);
+        properties.forEach(delta::set);
+        delta.commit();
+        return;
+      }
       OverwriteFiles overwrite = table.newOverwrite();
       replaced.forEach(overwrite::deleteFile);
       rewritten.forEach(overwrite::addFile);
@@ -312,9 +384,12 @@ final class KeyedMerge {
 
     /** Deletes the rewrites (a merge whose commit was never sent). */
     void discard() {
-      for (DataFile file : rewritten) {
+      List<String> locations = new ArrayList<>();
+      rewritten.forEach(file -> locations.add(file.location()));
+      deletes.forEach(file -> locations.add(file.location()));
+      for (String location : locations) {
         try {
-          table.io().deleteFile(file.location());
+          table.io().deleteFile(location);
         } catch (RuntimeException e) {
           // an unreferenced file; orphan-file cleanup removes it
         }
