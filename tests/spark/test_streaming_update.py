@@ -167,6 +167,7 @@ def test_update_mode_is_refused_with_the_way_out(env):
     spark.sql(f"CREATE TABLE lake.{unmerged} (customer string NOT NULL, orders bigint, revenue bigint) USING iceberg "
               "TBLPROPERTIES ('format-version'='3', 'write.merge.mode'='merge-on-read')")
     spark.sql(f"ALTER TABLE lake.{unmerged} SET IDENTIFIER FIELDS customer")
+    catalog.create_table(f"{name}.renamed", schema=revenue_schema())
     cc = ConsistentCatalog(catalog)
     cc.ingest(orders, pa.Table.from_pylist([{"customer": "a", "amount": 1}], schema=ORDERS), key="one")
 
@@ -194,6 +195,30 @@ def test_update_mode_is_refused_with_the_way_out(env):
     message = failure(unmerged, 1)  # merge-on-read on a version 3 table: deletion vectors, not written yet
     assert "CONSISTENT_WRITE.REFUSED" in message and "format version 2 only" in message
     assert "'write.merge.mode'='copy-on-write'" in message
+    # a key other than the grouping: by (customer, amount) into a table keyed by customer, amount not written
+    from pyspark.sql import functions as F
+
+    mismatched = (spark.readStream.table(f"lake_consistent.{orders}").groupBy("customer", "amount")
+                  .agg(F.count(F.lit(1)).alias("orders"), F.sum("amount").alias("revenue")).drop("amount")
+                  .writeStream.outputMode("update").option("checkpointLocation", str(root / name / "chk-grouping"))
+                  .option("consistent.job", f"{name}-grouping").toTable(f"lake_consistent.{unkeyed}"))
+    try:
+        with pytest.raises(StreamingQueryException) as raised:
+            mismatched.awaitTermination(120)
+    finally:
+        mismatched.stop()
+    message = " ".join(str(raised.value).split())
+    assert "CONSISTENT_WRITE.REFUSED" in message and "identifier fields [customer]" in message
+    assert "groups by [amount (not written), customer]" in message
+    # renamed on the way out, the grouping column is still the key: no refusal (the keyed query above ran too)
+    renamed = (spark.readStream.table(f"lake_consistent.{orders}").withColumnRenamed("customer", "who").groupBy("who")
+               .agg(F.count(F.lit(1)).alias("orders"), F.sum("amount").alias("revenue"))
+               .withColumnRenamed("who", "customer").writeStream.outputMode("update")
+               .option("checkpointLocation", str(root / name / "chk-renamed")).option("consistent.job", f"{name}-renamed")
+               .trigger(availableNow=True).toTable(f"lake_consistent.{name}.renamed"))
+    renamed.awaitTermination(120)
+    assert renamed.exception() is None
+    assert [r["customer"] for r in rows(catalog, f"{name}.renamed", epochs(catalog, f"{name}.renamed")[-1]["id"])] == ["a"]
     root_query = (spark.readStream.table(f"lake_consistent.{orders}").groupBy("customer").count()
                   .withColumnRenamed("count", "amount").writeStream.outputMode("update").option("checkpointLocation", str(root / name / "chk-root"))
                   .toTable(f"lake_consistent.{orders}"))

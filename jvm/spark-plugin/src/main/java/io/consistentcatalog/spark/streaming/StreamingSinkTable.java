@@ -235,6 +235,7 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
             + "job's derived table (option " + JOB + ")");
       }
       KeyedMerge.check(this, table);
+      checkGroupingKey(info.queryId());
       String where = info.options().get(DELETE_WHERE);
       if (where != null) {
         options.deleteWhere = KeyedMerge.deleteWhere(this, session, where);
@@ -300,6 +301,26 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
     @Override
     public java.util.Optional<StructType> metadataSchema() {
       return info.metadataSchema();
+    }
+  }
+
+  /**
+   * Update mode merges by the sink's identifier fields: refused, naming both, when they are not the query's grouping
+   * columns ({@link GroupingKey}; a plan it cannot follow is not checked).
+   */
+  private void checkGroupingKey(String queryId) {
+    StreamingQuery query = session.streams().get(java.util.UUID.fromString(queryId));
+    java.util.Set<String> grouping = query == null ? null : GroupingKey.of(LineSpark.analyzedPlan(query));
+    org.apache.iceberg.Schema schema = table.schema();
+    java.util.Set<String> key = new java.util.TreeSet<>();
+    for (int id : schema.identifierFieldIds()) {
+      key.add(schema.findColumnName(id).toLowerCase(java.util.Locale.ROOT));
+    }
+    if (grouping != null && !grouping.equals(key)) {
+      throw refused("update output mode merges each batch's rows by the table's identifier fields " + key + ", and the "
+          + "query groups by " + (grouping.isEmpty() ? "columns it does not write" : grouping) + ": a key other than "
+          + "the grouping would keep two rows of a group or never replace one. Group by the key, or make the key the "
+          + "grouping columns (ALTER TABLE " + plainName() + " SET IDENTIFIER FIELDS ...)");
     }
   }
 
