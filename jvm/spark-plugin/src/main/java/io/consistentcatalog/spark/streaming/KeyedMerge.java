@@ -117,7 +117,9 @@ final class KeyedMerge {
     Expression converted = null;
     if (plan instanceof Filter) {
       try {
-        converted = SparkExpressionConverter.convertToIcebergExpression(((Filter) plan).condition());
+        // literals cast to the column's type (balance = 0 on a bigint) folded first, as Spark's optimizer would
+        Filter folded = (Filter) org.apache.spark.sql.catalyst.optimizer.ConstantFolding$.MODULE$.apply(plan);
+        converted = SparkExpressionConverter.convertToIcebergExpression(folded.condition());
       } catch (RuntimeException e) {
         converted = null;
       }
