@@ -10,9 +10,9 @@ import java.util.Set;
 import java.util.UUID;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.DeleteFile;
-import org.apache.iceberg.HasTableOperations;
 import org.apache.iceberg.FileFormat;
 import org.apache.iceberg.FileScanTask;
+import org.apache.iceberg.HasTableOperations;
 import org.apache.iceberg.OverwriteFiles;
 import org.apache.iceberg.PartitionSpec;
 import org.apache.iceberg.RowDelta;
@@ -108,9 +108,6 @@ final class KeyedMerge {
     try {
       plan = session.table(sink.plainName()).where(where).queryExecution().analyzed();
     } catch (Exception e) { // Spark's AnalysisException (unresolved column) and ParseException are not runtime exceptions
-      if (e instanceof InterruptedException) {
-        Thread.currentThread().interrupt();
-      }
       throw sink.refused("option " + option + " is not a predicate over the table's columns ("
           + firstLine(e.getMessage()) + "); write e.g. words = 0, naming the aggregate that is back at its neutral value");
     }
