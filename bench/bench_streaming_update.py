@@ -43,7 +43,8 @@ Times move by +-30 % on the shared 2 cores: read the per-batch ratios and the lo
 Usage:
     python -m bench.bench_streaming_update [--keys 1000000,200000] [--changed 0.01 | 10000] [--batches 6]
                                            [--cases random,clustered] [--partition-width 50000] [--trigger 0.5]
-                                           [--driver-memory 3g] [--markdown] [--json] [--save FILE] [--dir D]
+                                           [--driver-memory 3g] [--state-store hdfs|rocksdb]
+                                           [--markdown] [--json] [--save FILE] [--dir D]
 """
 
 from __future__ import annotations
@@ -68,6 +69,11 @@ from consistent_catalog.properties import BARRIER, SOURCES
 KEYS_DEFAULT = "1000000,200000"
 MODES = ("complete", "update")
 CASES = ("random", "clustered")
+STATE_STORES = {
+    "hdfs": {},
+    "rocksdb": {"spark.sql.streaming.stateStore.providerClass":
+                "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"},
+}
 SUMMARY_FIGURES = ("added-data-files", "deleted-data-files", "added-records", "deleted-records")
 
 
@@ -307,7 +313,8 @@ def summarize(keys: int, changed: int, records: list[dict[str, Any]], problems: 
 # --- report ------------------------------------------------------------------------------------------------------
 def report(results: list[dict[str, Any]], meta: dict[str, Any], markdown: bool) -> str:
     lines = [f"`{meta['command']}`", "",
-             f"Spark {meta['spark']}, commit {meta['commit']}, {meta['jar']}; {meta['cores']} cores, load "
+             f"Spark {meta['spark']}, commit {meta['commit']}, {meta['jar']}, state store {meta.get('state_store', 'hdfs')}; "
+             f"{meta['cores']} cores, load "
              f"{meta['load_start']} at the start, {meta['load_end']} at the end; {meta['minutes']:.1f} min.", ""]
     lines += ["| keys | changed / batch | case | mode | triggerExecution median (p90) | addBatch median (p90) | "
               "sink commit median | data files replaced / added / total after (median) | records deleted / added (median) | "
@@ -333,6 +340,17 @@ def report(results: list[dict[str, Any]], meta: dict[str, Any], markdown: bool) 
             lines.append(f"| {r['keys']:,} | {case} | {t['ratio']:.3f}× ({t['per_batch']['median']:.3f}×, "
                          f"{t['per_batch']['min']:.3f}–{t['per_batch']['max']:.3f}) | {a['ratio']:.3f}× "
                          f"({a['per_batch']['median']:.3f}×) |")
+    for r in results:
+        cols = [(case, mode) for case in r["cases"] for mode in MODES]
+        lines += ["", f"Per micro-batch at {r['keys']:,} keys, triggerExecution / the sink's commit "
+                  "(batch 0: all keys, the query's start):", "",
+                  "| batch | " + " | ".join(f"{case} {mode}" for case, mode in cols) + " |",
+                  "|---|" + "---|" * len(cols)]
+        by = {(x["case"], x["mode"], x["number"]): x for x in r["records"]}
+        for number in sorted({x["number"] for x in r["records"]}):
+            cells = [f"{ms(by[(c, m, number)]['triggerExecution'])} / {ms(by[(c, m, number)]['commit'])}"
+                     if (c, m, number) in by else "—" for c, m in cols]
+            lines.append(f"| {number} | " + " | ".join(cells) + " |")
     if len(results) > 1:
         big, small = max(results, key=lambda r: r["keys"]), min(results, key=lambda r: r["keys"])
         lines += ["", f"Growth from {small['keys']:,} to {big['keys']:,} keys ({big['keys'] / small['keys']:.1f}× the "
@@ -369,12 +387,21 @@ def main(argv: list[str] | None = None, *, spark: Any = None, catalog: Any = Non
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for one epoch (default 600)")
     parser.add_argument("--driver-memory", default="3g", help="the session's driver heap (default 3g: four queries "
                         "keep their aggregate's state, N keys each, in the driver's JVM)")
+    parser.add_argument("--state-store", choices=("hdfs", "rocksdb"), default="hdfs",
+                        help="Spark's state store of the aggregate (default hdfs, Spark's default: each batch copies the "
+                        "state's map, O(keys); rocksdb: O(changed keys))")
     parser.add_argument("--seed", type=int, default=32)
     parser.add_argument("--markdown", action="store_true", help="print the report as Markdown tables")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead")
     parser.add_argument("--save", type=Path, help="also write the results (every micro-batch) as JSON to this file")
     parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one, removed)")
+    parser.add_argument("--report", type=Path, metavar="FILE",
+                        help="print the report of the results saved (--save) by an earlier run, and nothing else")
     args = parser.parse_args(argv)
+    if args.report is not None:
+        saved = json.loads(args.report.read_text(encoding="utf-8"))
+        print(report(saved["results"], saved["meta"], args.markdown))
+        return 0
     sizes = [int(s.replace("_", "")) for s in args.keys.split(",") if s]
     args.cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     if not args.cases or any(c not in CASES for c in args.cases):
@@ -420,7 +447,7 @@ def main(argv: list[str] | None = None, *, spark: Any = None, catalog: Any = Non
             commit_log = CommitLog(work)
             spark = build_session(uri, work / "warehouse", app_name="bench-streaming-update", master="local[2]",
                                   extra_conf={"spark.driver.extraJavaOptions": commit_log.java_option(),
-                                              "spark.driver.memory": args.driver_memory})
+                                              "spark.driver.memory": args.driver_memory, **STATE_STORES[args.state_store]})
             print(f"spark session up; load {load()}", file=sys.stderr)
         for keys in sizes:
             results.append(run_size(spark, catalog, work, keys, args, commit_log))
@@ -433,7 +460,7 @@ def main(argv: list[str] | None = None, *, spark: Any = None, catalog: Any = Non
     meta = {
         "command": shlex.join([".venv/bin/python", "-m", "bench.bench_streaming_update",
                                *(argv if argv is not None else sys.argv[1:])]),
-        "load_start": load_start, "load_end": load(), "cores": os.cpu_count(),
+        "state_store": args.state_store if own else "the caller's session's", "load_start": load_start, "load_end": load(), "cores": os.cpu_count(),
         "minutes": (time.monotonic() - began) / 60, "spark": _spark_version(), "commit": _git_commit(), "jar": jar_note,
     }
     if args.save is not None:
