@@ -232,12 +232,16 @@ def verify(catalog: Any, contenders: list[Contender], batches: int) -> list[str]
         if not got.cast(expected.schema).equals(expected):
             problems.append(f"{c.label}: {c.sink} ({got.num_rows} rows) differs from the recount over {c.root} "
                             f"({expected.num_rows} keys)")
-        ingests = [s for s in main_chain(catalog.load_table(c.root).metadata)]
-        epochs = [json.loads(s.summary.additional_properties[SOURCES])[c.root]
-                  for s in main_chain(catalog.load_table(c.sink).metadata)
-                  if s.summary is not None and SOURCES in s.summary.additional_properties]
-        if sorted(set(epochs)) != sorted(s.snapshot_id for s in ingests) or len(ingests) != batches:
-            problems.append(f"{c.label}: {len(ingests)} ingests into {c.root}, epochs read {len(set(epochs))} of them")
+        ingests = [s.snapshot_id for s in main_chain(catalog.load_table(c.root).metadata)]
+        barriers: dict[int, set[str]] = {}  # root snapshot read -> the barriers of the epochs that read it
+        for s in main_chain(catalog.load_table(c.sink).metadata):
+            summary = s.summary.additional_properties if s.summary is not None else {}
+            if SOURCES in summary:
+                barriers.setdefault(json.loads(summary[SOURCES])[c.root], set()).add(summary.get(BARRIER, ""))
+        if sorted(barriers) != sorted(ingests) or len(ingests) != batches:
+            problems.append(f"{c.label}: {len(ingests)} ingests into {c.root}, epochs read {len(barriers)} of them")
+        if any(len(b) != 1 for b in barriers.values()):
+            problems.append(f"{c.label}: a root snapshot read by more than one epoch of {c.sink}")
         heads.setdefault(c.case, {})[c.mode] = got
     for case, by_mode in heads.items():
         if len(by_mode) == 2 and not by_mode["complete"].equals(by_mode["update"]):
