@@ -80,6 +80,7 @@ bench-all: bench
 	$(PY) -m bench.bench_plugin --repeat 15 --markdown
 	$(PY) -m bench.bench_sql_writer
 	$(PY) -m bench.bench_streaming_sink
+	$(PY) -m bench.bench_streaming_update --keys 1000000,200000 --changed 10000 --markdown
 	$(PY) -m bench.bench_catalogs --markdown
 
 # dist/: the sdist and a wheel with the Spark plugin jar of each line inside, checked (twine check, jar manifests).
