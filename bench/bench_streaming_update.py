@@ -43,7 +43,7 @@ Times move by +-30 % on the shared 2 cores: read the per-batch ratios and the lo
 Usage:
     python -m bench.bench_streaming_update [--keys 1000000,200000] [--changed 0.01 | 10000] [--batches 6]
                                            [--cases random,clustered] [--partition-width 50000] [--trigger 0.5]
-                                           [--driver-memory 3g] [--state-store hdfs|rocksdb]
+                                           [--driver-memory 3g] [--state-store hdfs|rocksdb] [--merge-mode copy-on-write|merge-on-read]
                                            [--markdown] [--json] [--save FILE] [--dir D]
 """
 
@@ -123,7 +123,8 @@ class Contender:
         return f"{self.case}/{self.mode}"
 
 
-def create_tables(catalog: Any, ns: str, case: str, mode: str, width: int) -> tuple[str, str]:
+def create_tables(catalog: Any, ns: str, case: str, mode: str, width: int,
+                  merge_mode: str = "copy-on-write") -> tuple[str, str]:
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.transforms import TruncateTransform
@@ -134,14 +135,15 @@ def create_tables(catalog: Any, ns: str, case: str, mode: str, width: int) -> tu
                                              NestedField(2, "amount", LongType(), required=True)))
     schema = Schema(NestedField(1, "key", LongType(), required=True), NestedField(2, "n", LongType(), required=False),
                     NestedField(3, "total", LongType(), required=False), identifier_field_ids=[1])
+    properties = {"write.merge.mode": merge_mode} if mode == "update" else {}  # update mode's merge (protocol §5.7)
     if case == "clustered":
         spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=TruncateTransform(width),
                                             name="key_range"))
         # Spark gets each batch's rows in hash order: one open file per partition and task
         catalog.create_table(sink, schema=schema, partition_spec=spec,
-                             properties={"write.spark.fanout.enabled": "true"})
+                             properties={"write.spark.fanout.enabled": "true", **properties})
     else:
-        catalog.create_table(sink, schema=schema)
+        catalog.create_table(sink, schema=schema, properties=properties)
     return root, sink
 
 
@@ -261,7 +263,7 @@ def run_size(spark: Any, catalog: Any, work: Path, keys: int, args: argparse.Nam
     contenders = []
     for case in args.cases:
         for mode in MODES:
-            root, sink = create_tables(catalog, ns, case, mode, args.partition_width)
+            root, sink = create_tables(catalog, ns, case, mode, args.partition_width, args.merge_mode)
             contenders.append(Contender(case, mode, root, sink, f"{ns}-{case}-{mode}", work / ns / f"chk-{case}-{mode}"))
     records: list[dict[str, Any]] = []
     tag = f"[{size_label(keys)}]"
@@ -394,6 +396,9 @@ def main(argv: list[str] | None = None, *, spark: Any = None, catalog: Any = Non
     parser.add_argument("--state-store", choices=("hdfs", "rocksdb"), default="hdfs",
                         help="Spark's state store of the aggregate (default hdfs, Spark's default: each batch copies the "
                         "state's map, O(keys); rocksdb: O(changed keys))")
+    parser.add_argument("--merge-mode", choices=("copy-on-write", "merge-on-read"), default="copy-on-write",
+                        help="the update-mode sinks' write.merge.mode: rewrite the files holding a batch's keys, or "
+                             "delete their rows by position (default copy-on-write)")
     parser.add_argument("--seed", type=int, default=32)
     parser.add_argument("--markdown", action="store_true", help="print the report as Markdown tables")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead")
@@ -464,7 +469,7 @@ def main(argv: list[str] | None = None, *, spark: Any = None, catalog: Any = Non
     meta = {
         "command": shlex.join([".venv/bin/python", "-m", "bench.bench_streaming_update",
                                *(argv if argv is not None else sys.argv[1:])]),
-        "state_store": args.state_store if own else "the caller's session's", "load_start": load_start, "load_end": load(), "cores": os.cpu_count(),
+        "state_store": args.state_store if own else "the caller's session's", "merge_mode": args.merge_mode, "load_start": load_start, "load_end": load(), "cores": os.cpu_count(),
         "minutes": (time.monotonic() - began) / 60, "spark": _spark_version(), "commit": _git_commit(), "jar": jar_note,
     }
     if args.save is not None:

@@ -201,8 +201,12 @@ final class KeyedMerge {
 
     /**
      * The files that may hold one of {@code keys}: for each key column of a type Iceberg's literals take (strings,
-     * numbers, booleans, ...), its values among the batch's (the scan drops files whose column bounds admit none).
+     * numbers, booleans, ...), its values among the batch's (up to {@value #MAX_IN_VALUES} of them: partitions and
+     * small batches prune by them) and their range, minimum to maximum (Iceberg checks an {@code in} of more than
+     * 200 values against no file's column bounds, a range against every file's: a batch of keys that lie close
+     * together reads only the files whose bounds meet theirs).
      */
+    @SuppressWarnings({"unchecked", "rawtypes"})
     private static Expression candidates(Schema keySchema, StructLikeSet keys) {
       Expression filter = Expressions.alwaysTrue();
       List<Types.NestedField> fields = keySchema.columns();
@@ -211,13 +215,23 @@ final class KeyedMerge {
         for (StructLike key : keys) {
           values.add(key.get(i, Object.class));
         }
-        if (values.contains(null) || values.size() > MAX_IN_VALUES) {
+        if (values.contains(null)) {
           continue;
         }
+        String name = fields.get(i).name();
         try {
-          filter = Expressions.and(filter, Expressions.in(fields.get(i).name(), values));
-        } catch (IllegalArgumentException e) {
-          // a type Iceberg's literals do not take from the generic reader's values (dates, times): no pruning by it
+          if (values.size() <= MAX_IN_VALUES) {
+            filter = Expressions.and(filter, Expressions.in(name, values));
+          }
+          if (values.size() > 1 && fields.get(i).type().isPrimitiveType()) {
+            java.util.Comparator order = org.apache.iceberg.types.Comparators.forType(fields.get(i).type().asPrimitiveType());
+            Object min = java.util.Collections.min(values, order);
+            Object max = java.util.Collections.max(values, order);
+            filter = Expressions.and(filter,
+                Expressions.and(Expressions.greaterThanOrEqual(name, min), Expressions.lessThanOrEqual(name, max)));
+          }
+        } catch (IllegalArgumentException | ClassCastException e) {
+          // a type Iceberg's literals or comparators do not take from the generic reader's values: no pruning by it
         }
       }
       return filter;
