@@ -11,7 +11,12 @@ now − W(demo.count_histogram) (``ConsistentCatalog.status``). Samples count fr
 "...; streaming the other N ..." (the pipeline is warm: the first cut exists) until N × interval later (the
 last file written); catch-up, report and shutdown are excluded. The demo's own samples (now − the
 cut's barrier, read by the demo in-process every second while files are fed) are reported beside,
-and the anatomy: per root barrier in that window, when ``main`` of each table moved onto it.
+and the anatomy: per root barrier in that window, when ``main`` of each table moved onto it; and, from Spark's event
+log (the demo's session writes one to a temporary folder: ``PYSPARK_SUBMIT_ARGS`` turns it on), per query the
+medians of its micro-batches' progress ``durationMs`` parts (``latestOffset`` includes a ``consistent.waitFor``
+wait, ``queryPlanning`` the changes stream's nested job, ``addBatch`` the batch's job and the sink's commit) and of
+the Spark jobs each ran. The script says which path the demo took: all three hops native (plain streaming queries
+through ``lake_consistent``), or which of them Python drives.
 
 **(b) overhead.** One Spark session; the same streaming query — ``rate-micro-batch`` with
 ``--rows`` rows per micro-batch, projected to (id, word, bucket, amount) — written two ways:
@@ -48,6 +53,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -72,15 +78,53 @@ def anatomy(root: Path, since_ms: float, until_ms: float) -> dict[str, list[floa
     return out
 
 
+PARTS = ("latestOffset", "walCommit", "queryPlanning", "addBatch", "commitOffsets", "triggerExecution")
+
+
+def progress_parts(event_logs: Path, since: float, until: float) -> dict[str, dict[str, Any]]:
+    """Per streaming query of the demo: the micro-batches with input that started in the window (wall seconds), the
+    median of each ``durationMs`` part (s) and the median number of Spark jobs a batch ran, from the event log."""
+    batches: dict[str, list[dict[str, float]]] = {}
+    jobs: dict[tuple[str, str], int] = {}
+    names: dict[str, str] = {}
+    for path in sorted(event_logs.rglob("*")):
+        if not path.is_file() or not path.name.startswith(("events_", "local-", "app-")):
+            continue
+        for line in path.open(encoding="utf-8"):
+            event = json.loads(line)
+            kind = event["Event"]
+            if kind == "SparkListenerJobStart":
+                props = event.get("Properties") or {}
+                query, batch = props.get("sql.streaming.queryId"), props.get("streaming.sql.batchId")
+                if query and batch is not None:
+                    jobs[(query, batch)] = jobs.get((query, batch), 0) + 1
+            elif kind.endswith("QueryProgressEvent"):
+                progress = event["progress"]
+                started = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+                rows = sum(source.get("numInputRows") or 0 for source in progress["sources"])
+                if rows and since <= started <= until:
+                    names[progress["id"]] = progress["name"]
+                    parts = {k: progress["durationMs"].get(k, 0) / 1000 for k in PARTS}
+                    parts["jobs"] = float(jobs.get((progress["id"], str(progress["batchId"])), 0))
+                    batches.setdefault(progress["name"], []).append(parts)
+    return {name: {"batches": len(rows), **{k: statistics.median(r[k] for r in rows) for k in (*PARTS, "jobs")}}
+            for name, rows in batches.items()}
+
+
 def freshness(args: argparse.Namespace) -> dict[str, Any]:
     tmp = tempfile.mkdtemp(prefix="bench-streaming-")
     root = Path(tmp) / "demo"
+    event_logs = Path(tmp) / "events"
+    event_logs.mkdir()
+    env = dict(os.environ)
+    env["PYSPARK_SUBMIT_ARGS"] = (f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir={event_logs.as_uri()} "
+                                  "--conf spark.eventLog.compress=false pyspark-shell")
     exe = shutil.which("consistent-catalog", path=str(Path(sys.executable).parent)) or "consistent-catalog"
     command = [exe, "demo", "--streaming", "--dir", str(root), "--epochs", str(args.files),
                "--rows-per-epoch", str(args.words), "--interval", "1", "--engine", args.engine, "--output", "json"]
     load_start = load()
     print(f"running {shlex.join(command)}; load {load_start}", file=sys.stderr)
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1, env=env)
     sampler = DelaySampler(root, args.sample_every, [HIST])
     chunks: list[str] = []
     assert proc.stdout is not None and proc.stderr is not None
@@ -90,10 +134,14 @@ def freshness(args: argparse.Namespace) -> dict[str, Any]:
     feeding_from = None
     loads: list[float] = []
     tail: list[str] = []
+    path: list[str] = []
     for raw in proc.stderr:
         line = raw.rstrip("\n")
         tail = (tail + [line])[-40:]
-        if "streaming the other" in line and feeding_from is None:  # the demo's line once the warm-up cut exists
+        if "run through lake_consistent" in line or "Python-driven" in line or "runs as a Python" in line:
+            path.append(line)  # the demo's own word for the path it took
+            print(f"[load {load()}] {line}", file=sys.stderr)
+        elif "streaming the other" in line and feeding_from is None:  # the demo's line once the warm-up cut exists
             feeding_from = time.time()
             sampler.start()
             print(f"[load {load()}] {line}", file=sys.stderr)
@@ -106,6 +154,7 @@ def freshness(args: argparse.Namespace) -> dict[str, Any]:
     if sampler.ident is not None:
         sampler.join()
     steps = anatomy(root, feeding_from * 1000, (feeding_from + args.files) * 1000) if feeding_from else {}
+    parts = progress_parts(event_logs, feeding_from, feeding_from + args.files) if feeding_from else {}
     shutil.rmtree(tmp, ignore_errors=True)
     if proc.returncode != 0 or feeding_from is None:
         print("\n".join(tail), file=sys.stderr)
@@ -116,6 +165,7 @@ def freshness(args: argparse.Namespace) -> dict[str, Any]:
     own = [d / 1000 for d in report["delays_ms"]]
     return {"command": shlex.join(command).replace(str(root), "D"), "independent": independent, "demo": own,
             "violations": report["violations"], "cuts_checked": report["cuts_checked"], "anatomy": steps,
+            "progress": parts, "path": path,
             "load": (load_start, load()), "load_1m_during": loads, "sampler_errors": sampler.errors[:3]}
 
 
@@ -230,8 +280,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"(a) freshness, now - W({HIST}) at a 1 s trigger, {args.words} words/s:")
         print(f"    independent sampler: {describe(result['independent'])}")
         print(f"    demo's own samples : {describe(result['demo'])}")
+        for line in result["path"]:
+            print(f"    path: {line}")
         for table, values in result["anatomy"].items():
             print(f"    {table:22} on main after its barrier: {describe(values)}")
+        for name, parts in result["progress"].items():
+            print(f"    {name:16} {parts['batches']} batches with input, medians: "
+                  + ", ".join(f"{k} {parts[k]:.3f}s" for k in PARTS) + f", Spark jobs {parts['jobs']:g}")
         print(f"    violations {result['violations']} at {result['cuts_checked']} cuts; load {result['load'][0]} -> "
               f"{result['load'][1]}; 1-min load during the run: {describe(result['load_1m_during'], '')}")
         if args.markdown:
@@ -245,6 +300,12 @@ def main(argv: list[str] | None = None) -> int:
             for table, values in result["anatomy"].items():
                 if values:
                     print(f"| {table} | {len(values)} | {statistics.median(values):.2f} s | {quantile(values, 0.95):.2f} s |")
+            if result["progress"]:
+                print("\n| query | batches with input | " + " | ".join(PARTS) + " | Spark jobs |\n|---|---:|"
+                      + "---:|" * (len(PARTS) + 1))
+                for name, parts in result["progress"].items():
+                    print(f"| {name} | {parts['batches']} | " + " | ".join(f"{parts[k]:.3f} s" for k in PARTS)
+                          + f" | {parts['jobs']:g} |")
             print(f"\nCommand: `{command}` (demo: `consistent-catalog {result['command'].split(' ', 1)[1]}`); load {result['load'][0]} → {result['load'][1]}.")
     if args.part in ("overhead", "both"):
         result = overhead(args)

@@ -25,7 +25,8 @@ import random
 import statistics
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -97,19 +98,42 @@ def native_histogram_fits(cc: ConsistentCatalog) -> bool:
             and counts.find_field("cnt").required)
 
 
+#: Shuffle partitions of the native pipeline's stateful queries (word-count, count-histogram): their state is at most
+#: the vocabulary's 200 words, so one partition holds it; two would double each micro-batch's state-store tasks and
+#: commits and the files each epoch writes (and count-histogram's merge then rewrites), on a machine whose two cores
+#: the three queries share. Spark keeps a query's number in its checkpoint: a query resumed from an older checkpoint
+#: keeps the number it started with.
+STATE_PARTITIONS = 1
+
+
+@contextmanager
+def state_partitions(spark: Any, partitions: int = STATE_PARTITIONS) -> Iterator[None]:
+    """``spark.sql.shuffle.partitions`` at ``partitions`` while streaming queries are started in this block (a query
+    takes a copy of the session's settings when it starts), the session's own value again after it."""
+    key = "spark.sql.shuffle.partitions"
+    before = spark.conf.get(key)
+    spark.conf.set(key, str(partitions))
+    try:
+        yield
+    finally:
+        spark.conf.set(key, before)
+
+
 def start_native_histogram(spark: Any, consistent: str, *, checkpoint: str, trigger: str, wait_ms: int) -> Any:
     """``count-histogram`` as a plain streaming query: ``word_counts``' changes (protocol §5.10) counted by ``cnt``
     with a sign (+1 for a row that appears, -1 for one that goes), in update output mode, so each micro-batch
-    merges the buckets whose count changed into ``count_histogram`` and deletes those back at 0 words."""
+    merges the buckets whose count changed into ``count_histogram`` and deletes those back at 0 words. Its
+    aggregation state has ``STATE_PARTITIONS`` partitions."""
     from pyspark.sql import functions as F
 
     sign = F.when(F.col("_change_type").isin("INSERT", "UPDATE_AFTER"), 1).otherwise(-1)
     histogram = (spark.readStream.option("consistent.read", "changes").option("consistent.waitFor", f"{wait_ms}ms")
                  .table(f"{consistent}.{COUNTS}").groupBy("cnt").agg(F.sum(sign).alias("words")))
-    return (histogram.writeStream.queryName("count-histogram").outputMode("update")
-            .option("consistent.job", "count-histogram").option("consistent.deleteWhere", "words = 0")
-            .option("checkpointLocation", checkpoint).trigger(processingTime=trigger)
-            .toTable(f"{consistent}.{HISTOGRAM}"))
+    with state_partitions(spark):
+        return (histogram.writeStream.queryName("count-histogram").outputMode("update")
+                .option("consistent.job", "count-histogram").option("consistent.deleteWhere", "words = 0")
+                .option("checkpointLocation", checkpoint).trigger(processingTime=trigger)
+                .toTable(f"{consistent}.{HISTOGRAM}"))
 
 
 def run_streaming_demo(
@@ -148,7 +172,8 @@ def run_streaming_demo(
     their path (protocol §5.7): the root (``toTable("<catalog>_consistent.demo.words")``), ``word-count``
     (``readStream.table(...).groupBy("word").count()`` in complete mode with the option ``consistent.job``) and
     ``count-histogram`` (``word_counts``' changes counted by ``cnt`` with a sign, in update mode with
-    ``consistent.deleteWhere``: ``start_native_histogram``). ``count-histogram`` stays a Python streaming job when
+    ``consistent.deleteWhere``: ``start_native_histogram``), the two aggregations with ``STATE_PARTITIONS`` shuffle
+    partitions. ``count-histogram`` stays a Python streaming job when
     ``count_histogram`` has no identifier field ``cnt`` (a table an older demo made).
     """
     root = Path(directory).resolve()
@@ -193,10 +218,11 @@ def run_streaming_demo(
             if native and job_id == "word-count":
                 counts = (spark.readStream.option("consistent.waitFor", f"{wait_ms}ms").table(f"{consistent}.{WORDS}")
                           .groupBy("word").count().withColumnRenamed("count", "cnt"))
-                queries.append(counts.writeStream.queryName(job_id).outputMode("complete")
-                               .option("consistent.job", job_id)
-                               .option("checkpointLocation", str(checkpoints / f"native-{job_id}"))
-                               .trigger(processingTime=trigger).toTable(f"{consistent}.{COUNTS}"))
+                with state_partitions(spark):
+                    queries.append(counts.writeStream.queryName(job_id).outputMode("complete")
+                                   .option("consistent.job", job_id)
+                                   .option("checkpointLocation", str(checkpoints / f"native-{job_id}"))
+                                   .trigger(processingTime=trigger).toTable(f"{consistent}.{COUNTS}"))
                 continue
             if transforms is not None:
                 job = EpochJob(cc, job_id, sources=[source], sinks=[sink], transform=transforms[job_id],

@@ -61,6 +61,12 @@ final class BarrierStream implements MicroBatchStream {
   final String name;
   private final Group group;
   private volatile Batch lastBatch;
+  /**
+   * The last micro-batch planned: Spark asks a micro-batch's scan for its partitions once per copy of its physical
+   * scan node (the planner's rules copy it several times); each ask would load the table and plan Iceberg's scan
+   * again, for the same files.
+   */
+  private volatile Planned planned;
 
   /** How long a micro-batch that finds no new barrier waits for one (the read option {@value #WAIT_FOR}). */
   private final long waitMs;
@@ -176,6 +182,37 @@ final class BarrierStream implements MicroBatchStream {
     BarrierOffset from = (BarrierOffset) start;
     BarrierOffset to = (BarrierOffset) end;
     StatementState.current().batchInput(name, new Range(from, to)); // for the sink's commit of this batch, on this thread
+    Planned last = planned;
+    if (last != null && same(last.from, from) && same(last.to, to)) { // the same micro-batch's scan, asked again
+      lastBatch = last.batch;
+      return last.partitions.clone();
+    }
+    InputPartition[] partitions = plan(from, to);
+    planned = new Planned(from, to, lastBatch, partitions);
+    return partitions.clone();
+  }
+
+  /** Whether two offsets are the same barrier and snapshot. */
+  static boolean same(BarrierOffset a, BarrierOffset b) {
+    return Objects.equals(a.barrier, b.barrier) && Objects.equals(a.snapshot, b.snapshot);
+  }
+
+  /** A micro-batch's range, its scan and its partitions. */
+  private static final class Planned {
+    final BarrierOffset from;
+    final BarrierOffset to;
+    final Batch batch;
+    final InputPartition[] partitions;
+
+    Planned(BarrierOffset from, BarrierOffset to, Batch batch, InputPartition[] partitions) {
+      this.from = from;
+      this.to = to;
+      this.batch = batch;
+      this.partitions = partitions;
+    }
+  }
+
+  private InputPartition[] plan(BarrierOffset from, BarrierOffset to) {
     lastBatch = null;
     if (Objects.equals(from.snapshot, to.snapshot)) {
       return new InputPartition[0];

@@ -49,6 +49,12 @@ final class ChangesStream implements MicroBatchStream {
   private final List<String> declaredKey;
   private final BarrierStream offsets;
   private final ChangesQuery query;
+  /**
+   * The partitions of the last micro-batch planned: Spark asks a micro-batch's scan for its partitions once per copy
+   * of its physical scan node (the planner's rules copy it several times), and each ask would run the nested job of
+   * changes again; a range's changes are deterministic, so the second ask of the same range gets the first's rows.
+   */
+  private volatile Planned planned;
 
   ChangesStream(CatalogContext context, String name, String checkpointLocation, long waitMs, List<String> key,
       ChangesQuery query) {
@@ -86,15 +92,37 @@ final class ChangesStream implements MicroBatchStream {
   public InputPartition[] planInputPartitions(Offset start, Offset end) {
     BarrierOffset from = (BarrierOffset) start;
     BarrierOffset to = (BarrierOffset) end;
-    InternalRow[] rows = Objects.equals(from.snapshot, to.snapshot) || to.barrier == null
-        ? new InternalRow[0] : changes(from, to);
+    Planned last = planned;
+    if (last == null || !last.covers(from, to)) {
+      InternalRow[] rows = Objects.equals(from.snapshot, to.snapshot) || to.barrier == null
+          ? new InternalRow[0] : changes(from, to);
+      List<InputPartition> partitions = new ArrayList<>();
+      for (int i = 0; i < rows.length; i += PER_PARTITION) {
+        partitions.add(new Rows(Arrays.copyOfRange(rows, i, Math.min(rows.length, i + PER_PARTITION))));
+      }
+      last = new Planned(from, to, partitions.toArray(new InputPartition[0]));
+      planned = last;
+    }
     // for the sink's commit of this batch, on this thread (after the nested job, which is no batch of the query)
     StatementState.current().batchInput(name, new BarrierStream.Range(from, to));
-    List<InputPartition> partitions = new ArrayList<>();
-    for (int i = 0; i < rows.length; i += PER_PARTITION) {
-      partitions.add(new Rows(Arrays.copyOfRange(rows, i, Math.min(rows.length, i + PER_PARTITION))));
+    return last.partitions.clone();
+  }
+
+  /** A micro-batch's range and its partitions. */
+  private static final class Planned {
+    final BarrierOffset from;
+    final BarrierOffset to;
+    final InputPartition[] partitions;
+
+    Planned(BarrierOffset from, BarrierOffset to, InputPartition[] partitions) {
+      this.from = from;
+      this.to = to;
+      this.partitions = partitions;
     }
-    return partitions.toArray(new InputPartition[0]);
+
+    boolean covers(BarrierOffset start, BarrierOffset end) {
+      return BarrierStream.same(from, start) && BarrierStream.same(to, end);
+    }
   }
 
   /** {@code changes(t, from, to)} (from empty: {@code snap(t, to)} as INSERTs), collected on the driver. */
@@ -115,6 +143,7 @@ final class ChangesStream implements MicroBatchStream {
     }
     SparkSession spark = SparkSession.active();
     Dataset<Row> changes;
+    Long barrier;
     try {
       TableState state = TableState.fromMetadata(name, ((HasTableOperations) table).operations().current());
       if (from.barrier == null) {
@@ -123,6 +152,7 @@ final class ChangesStream implements MicroBatchStream {
           return new InternalRow[0];
         }
         changes = query.whole(spark, name, columns, at.toSnapshotId, at.barrier);
+        barrier = at.barrier;
       } else {
         ChangeRange range = ChangeRange.plan(state, from.barrier, to.barrier);
         if (!Objects.equals(range.fromSnapshotId, from.snapshot)) {
@@ -131,16 +161,28 @@ final class ChangesStream implements MicroBatchStream {
               + " there now (a revision rewrote the history); start the query with a new checkpoint location");
         }
         changes = query.between(spark, name, columns, range, key);
+        barrier = range.barrier;
       }
     } catch (ConsistentException e) {
       throw Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), context.catalogName() + "." + e.getMessage()));
     }
-    InternalRow[] collected = changes.queryExecution().executedPlan().executeCollect();
-    InternalRow[] copies = new InternalRow[collected.length];
+    // _barrier, one value for the whole range, is set here rather than collected: as a literal in the plan it would
+    // make the generated code of each micro-batch's job new source, compiled again at every batch
+    Dataset<Row> rows = changes.drop("_barrier");
+    org.apache.spark.sql.types.DataType[] types = java.util.Arrays.stream(rows.schema().fields())
+        .map(org.apache.spark.sql.types.StructField::dataType).toArray(org.apache.spark.sql.types.DataType[]::new);
+    InternalRow[] collected = rows.queryExecution().executedPlan().executeCollect();
+    InternalRow[] out = new InternalRow[collected.length];
     for (int i = 0; i < collected.length; i++) {
-      copies[i] = collected[i].copy();
+      InternalRow row = collected[i].copy();
+      Object[] values = new Object[types.length + 1];
+      for (int c = 0; c < types.length; c++) {
+        values[c] = row.isNullAt(c) ? null : row.get(c, types[c]);
+      }
+      values[types.length] = barrier;
+      out[i] = new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(values);
     }
-    return copies;
+    return out;
   }
 
   @Override
