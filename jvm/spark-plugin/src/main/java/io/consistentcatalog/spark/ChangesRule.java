@@ -7,10 +7,13 @@ import io.consistentcatalog.spark.read.PinnedTable;
 import io.consistentcatalog.spark.streaming.ChangesTable;
 import java.util.ArrayList;
 import java.util.List;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute$;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedRelation;
 import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.ExprId;
+import org.apache.spark.sql.catalyst.expressions.IsNotNull;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression$;
 import org.apache.spark.sql.catalyst.plans.logical.Filter;
@@ -27,6 +30,7 @@ import scala.Option;
 import scala.Product;
 import scala.collection.JavaConverters;
 import scala.runtime.AbstractFunction1;
+import scala.runtime.AbstractPartialFunction;
 
 /**
  * The analyser rule (resolution, {@link ConsistentSqlExtensions}) that gives a streaming read of a table of a
@@ -64,6 +68,36 @@ final class ChangesRule extends Rule<LogicalPlan> {
   static final String FROM_BARRIER = "consistent.fromBarrier";
   /** Option: the range's last barrier (epoch milliseconds; default the table's watermark). */
   static final String TO_BARRIER = "consistent.toBarrier";
+
+  /**
+   * A parsed SQL statement with every batch read of changes ({@code FROM t WITH ('consistent.read' = 'changes', ...)})
+   * under a filter on {@code _change_type} (never null, so no row is dropped) that only the changes' columns
+   * resolve: until this rule has put the changes in the relation's place, the read's parent is unresolved and Spark
+   * does not expand a {@code *} above it, so {@code SELECT *} is the changes' columns, whatever else the statement
+   * resolves in the same pass (Spark would otherwise expand it to the table's columns when nothing delays it).
+   */
+  static LogicalPlan marked(LogicalPlan parsed) {
+    if (parsed == null) {
+      return null;
+    }
+    return parsed.transformUpWithSubqueries(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
+      @Override
+      public boolean isDefinedAt(LogicalPlan node) {
+        return node instanceof UnresolvedRelation && !((UnresolvedRelation) node).isStreaming()
+            && ChangesTable.asked(((UnresolvedRelation) node).options().asCaseSensitiveMap());
+      }
+
+      @Override
+      public <A1 extends LogicalPlan, B1> B1 applyOrElse(A1 node, scala.Function1<A1, B1> fallback) {
+        if (!isDefinedAt(node)) {
+          return fallback.apply(node);
+        }
+        @SuppressWarnings("unchecked")
+        B1 filtered = (B1) new Filter(new IsNotNull(UnresolvedAttribute$.MODULE$.quoted(TableChanges.CHANGE_TYPE)), node);
+        return filtered;
+      }
+    });
+  }
 
   /** {@code plan} with every batch relation of a consistent catalog whose options ask for changes read as them. */
   private static LogicalPlan batch(LogicalPlan plan) {
