@@ -120,10 +120,11 @@ final class ChangesRule extends Rule<LogicalPlan> {
   }
 
   /**
-   * Refuses SQL's {@code SELECT * FROM t WITH ('consistent.read'='changes', ...)}: Spark expands {@code *} to the
-   * table's columns in the pass that resolves the table, before this rule sees the options, so the query would
-   * drop {@code _change_type} and {@code _barrier} — which rows are deletes — without a word. A projection of
-   * exactly the table's columns (through aliases and filters) over a read of changes is refused, naming the way out.
+   * Refuses a {@code SELECT *} over a SQL read of changes that the parser's mark ({@link #marked}) did not reach (the
+   * definition of a common table expression): Spark expands {@code *} to the table's columns in the pass that
+   * resolves the table, before this rule sees the options, so the query would drop {@code _change_type} and
+   * {@code _barrier} — which rows are deletes — without a word. A projection of exactly the table's columns (through
+   * aliases and filters) over a read of changes is refused, naming the way out.
    */
   private static void refuseExpandedStar(Project project) {
     LogicalPlan below = project.child();
