@@ -13,6 +13,8 @@ applied; the micro-batches' barriers are Spark's own record of the query's offse
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -228,3 +230,144 @@ def test_changes_stream_turns_each_barrier_into_the_next_across_overwrite_append
     assert kinds[(2, second)] == Counter({"DELETE": 1, "INSERT": 1})
     assert kinds[(4, second)] == Counter({"UPDATE_BEFORE": 1, "UPDATE_AFTER": 1})  # the merge, keyed by its table
     assert set(kinds[(3, second)]) == {"INSERT"}  # the append epoch: its rows, inserted
+
+
+def expected_changes(old: Counter, new: Counter, key: int | None) -> Counter:
+    """§5.10's rows recounted from the two contents: the net multiset difference as (row, kind); with a key (the
+    index of a column), a key value with exactly one row deleted and one inserted becomes an update pair."""
+    inserted, deleted = new - old, old - new
+    out = Counter({(row, "INSERT"): n for row, n in inserted.items()}) + Counter({(row, "DELETE"): n for row, n in deleted.items()})
+    if key is not None:
+        for gone in [r for r, n in deleted.items() if n == 1]:
+            came = [r for r in inserted if r[key] == gone[key]]
+            if sum(1 for r in deleted if r[key] == gone[key]) == 1 and len(came) == 1 and inserted[came[0]] == 1:
+                del out[(gone, "DELETE")], out[(came[0], "INSERT")]
+                out[(gone, "UPDATE_BEFORE")] += 1
+                out[(came[0], "UPDATE_AFTER")] += 1
+    return out
+
+
+NO_EXTENSIONS = """
+from consistent_catalog.spark.session import build_session
+spark = build_session("sqlite:///{root}/catalog.db", "{root}/warehouse", app_name="no-extensions",
+                      extra_conf={{"spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"}})
+try:
+    spark.read.option("consistent.read", "changes").option("consistent.fromBarrier", "0").table("{table}").collect()
+    print("read without a refusal")
+except Exception as e:
+    print(str(e).strip().splitlines()[0])
+spark.stop()
+"""
+
+
+def failure(action: Any) -> str:
+    with pytest.raises(Exception) as caught:
+        action()
+    return str(caught.value).strip().splitlines()[0]
+
+
+def test_batch_read_option_gives_the_changes_between_two_barriers(env, request):
+    """``spark.read.option("consistent.read", "changes")`` with ``consistent.fromBarrier`` / ``toBarrier`` / ``key``
+    (protocol §5.10), and SQL's ``WITH (...)`` options on the table's name: the rows recounted from pyiceberg's
+    snapshots at both barriers, the same rows as ``CALL create_changes_view``'s view, and the refusals."""
+    root, cc, spark = env
+    ns = "bchg"
+    cc.catalog.create_namespace(ns)
+    cc.catalog.create_table(f"{ns}.words", schema=WORDS)
+    # a session without the catalog's SQL extensions refuses the option (its own JVM: extensions are fixed per
+    # process), started now so that it runs alongside this one
+    bare = subprocess.Popen([sys.executable, "-c", NO_EXTENSIONS.format(root=str(root), table=f"lake_consistent.{ns}.words")],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    request.addfinalizer(lambda: bare.poll() is None and bare.kill())
+    cc.catalog.create_table(f"{ns}.counts", schema=COUNTS)  # overwrite epochs, no identifier fields
+    cc.catalog.create_table(f"{ns}.log", schema=WORDS)  # append epochs
+    cc.catalog.create_table(f"{ns}.latest", schema=KEYED)  # merge epochs, keyed by its identifier field
+    counts_sql = f"SELECT word, count(*) AS cnt FROM lake_consistent.{ns}.words GROUP BY word"
+    epochs = [
+        ("counts", f"INSERT OVERWRITE lake_consistent.{ns}.counts {counts_sql}"),
+        ("log", f"INSERT INTO lake_consistent.{ns}.log SELECT word FROM lake_consistent.{ns}.words WHERE word <> 'b'"),
+        ("latest", f"MERGE INTO lake_consistent.{ns}.latest t USING ({counts_sql}) s ON t.word = s.word "
+                   "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"),
+    ]
+
+    def round_of(*words: str) -> int:
+        barrier = cc.ingest(f"{ns}.words", pa.table({"word": list(words)}, schema=WORD)).barrier
+        for job, statement in epochs:
+            spark.conf.set("spark.sql.consistent.job", f"{ns}-{job}")
+            sql(spark, statement)
+        spark.conf.unset("spark.sql.consistent.job")
+        return barrier
+
+    first, second = round_of("a", "b", "a"), round_of("a", "c")  # counts: a 2 -> 3, c new
+
+    def read(table: str, low: int, high: int | None = None, key: str | None = None) -> Any:
+        reader = spark.read.option("consistent.read", "changes").option("consistent.fromBarrier", low)
+        if high is not None:
+            reader = reader.option("consistent.toBarrier", str(high))
+        if key is not None:
+            reader = reader.option("consistent.key", key)
+        return reader.table(f"lake_consistent.{table}")
+
+    # (table, columns, the key option, the key pyiceberg pairs by: the option's or the identifier field's)
+    sources = [(f"{ns}.words", ["word"], None, None), (f"{ns}.counts", ["word", "cnt"], "word", 0),
+               (f"{ns}.counts", ["word", "cnt"], None, None), (f"{ns}.log", ["word"], None, None),
+               (f"{ns}.latest", ["word", "cnt"], None, 0)]
+    kinds, rows_of = {}, {}
+    for name, columns, key, pair_by in sources:
+        table = cc.catalog.load_table(name)
+        assert cc.status([name])[0].watermark == second  # toBarrier left out: W(t)
+        for low, high in [(first, second), (first - 1, None)]:
+            frame = read(name, low, high, key)
+            assert frame.columns == [*columns, "_change_type", "_barrier"]
+            rows = [r.asDict() for r in frame.collect()]
+            old, new = content(table, low, columns), content(table, second if high is None else high, columns)
+            got = Counter((tuple(r[c] for c in columns), r["_change_type"]) for r in rows)
+            assert got == expected_changes(old, new, pair_by), (name, key, low, high)
+            assert applied(old, rows, columns) == new, (name, key, low, high)
+            if rows:
+                tag = table.metadata.snapshot_by_id(snap_id(table, second if high is None else high)).summary
+                assert {r["_barrier"] for r in rows} == {int(tag.additional_properties[P.BARRIER])}, (name, low, high)
+            kinds[(name, key, low)] = Counter(r["_change_type"] for r in rows)
+            rows_of[(name, key, low)] = Counter(tuple(r.values()) for r in rows)
+        # the procedure's view of the first range: the same rows, _barrier included
+        keyed = f", key => array('{key}')" if key else ""
+        sql(spark, f"CALL lake_consistent.system.create_changes_view(table => '{name}', from_barrier => {first}, "
+                   f"to_barrier => {second}{keyed}, changes_view => 'bchg_view')")
+        assert Counter(tuple(r) for r in spark.table("bchg_view").collect()) == rows_of[(name, key, first)], name
+    # the overwrite that rewrote counts with one count changed (a: 2 -> 3) and one new (c): an update pair and an
+    # insert with the key, a DELETE and two INSERTs without; the merge pairs by its identifier field; the append
+    # epoch's rows are inserts
+    assert kinds[(f"{ns}.counts", "word", first)] == Counter({"UPDATE_BEFORE": 1, "UPDATE_AFTER": 1, "INSERT": 1})
+    assert kinds[(f"{ns}.counts", None, first)] == Counter({"DELETE": 1, "INSERT": 2})
+    assert kinds[(f"{ns}.latest", None, first)] == Counter({"UPDATE_BEFORE": 1, "UPDATE_AFTER": 1, "INSERT": 1})
+    assert set(kinds[(f"{ns}.log", None, first)]) == {"INSERT"}
+
+    # SQL: the same read by WITH options on the table's name (Spark 4's grammar; 3.5 has no options on a table's name);
+    # * is the changes' columns
+    if not spark.version.startswith("3."):
+        options = f"WITH ('consistent.read' = 'changes', 'consistent.fromBarrier' = '{first}', 'consistent.toBarrier' = '{second}')"
+        frame = spark.sql(f"SELECT * FROM lake_consistent.{ns}.counts {options} AS c WHERE c.cnt > 0")
+        assert frame.columns == ["word", "cnt", "_change_type", "_barrier"]
+        assert Counter(tuple(r) for r in frame.collect()) == rows_of[(f"{ns}.counts", None, first)]
+        assert Counter(r[0] for r in spark.sql(f"SELECT _change_type FROM lake_consistent.{ns}.latest {options}").collect()) == \
+            kinds[(f"{ns}.latest", None, first)]
+
+    # refusals, each naming the option and the way out
+    counts = f"lake_consistent.{ns}.counts"
+    message = failure(lambda: spark.read.option("consistent.read", "changes").table(counts))
+    assert message.startswith("[CONSISTENT_READ.INVALID_RANGE]") and "consistent.fromBarrier" in message, message
+    message = failure(lambda: read(f"{ns}.counts", first, second + 10_000))
+    assert message.startswith("[CONSISTENT_READ.INVALID_RANGE]") and f"its watermark is {second}" in message, message
+    message = failure(lambda: read(f"{ns}.counts", second, first))
+    assert message.startswith("[CONSISTENT_READ.INVALID_RANGE]"), message
+    message = failure(lambda: spark.read.option("consistent.read", "changes").option("consistent.fromBarrier", "yesterday").table(counts))
+    assert message.startswith("[CONSISTENT_READ.INVALID_OPTION]") and "consistent.fromBarrier is 'yesterday'" in message, message
+    message = failure(lambda: read(f"{ns}.counts", first, key="nope"))
+    assert message.startswith("[CONSISTENT_READ.INVALID_KEY]") and "word, cnt" in message, message
+    message = failure(lambda: spark.read.option("consistent.read", "everything").option("consistent.fromBarrier", first).table(counts))
+    assert message.startswith("[CONSISTENT_READ.INVALID_OPTION]") and "'everything'" in message, message
+    message = failure(lambda: spark.read.option("consistent.fromBarrier", first).table(counts))
+    assert message.startswith("[CONSISTENT_READ.INVALID_OPTION]") and "without consistent.read=changes" in message, message
+    out, _ = bare.communicate(timeout=300)
+    message = out.strip().splitlines()[-1] if out.strip() else f"no output (exit {bare.returncode})"
+    assert message.startswith("[CONSISTENT_READ.NO_EXTENSIONS]") and "ConsistentSqlExtensions" in message, message

@@ -64,7 +64,7 @@ public class ConsistentSqlExtensions extends AbstractFunction1<SparkSessionExten
 
     @Override
     public LogicalPlan parsePlan(String sqlText) throws ParseException {
-      LogicalPlan plan = delegate.parsePlan(sqlText);
+      LogicalPlan plan = ChangesRule.marked(delegate.parsePlan(sqlText)); // a read of changes' * (§5.10)
       WriteStatements.parsed(plan, sqlText); // the statement's text: its epoch's definition (protocol §6.10)
       return plan;
     }
@@ -91,7 +91,7 @@ public class ConsistentSqlExtensions extends AbstractFunction1<SparkSessionExten
 
     @Override
     public LogicalPlan parseQuery(String sqlText) throws ParseException {
-      return delegate.parseQuery(sqlText);
+      return ChangesRule.marked(delegate.parseQuery(sqlText));
     }
 
     @Override

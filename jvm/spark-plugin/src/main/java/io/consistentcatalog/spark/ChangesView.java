@@ -10,6 +10,8 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import org.apache.iceberg.HasTableOperations;
 import org.apache.iceberg.types.Types;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
@@ -93,6 +95,35 @@ final class ChangesView implements Procedure {
     String view = args.numFields() > 4 && !args.isNullAt(4)
         ? args.getUTF8String(4).toString() : name.replace('.', '_') + "_changes";
 
+    Read read = read(catalog, name, from, to, declared);
+    read.rows.createOrReplaceTempView(view);
+    ChangeRange range = read.range;
+    return new InternalRow[] {
+      new GenericInternalRow(new Object[] {
+        UTF8String.fromString(view), range.fromBarrier, range.toBarrier, range.fromSnapshotId, range.toSnapshotId,
+        range.barrier, UTF8String.fromString(range.read.label())
+      })
+    };
+  }
+
+  /** A read of changes: its range and its rows. */
+  static final class Read {
+    final ChangeRange range;
+    final Dataset<Row> rows;
+
+    Read(ChangeRange range, Dataset<Row> rows) {
+      this.range = range;
+      this.rows = rows;
+    }
+  }
+
+  /**
+   * {@code changes(t, from, to)} of the table {@code name} of {@code catalog} (protocol §5.10), updates paired by
+   * {@code declared} (null: the table's identifier fields): what the procedure's view and the batch read option
+   * ({@link ChangesRule}) both show. Refusals: the plain catalog missing, the table missing, a key naming no column,
+   * the range's errors (INVALID_RANGE, NO_WATERMARK, HISTORY_EXPIRED).
+   */
+  static Read read(ConsistentSparkCatalog catalog, String name, long from, Long to, List<String> declared) {
     SparkSession spark = SparkSession.active();
     String plain = catalog.plainCatalogName();
     if (!spark.conf().contains("spark.sql.catalog." + plain)) {
@@ -129,13 +160,7 @@ final class ChangesView implements Procedure {
     } catch (ConsistentException e) {
       throw Errors.raise(Errors.analysis(errorClass(e), catalog.catalogName() + "." + e.getMessage()));
     }
-    TableChanges.rows(spark, plain, name, columns, range, key).createOrReplaceTempView(view);
-    return new InternalRow[] {
-      new GenericInternalRow(new Object[] {
-        UTF8String.fromString(view), range.fromBarrier, range.toBarrier, range.fromSnapshotId, range.toSnapshotId,
-        range.barrier, UTF8String.fromString(range.read.label())
-      })
-    };
+    return new Read(range, TableChanges.rows(spark, plain, name, columns, range, key));
   }
 
   private static String errorClass(ConsistentException e) {

@@ -81,7 +81,7 @@ public class ConsistentSqlExtensions extends AbstractFunction1<SparkSessionExten
     public LogicalPlan parsePlan(String sqlText) throws ParseException {
       Matcher m = CALL.matcher(sqlText);
       if (!m.matches()) {
-        LogicalPlan plan = delegate.parsePlan(sqlText);
+        LogicalPlan plan = ChangesRule.marked(delegate.parsePlan(sqlText)); // a read of changes' * (§5.10)
         WriteStatements.parsed(plan, sqlText);
         return plan;
       }
@@ -168,7 +168,7 @@ public class ConsistentSqlExtensions extends AbstractFunction1<SparkSessionExten
 
     @Override
     public LogicalPlan parseQuery(String sqlText) throws ParseException {
-      return delegate.parseQuery(sqlText);
+      return ChangesRule.marked(delegate.parseQuery(sqlText));
     }
 
     @Override

@@ -34,6 +34,24 @@ public final class WriteStatements {
         target == null ? null : text);
   }
 
+  /**
+   * {@code read}'s result, with this thread's record of the statement parsed last kept as it was: a read that runs
+   * nested queries while the statement is analysed (the batch read of changes, {@code ChangesRule}) parses SQL of
+   * its own, which is no statement of the user's.
+   */
+  public static <T> T nested(java.util.function.Supplier<T> read) {
+    StatementState state = StatementState.current();
+    boolean insert = state.insert;
+    boolean merge = state.merge;
+    List<String> target = state.writeTarget;
+    String text = state.writeText;
+    try {
+      return read.get();
+    } finally {
+      state.parsed(insert, merge, target, text);
+    }
+  }
+
   public static boolean inInsert() {
     return StatementState.current().insert;
   }

@@ -23,6 +23,7 @@ public final class DeferredTable extends PinnedTable {
 
   @Override
   public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+    refuseUnshaped(options);
     if (streaming() != null) { // a streaming query reads it as any other; its batch raises the error
       return StreamingChoice.deferred(schema(), error, streaming(), options);
     }

@@ -2,6 +2,7 @@ package io.consistentcatalog.spark.read;
 
 import io.consistentcatalog.spark.context.Errors;
 import io.consistentcatalog.spark.context.StreamingSide;
+import io.consistentcatalog.spark.context.ChangesReads;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import java.util.Collections;
 import java.util.EnumSet;
@@ -79,6 +80,7 @@ public final class EmptyTable implements org.apache.spark.sql.connector.catalog.
 
   @Override
   public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+    ChangesReads.refuseUnshaped(catalog, table, options);
     StructType schema = schema();
     StreamingSide side = streaming;
     return () -> new Empty(schema, side, options);

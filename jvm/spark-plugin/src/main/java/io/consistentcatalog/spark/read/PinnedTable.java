@@ -2,6 +2,7 @@ package io.consistentcatalog.spark.read;
 
 import io.consistentcatalog.spark.context.Errors;
 import io.consistentcatalog.spark.context.StreamingSide;
+import io.consistentcatalog.spark.context.ChangesReads;
 import java.util.EnumSet;
 import java.util.Set;
 import org.apache.spark.sql.connector.catalog.TableCapability;
@@ -73,8 +74,14 @@ public class PinnedTable extends LineSparkTable {
     return all;
   }
 
+  /** A read asking for changes without the SQL extensions is refused (NO_EXTENSIONS, {@link ChangesReads}). */
+  void refuseUnshaped(CaseInsensitiveStringMap options) {
+    ChangesReads.refuseUnshaped(catalog, table, options);
+  }
+
   @Override
   public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+    refuseUnshaped(options);
     ScanBuilder batch = super.newScanBuilder(options);
     return streaming == null ? batch : StreamingChoice.scanBuilder(batch, streaming, options);
   }

@@ -1,8 +1,8 @@
 package io.consistentcatalog.spark.streaming;
 
+import io.consistentcatalog.spark.context.ChangesReads;
 import java.util.EnumSet;
 import java.util.HashMap;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
@@ -25,13 +25,13 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  */
 public final class ChangesTable implements SupportsRead {
   /** The read option that asks for changes, and its value. */
-  public static final String READ = "consistent.read";
+  public static final String READ = ChangesReads.READ;
 
-  public static final String CHANGES = "changes";
+  public static final String CHANGES = ChangesReads.CHANGES;
   /** Comma-separated columns that pair a DELETE and an INSERT into an update (default: the identifier fields). */
   public static final String KEY = "consistent.key";
   /** Set by this table on the options of the loaded table's scan: the query was given the changes' columns. */
-  static final String SHAPED = "consistent.read.changes-columns";
+  static final String SHAPED = ChangesReads.SHAPED;
 
   private final Table loaded;
   private final StructType schema;
@@ -45,8 +45,7 @@ public final class ChangesTable implements SupportsRead {
 
   /** Whether a streaming read with these options asks for changes. */
   public static boolean asked(Map<String, String> options) {
-    String value = new CaseInsensitiveStringMap(options).get(READ);
-    return value != null && value.trim().toLowerCase(Locale.ROOT).equals(CHANGES);
+    return ChangesReads.asked(options);
   }
 
   /** {@code loaded} (a table of the catalog, already streamed by it) read as its changes. */

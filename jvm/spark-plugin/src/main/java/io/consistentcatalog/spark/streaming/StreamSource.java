@@ -1,6 +1,7 @@
 package io.consistentcatalog.spark.streaming;
 
 import io.consistentcatalog.spark.context.CatalogContext;
+import io.consistentcatalog.spark.context.ChangesReads;
 import io.consistentcatalog.spark.context.Errors;
 import java.util.ArrayList;
 import java.util.List;
@@ -47,12 +48,7 @@ public final class StreamSource {
           + ChangesTable.CHANGES + "' (the changes between barriers) or no such option (the rows appended)"));
     }
     if (read != null) {
-      if (options.get(ChangesTable.SHAPED) == null) { // the option reached the stream, not the analyser
-        throw Errors.raise(Errors.analysis("CONSISTENT_READ.NO_EXTENSIONS", context.catalogName() + "." + name
-            + ": the read option " + ChangesTable.READ + "=" + ChangesTable.CHANGES + " needs the catalog's SQL "
-            + "extensions, which give the stream the columns _change_type and _barrier — add "
-            + "io.consistentcatalog.spark.ConsistentSqlExtensions to spark.sql.extensions"));
-      }
+      ChangesReads.refuseUnshaped(context.catalogName(), name, options); // the option reached the stream, not the analyser
       return new ChangesStream(context, name, checkpointLocation, waitMs, key(options.get(ChangesTable.KEY)),
           changes);
     }
