@@ -597,7 +597,10 @@ def _check_histogram(catalog: Any, counts: Any, histogram: Any, problems: list[s
     counts_chain = [(int(_summary(s)["consistent.barrier"]), s.snapshot_id) for s in _main_chain(counts)
                     if "consistent.barrier" in _summary(s)]
     for barrier, snapshot in sorted(published.items()):
-        source = max(((b, i) for b, i in counts_chain if b <= barrier), default=(None, None), key=lambda p: p[0])[1]
+        source = None  # the chain's barriers never decrease: the last snapshot at or below T is snap(word_counts, T)
+        for at, snapshot_id in counts_chain:
+            if at <= barrier:
+                source = snapshot_id
         expected = Counter(r["cnt"] for r in _rows_at(counts, source))
         got = _rows_at(histogram, snapshot.snapshot_id)
         buckets = Counter(r["cnt"] for r in got)
