@@ -3,7 +3,7 @@
 Worker (a process; run from the repository root)::
 
     python -m tests.harness.streaming_worker --dir D [--trigger 0.5] [--crash-at POINT [--crash-after N]]
-                                             [--crash-job copy|word-count] [--max-seconds S]
+                                             [--crash-job copy|word-count|count-histogram] [--max-seconds S]
                                              [--native-root | --native]
 
 It opens the SQLite catalog at ``D`` and runs, in one local[2] Spark application, three streaming
@@ -14,7 +14,11 @@ queries with their checkpoints under ``D/checkpoints``:
   through the plugin's streaming sink (``toTable("lake_consistent.s.events")``, no Python in the path; its
   crash points are the JVM's failpoints, ``NATIVE_POINTS``); with ``--native`` the two jobs below are plain
   streaming queries through ``lake_consistent`` too (``readStream.table`` ... ``toTable`` with the option
-  ``consistent.job``: append mode for ``copy``, complete mode for ``word-count``);
+  ``consistent.job``: append mode for ``copy``, complete mode for ``word-count``), and a third hop runs:
+  ``count-histogram``, ``s.word_counts``' changes counted by ``cnt`` with a sign in update output mode with
+  ``consistent.deleteWhere`` into the keyed ``s.count_histogram`` (``streaming_demo.start_native_histogram``; the
+  lake made by ``create_lake(native=True)``); the plugin's job failpoints stop the epochs of ``--crash-job``'s
+  sink only (``CONSISTENT_FAILPOINT_TABLE``), the root's the root's;
 - ``copy``: a streaming epoch job appending the rows new in ``s.events`` to ``s.events_copy``
   (``incremental=True``: a doubled epoch doubles rows);
 - ``word-count``: a streaming epoch job overwriting ``s.word_counts`` with the counts of ``s.events``.
@@ -58,16 +62,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-EVENTS, COPY, COUNTS = "s.events", "s.events_copy", "s.word_counts"
+EVENTS, COPY, COUNTS, HISTOGRAM = "s.events", "s.events_copy", "s.word_counts", "s.count_histogram"
 TABLES = (EVENTS, COPY, COUNTS)
+NATIVE_TABLES = (*TABLES, HISTOGRAM)
 JOBS = {"copy": (COPY, "append", "SELECT file, line, word FROM events", True),
         "word-count": (COUNTS, "overwrite", "SELECT word, count(*) AS cnt FROM events GROUP BY word", False)}
 POINTS = ("root-before-commit", "root-during-publish", "root-after-commit",
           "job-before-stage", "job-during-publish", "job-after-publish")
 NATIVE_POINTS = {"root-before-commit": "before-ingest", "root-after-commit": "after-ingest",
                  "job-before-stage": "before-stage", "job-after-stage": "after-stage", "job-after-publish": "after-publish"}
-"""The crash points the plugin has (``--native-root``: the root's; ``--native``: also the jobs', whichever job gets
-there first), by its failpoint names (jvm/.../Failpoints.java)."""
+"""The crash points the plugin has (``--native-root``: the root's; ``--native``: also the jobs', at the epochs of the
+job ``--crash-job`` names), by its failpoint names (jvm/.../Failpoints.java)."""
+NATIVE_JOBS = {"copy": COPY, "word-count": COUNTS, "count-histogram": HISTOGRAM}
+"""The native pipeline's jobs and their sinks (``--native``; ``count-histogram``, the third hop, only there)."""
 EVENT_COLUMNS = "file string, line int, word string"
 VOCABULARY = [f"w{i:02d}" for i in range(40)]
 REPO = Path(__file__).resolve().parents[2]
@@ -87,16 +94,27 @@ def open_catalog(directory: str | Path) -> Any:
     return SqlCatalog("lake", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/warehouse")
 
 
-def create_lake(directory: str | Path) -> None:
-    """The three tables (pyiceberg) and the watched directory."""
+def create_lake(directory: str | Path, *, native: bool = False) -> None:
+    """The three tables (pyiceberg) and the watched directory; ``native`` (a lake for ``--native``): also
+    ``s.count_histogram`` (``cnt bigint NOT NULL``, its identifier field, ``words bigint``), the third hop's sink
+    that update output mode merges into, and ``s.word_counts.cnt`` is ``NOT NULL`` so the key it groups by cannot
+    be null (the shape of ``consistent-catalog demo --streaming``'s native tables). The Python jobs' lake keeps
+    ``cnt`` nullable, as it always was."""
     import pyarrow as pa
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
 
     catalog = open_catalog(directory)
     catalog.create_namespace("s")
     events = pa.schema([pa.field("file", pa.string()), pa.field("line", pa.int32()), pa.field("word", pa.string())])
     catalog.create_table(EVENTS, schema=events)
     catalog.create_table(COPY, schema=events)
-    catalog.create_table(COUNTS, schema=pa.schema([pa.field("word", pa.string()), pa.field("cnt", pa.int64())]))
+    catalog.create_table(COUNTS, schema=pa.schema([pa.field("word", pa.string()),
+                                                   pa.field("cnt", pa.int64(), nullable=not native)]))
+    if native:
+        catalog.create_table(HISTOGRAM, schema=Schema(
+            NestedField(1, "cnt", LongType(), required=True), NestedField(2, "words", LongType(), required=False),
+            identifier_field_ids=[1]))
     (Path(directory) / "incoming").mkdir(parents=True, exist_ok=True)
     catalog.engine.dispose()
 
@@ -197,7 +215,8 @@ def worker_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trigger", type=float, default=0.5, help="seconds between micro-batches")
     parser.add_argument("--crash-at", choices=sorted(set(POINTS) | set(NATIVE_POINTS)))
     parser.add_argument("--crash-after", type=int, default=0, help="let the point pass N times, kill at the next")
-    parser.add_argument("--crash-job", choices=tuple(JOBS), default="copy")
+    parser.add_argument("--crash-job", choices=tuple(NATIVE_JOBS), default="copy",
+                        help="the job whose epochs the job- points stop (count-histogram: --native only)")
     parser.add_argument("--max-seconds", type=float, default=300.0)
     parser.add_argument("--stay", action="store_true", help="never finish on its own: run until killed (or --max-seconds)")
     parser.add_argument("--native-root", action="store_true",
@@ -210,13 +229,17 @@ def worker_main(argv: list[str] | None = None) -> int:
     args.native_root = args.native_root or args.native
     if args.native_root and args.crash_at in NATIVE_POINTS:
         # the JVM sink's failpoints (jvm/.../Failpoints.java): SIGKILL of the whole group, as the Python points do
+        # CONSISTENT_FAILPOINT_TABLE: the point stops only the writes into that table (the root's, or --crash-job's sink)
         os.environ.update({"CONSISTENT_FAILPOINT": NATIVE_POINTS[args.crash_at], "CONSISTENT_FAILPOINT_ACTION": "kill-group",
-                           "CONSISTENT_FAILPOINT_AFTER": str(args.crash_after)})
+                           "CONSISTENT_FAILPOINT_AFTER": str(args.crash_after),
+                           "CONSISTENT_FAILPOINT_TABLE": EVENTS if args.crash_at.startswith("root-")
+                           else NATIVE_JOBS[args.crash_job]})
 
     from consistent_catalog import ConsistentCatalog
     from consistent_catalog.spark.job import SparkEpochJob
     from consistent_catalog.spark.session import build_session
     from consistent_catalog.spark.streaming import start_root_stream, start_streaming_job
+    from consistent_catalog.spark.streaming_demo import start_native_histogram
 
     cc = ConsistentCatalog(open_catalog(directory))
     injector = _Injector(args.crash_at, args.crash_after, args.crash_job)
@@ -254,6 +277,10 @@ def worker_main(argv: list[str] | None = None) -> int:
                 job, checkpoint_location=str(checkpoints / name), trigger=trigger,
                 on_epoch=lambda r: r.did_work and _emit("EPOCH", r.job, r.barrier, *sorted(r.actions.values())),
             ))
+        if args.native:  # the third hop: word_counts' changes counted by cnt, merged into the keyed histogram
+            queries.append(start_native_histogram(spark, "lake_consistent", checkpoint=str(checkpoints / "count-histogram"),
+                                                  trigger=f"{trigger} seconds", wait_ms=int(trigger * 800),
+                                                  source=COUNTS, sink=HISTOGRAM))
         _emit("RUNNING", *(q.id for q in queries))
         deadline = time.monotonic() + args.max_seconds
         cut: Any = None
@@ -265,12 +292,15 @@ def worker_main(argv: list[str] | None = None) -> int:
                 if not query.isActive:
                     _emit("FAILED", query.name, " ".join(str(query.exception()).split())[:4000])
                     return 1
+            if args.stay:  # a run that is to be killed has no cut to wait for: leave the cores to Spark
+                time.sleep(0.3)
+                continue
             lines = len(fed(directory))
             try:
-                read = cc.read(TABLES)
+                read = cc.read(NATIVE_TABLES if args.native else TABLES)
             except Exception:  # no cut yet (a job has not published)
                 read = None
-            if read is not None and read.to_arrow(EVENTS).num_rows == lines and not args.stay:
+            if read is not None and read.to_arrow(EVENTS).num_rows == lines:
                 cut = read.cut
             time.sleep(0.3)
         for query in reversed(queries):
@@ -526,9 +556,75 @@ def check_lake(directory: str | Path, *, complete: bool) -> dict[str, Any]:
                 problems.append(f"{COUNTS}: not the count of its input snapshot {recorded}")
         if complete and recorded != (head.snapshot_id if head else None):
             problems.append(f"{name}: caught up to {recorded}, not to {EVENTS}'s head {head and head.snapshot_id}")
+    if catalog.table_exists(HISTOGRAM):  # a native lake: the third hop
+        epochs[HISTOGRAM] = _check_histogram(catalog, catalog.load_table(COUNTS), catalog.load_table(HISTOGRAM),
+                                             problems, complete=complete)
     catalog.engine.dispose()
     return {"problems": problems, "batches_landed": len(landed), "batches_committed": len(committed),
             "rows": len(keys), "rows_fed": len(rows_fed), "epochs": epochs, "query_id": query_id}
+
+
+_SCANS: dict[tuple[str, int], list[dict[str, Any]]] = {}
+"""Rows of a snapshot, by (table location, snapshot id): snapshots never change, and check_lake runs after every kill."""
+
+
+def _rows_at(table: Any, snapshot_id: int | None) -> list[dict[str, Any]]:
+    if snapshot_id is None:
+        return []
+    key = (table.metadata.location, snapshot_id)
+    if key not in _SCANS:
+        _SCANS[key] = table.scan(snapshot_id=snapshot_id).to_arrow().to_pylist()
+    return _SCANS[key]
+
+
+def _check_histogram(catalog: Any, counts: Any, histogram: Any, problems: list[str], *, complete: bool) -> int:
+    """Every published epoch of ``s.count_histogram`` (the last snapshot of each barrier on ``main``) is the histogram
+    recounted here from ``snap(s.word_counts, T)`` at the epoch's barrier ``T`` (the last ``word_counts`` snapshot on
+    ``main`` with a barrier at or below ``T``): {cnt: how many words have that count}, no bucket at 0 words (update
+    mode deletes them) nor below; each barrier published by one attempt only. ``complete``: the last epoch read
+    ``word_counts``' head. Returns the number of epochs."""
+    published: dict[int, Any] = {}  # barrier -> the epoch's last snapshot (an update-mode epoch may commit several)
+    attempts: dict[int, set[str]] = {}
+    for snapshot in _main_chain(histogram):
+        summary = _summary(snapshot)
+        if "consistent.barrier" in summary:
+            barrier = int(summary["consistent.barrier"])
+            published[barrier] = snapshot
+            attempts.setdefault(barrier, set()).add(summary.get("consistent.attempt", "?"))
+    twice = {b: a for b, a in attempts.items() if len(a) > 1}
+    if twice:
+        problems.append(f"{HISTOGRAM}: barriers published by more than one attempt: {twice}")
+    counts_chain = [(int(_summary(s)["consistent.barrier"]), s.snapshot_id) for s in _main_chain(counts)
+                    if "consistent.barrier" in _summary(s)]
+    for barrier, snapshot in sorted(published.items()):
+        source = None  # the chain's barriers never decrease: the last snapshot at or below T is snap(word_counts, T)
+        for at, snapshot_id in counts_chain:
+            if at <= barrier:
+                source = snapshot_id
+        expected = Counter(r["cnt"] for r in _rows_at(counts, source))
+        got = _rows_at(histogram, snapshot.snapshot_id)
+        buckets = Counter(r["cnt"] for r in got)
+        if any(n > 1 for n in buckets.values()):
+            problems.append(f"{HISTOGRAM}: epoch {barrier} holds a cnt twice: {[c for c, n in buckets.items() if n > 1]}")
+        bad = [r for r in got if r["words"] is None or r["words"] <= 0]
+        if bad:
+            problems.append(f"{HISTOGRAM}: epoch {barrier} holds buckets at 0 words or below: {bad[:3]}")
+        histogram_rows = {r["cnt"]: r["words"] for r in got}
+        if histogram_rows != dict(expected):
+            recorded = json.loads(_summary(snapshot).get("consistent.sources", "{}")).get(COUNTS)
+            problems.append(f"{HISTOGRAM}: epoch {barrier} (snapshot {snapshot.snapshot_id}, read {COUNTS} snapshot "
+                            f"{recorded}) is {sorted(histogram_rows.items())}, the recount of snap({COUNTS}, {barrier}) "
+                            f"= snapshot {source} is {sorted(expected.items())}")
+    if complete:
+        head = counts.metadata.snapshot_by_name("main")
+        last = published[max(published)] if published else None
+        recorded = json.loads(_summary(last).get("consistent.sources", "{}")).get(COUNTS) if last else None
+        if head is not None and recorded != head.snapshot_id:
+            problems.append(f"{HISTOGRAM}: caught up to {COUNTS} snapshot {recorded}, not to its head {head.snapshot_id}")
+        final = {r["cnt"]: r["words"] for r in _rows_at(histogram, last.snapshot_id)} if last else {}
+        if head is not None and final != dict(Counter(r["cnt"] for r in _rows_at(counts, head.snapshot_id))):
+            problems.append(f"{HISTOGRAM}: the final histogram is not the recount of {COUNTS}' head")
+    return len(published)
 
 
 if __name__ == "__main__":

@@ -778,20 +778,32 @@ def test_native_root_sigkill_at_its_failpoints_and_at_random_is_exactly_once(tmp
     assert findings["rows"] == findings["rows_fed"] and findings["batches_landed"] >= 4
 
 
-
-def test_the_native_pipeline_survives_sigkill_at_every_failpoint_and_at_random(tmp_path):
-    """Root and both jobs as plain streaming queries through lake_consistent (``--native``): SIGKILL of driver and JVM
-    at each of the plugin's failpoints (a root batch before its commit and before Spark's commit log; a job's epoch
-    before staging, staged but not published, published but not in Spark's commit log) and at random moments;
-    each restart resumes from the checkpoints and takes over from the instance they recorded."""
-    sw.create_lake(tmp_path)
+def test_the_native_three_hop_pipeline_survives_sigkill_at_every_failpoint_and_at_random(tmp_path):
+    """Root, copy, word-count and count-histogram (word_counts' changes counted by cnt, update output mode with
+    ``consistent.deleteWhere``: FLIP's third hop) as plain streaming queries through lake_consistent (``--native``):
+    SIGKILL of driver and JVM at each of the plugin's failpoints, each at a run's first batch or epoch and at a later
+    one (a root batch before its commit and before Spark's commit log; an epoch of word-count and one of
+    count-histogram before staging, staged but not published, published but not in Spark's commit log), and at
+    random moments; each restart resumes from the checkpoints and takes over from the instance they recorded.
+    check_lake after every kill: no row twice or lost, each barrier published once, every histogram epoch the recount
+    of snap(word_counts, its barrier) with no bucket at 0."""
+    sw.create_lake(tmp_path, native=True)
     sw.feed(tmp_path, 0)
-    plan = [{"crash_at": point} for point in sw.NATIVE_POINTS]  # every failpoint the plugin has, once each
-    # the random kills are for the instants between the failpoints: one in each third of 1-10 s after the queries run
-    plan += random_kills(random.Random(2024), 3, 1.0, 10.0)
+    plan = [{"crash_at": point, "crash_after": after} for point in ROOT_POINTS for after in (0, 1)]
+    plan += [{"crash_at": point, "crash_job": job, "crash_after": after}
+             for point in sw.NATIVE_POINTS if point.startswith("job-")
+             for job in ("word-count", "count-histogram") for after in (0, 1)]
+    # the random kills are for the instants between the failpoints: one in each quarter of 1-9 s after the queries run
+    plan += random_kills(random.Random(2026), 4, 1.0, 9.0)
     kills: Counter = Counter()
     runs = kill_and_resume(tmp_path, [{**options, "native": True} for options in plan], kills)
-    assert all(kills[point] == 1 for point in sw.NATIVE_POINTS), (kills, [r.describe() for r in runs if not r.killed])
-    assert sum(kills.values()) >= 7
+    for options, run in zip(plan, runs):
+        if "crash_at" in options:  # the kill landed in the commit path of the table the point was aimed at
+            sink = sw.EVENTS if options["crash_at"].startswith("root-") else sw.NATIVE_JOBS[options["crash_job"]]
+            point = sw.NATIVE_POINTS[options["crash_at"]]
+            assert run.killed and any(line.startswith(f"[failpoint] {point} pid ") and line.endswith(f" table {sink}")
+                                      for line in run.lines), (options, run.describe())
+    failpoint_kills = sum(kills[point] for point in sw.NATIVE_POINTS)
+    assert failpoint_kills == 16 and kills["random"] >= 3, kills
     findings = finish(tmp_path, native=True)
-    assert findings["rows"] == findings["rows_fed"] and findings["epochs"][sw.COUNTS] >= 2
+    assert findings["rows"] == findings["rows_fed"] and findings["epochs"][sw.HISTOGRAM] >= 4, findings

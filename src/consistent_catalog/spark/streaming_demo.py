@@ -119,21 +119,23 @@ def state_partitions(spark: Any, partitions: int = STATE_PARTITIONS) -> Iterator
         spark.conf.set(key, before)
 
 
-def start_native_histogram(spark: Any, consistent: str, *, checkpoint: str, trigger: str, wait_ms: int) -> Any:
+def start_native_histogram(spark: Any, consistent: str, *, checkpoint: str, trigger: str, wait_ms: int,
+                           source: str = COUNTS, sink: str = HISTOGRAM) -> Any:
     """``count-histogram`` as a plain streaming query: ``word_counts``' changes (protocol §5.10) counted by ``cnt``
     with a sign (+1 for a row that appears, -1 for one that goes), in update output mode, so each micro-batch
-    merges the buckets whose count changed into ``count_histogram`` and deletes those back at 0 words. Its
-    aggregation state has ``STATE_PARTITIONS`` partitions."""
+    merges the buckets whose count changed into ``count_histogram`` and deletes those back at 0 words.
+    ``source``/``sink``: the two tables (``word_counts``-like ``word, cnt NOT NULL``; ``count_histogram``-like,
+    keyed by ``cnt``) when not the demo's (the streaming kill tests' worker, tests/harness/streaming_worker.py). Its aggregation state has ``STATE_PARTITIONS`` partitions."""
     from pyspark.sql import functions as F
 
     sign = F.when(F.col("_change_type").isin("INSERT", "UPDATE_AFTER"), 1).otherwise(-1)
     histogram = (spark.readStream.option("consistent.read", "changes").option("consistent.waitFor", f"{wait_ms}ms")
-                 .table(f"{consistent}.{COUNTS}").groupBy("cnt").agg(F.sum(sign).alias("words")))
+                 .table(f"{consistent}.{source}").groupBy("cnt").agg(F.sum(sign).alias("words")))
     with state_partitions(spark):
         return (histogram.writeStream.queryName("count-histogram").outputMode("update")
                 .option("consistent.job", "count-histogram").option("consistent.deleteWhere", "words = 0")
                 .option("checkpointLocation", checkpoint).trigger(processingTime=trigger)
-                .toTable(f"{consistent}.{HISTOGRAM}"))
+                .toTable(f"{consistent}.{sink}"))
 
 
 def run_streaming_demo(

@@ -325,7 +325,7 @@ public final class EpochCommit implements WriteCommit {
   private Published stage(RootIngest.SparkCommit spark, String barrier) {
     String attempt = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
     Map<String, String> properties = EpochCommits.summary(plan, job, attempt);
-    Failpoints.at("before-stage");
+    Failpoints.at("before-stage", sink);
     RootIngest.withCommitProperties(properties, spark::commit);
     TableMetadata staged = fenced.committed(); // what Spark's fenced commit produced (null: it committed nothing)
     if (staged == null && streamingFence != null) {
@@ -339,10 +339,10 @@ public final class EpochCommit implements WriteCommit {
     }
     TableState state = TableState.fromMetadata(sink, staged);
     long rows = verifyStaged(state, base, attempt);
-    Failpoints.at("after-stage");
+    Failpoints.at("after-stage", sink);
     Long head = state.head(Keys.STAGED_BRANCH);
     publish(base, head, staged);
-    Failpoints.at("after-publish");
+    Failpoints.at("after-publish", sink);
     return new Published(report(barrier + " published (" + rows + " rows, attempt " + attempt
         + (reading == null ? "" : "; " + reading) + ")"), "published",
         head, attempt);

@@ -11,6 +11,9 @@ import java.nio.file.Paths;
  * {@code CONSISTENT_FAILPOINT_RELEASE} exists (the test stops, takes over, resumes the process meanwhile);
  * {@code kill-group} sends SIGKILL to the JVM's whole process group (a PySpark driver and its JVM die together,
  * as on a lost machine). {@code CONSISTENT_FAILPOINT_AFTER=N} lets the point pass N times first.
+ * {@code CONSISTENT_FAILPOINT_TABLE} (a table name as the plugin says it, e.g. {@code s.count_histogram}): only
+ * that table's writes pass or stop at the point (one process runs several streaming queries); the line printed
+ * before the action names the table: {@code [failpoint] <name> pid <pid> table <table>}.
  *
  * <p>Points: {@code before-stage} (planned, Spark's data written, nothing committed), {@code after-stage}
  * (the staged epoch committed and verified, not published), {@code after-publish} (the publish landed, the
@@ -23,15 +26,20 @@ final class Failpoints {
 
   private Failpoints() {}
 
-  static void at(String name) {
+  /** The point {@code name} reached by a write into {@code table}. */
+  static void at(String name, String table) {
     if (POINT == null || !POINT.equals(name)) {
+      return;
+    }
+    String only = System.getenv("CONSISTENT_FAILPOINT_TABLE");
+    if (only != null && !only.isEmpty() && !only.equals(table)) {
       return;
     }
     if (PASSED.getAndIncrement() < Integer.parseInt(System.getenv().getOrDefault("CONSISTENT_FAILPOINT_AFTER", "0"))) {
       return;
     }
     String action = System.getenv().getOrDefault("CONSISTENT_FAILPOINT_ACTION", "halt");
-    System.err.println("[failpoint] " + name + " pid " + ProcessHandle.current().pid());
+    System.err.println("[failpoint] " + name + " pid " + ProcessHandle.current().pid() + " table " + table);
     System.err.flush();
     if (action.equals("kill-group")) {
       try {

@@ -119,7 +119,7 @@ public final class RootIngest {
       requirements = plan.commit.requirements;
       long written = plan.barrier;
       Map<String, String> properties = plan.commit.summary;
-      Failpoints.at("before-ingest");
+      Failpoints.at("before-ingest", sink);
       try {
         withCommitProperties(properties, spark::commit);
       } catch (FencedCommit.Refused e) {
@@ -129,7 +129,7 @@ public final class RootIngest {
       if (committed == null) { // Iceberg's streaming write found this query's batch on main (its own record)
         return new Outcome(null, null, FencedCommit.state(sink, committer.load(ident)).head());
       }
-      Failpoints.at("after-ingest");
+      Failpoints.at("after-ingest", sink);
       Long snapshot = TableState.fromMetadata(sink, committed).head();
       if (lineage != null && snapshot != null) {
         lineage.landed(began, written, snapshot, key); // OpenLineage, when configured (issue 34)
