@@ -18,7 +18,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
 import pytest
@@ -101,20 +101,18 @@ def sql(spark: Any, statement: str) -> None:
     spark.sql(statement).collect()
 
 
-def test_changes_stream_turns_each_barrier_into_the_next_across_overwrite_append_merge_and_a_restart(env):
-    root, cc, spark = env
-    from pyspark.sql import functions as F
-
-    ns = "chg"
-    cc.catalog.create_namespace(ns)
-    cc.catalog.create_table(f"{ns}.words", schema=WORDS)
-    cc.catalog.create_table(f"{ns}.counts", schema=COUNTS)  # overwrite epochs, no identifier fields
-    cc.catalog.create_table(f"{ns}.log", schema=WORDS)  # append epochs
-    cc.catalog.create_table(f"{ns}.latest", schema=KEYED)  # merge epochs, keyed by its identifier field
+def epoch_written_tables(cc: Any, spark: Any, ns: str, *, log_where: str) -> Callable[..., int]:
+    """Three tables derived from ``ns.words`` (which must exist) by Spark SQL epochs through ``lake_consistent``:
+    ``counts`` by INSERT OVERWRITE (no identifier fields), ``log`` by INSERT INTO (the words ``log_where`` keeps) and
+    ``latest`` by MERGE INTO (keyed). Returns ``round_of(*words)``: ingests the words, runs the three epochs, returns
+    the ingest's barrier."""
+    cc.catalog.create_table(f"{ns}.counts", schema=COUNTS)
+    cc.catalog.create_table(f"{ns}.log", schema=WORDS)
+    cc.catalog.create_table(f"{ns}.latest", schema=KEYED)
     counts_sql = f"SELECT word, count(*) AS cnt FROM lake_consistent.{ns}.words GROUP BY word"
     epochs = [
         ("counts", f"INSERT OVERWRITE lake_consistent.{ns}.counts {counts_sql}"),
-        ("log", f"INSERT INTO lake_consistent.{ns}.log SELECT word FROM lake_consistent.{ns}.words WHERE word = 'a'"),
+        ("log", f"INSERT INTO lake_consistent.{ns}.log SELECT word FROM lake_consistent.{ns}.words WHERE {log_where}"),
         ("latest", f"MERGE INTO lake_consistent.{ns}.latest t USING ({counts_sql}) s ON t.word = s.word "
                    "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"),
     ]
@@ -126,6 +124,18 @@ def test_changes_stream_turns_each_barrier_into_the_next_across_overwrite_append
             sql(spark, statement)
         spark.conf.unset("spark.sql.consistent.job")
         return barrier
+
+    return round_of
+
+
+def test_changes_stream_turns_each_barrier_into_the_next_across_overwrite_append_merge_and_a_restart(env):
+    root, cc, spark = env
+    from pyspark.sql import functions as F
+
+    ns = "chg"
+    cc.catalog.create_namespace(ns)
+    cc.catalog.create_table(f"{ns}.words", schema=WORDS)
+    round_of = epoch_written_tables(cc, spark, ns, log_where="word = 'a'")
 
     # the plain stream of a table its epochs rewrite is still refused, and names the read of changes as the way out
     first = round_of("a", "b", "a")
@@ -279,24 +289,7 @@ def test_batch_read_option_gives_the_changes_between_two_barriers(env, request):
     bare = subprocess.Popen([sys.executable, "-c", NO_EXTENSIONS.format(root=str(root), table=f"lake_consistent.{ns}.words")],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     request.addfinalizer(lambda: bare.poll() is None and bare.kill())
-    cc.catalog.create_table(f"{ns}.counts", schema=COUNTS)  # overwrite epochs, no identifier fields
-    cc.catalog.create_table(f"{ns}.log", schema=WORDS)  # append epochs
-    cc.catalog.create_table(f"{ns}.latest", schema=KEYED)  # merge epochs, keyed by its identifier field
-    counts_sql = f"SELECT word, count(*) AS cnt FROM lake_consistent.{ns}.words GROUP BY word"
-    epochs = [
-        ("counts", f"INSERT OVERWRITE lake_consistent.{ns}.counts {counts_sql}"),
-        ("log", f"INSERT INTO lake_consistent.{ns}.log SELECT word FROM lake_consistent.{ns}.words WHERE word <> 'b'"),
-        ("latest", f"MERGE INTO lake_consistent.{ns}.latest t USING ({counts_sql}) s ON t.word = s.word "
-                   "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"),
-    ]
-
-    def round_of(*words: str) -> int:
-        barrier = cc.ingest(f"{ns}.words", pa.table({"word": list(words)}, schema=WORD)).barrier
-        for job, statement in epochs:
-            spark.conf.set("spark.sql.consistent.job", f"{ns}-{job}")
-            sql(spark, statement)
-        spark.conf.unset("spark.sql.consistent.job")
-        return barrier
+    round_of = epoch_written_tables(cc, spark, ns, log_where="word <> 'b'")
 
     first, second = round_of("a", "b", "a"), round_of("a", "c")  # counts: a 2 -> 3, c new
 

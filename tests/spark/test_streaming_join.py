@@ -30,6 +30,7 @@ from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
 from tests.harness.lake import spark_on_sqlite
 from tests.spark.test_streaming_changes import applied, committed, content, offsets, snap_id
+from tests.spark.test_streaming_update import wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -125,7 +126,7 @@ def run(env) -> SimpleNamespace:
             driver = Driver(cc, orders, tiers, job, reached)
             driver.start()
             driver.finish()
-            wait_for(lambda: reached(driver.epochs[-1]), "both queries at the last epoch's barrier")
+            wait_for(lambda: reached(driver.epochs[-1]), what="both queries at the last epoch's barrier")
         finally:
             union.stop()
             counting.stop()
@@ -156,7 +157,7 @@ class Driver(threading.Thread):
                     self.job.run_epoch()
                     self.epochs.append(self.cc.store.state(self.tiers).watermark())
                     if number in CAUGHT_UP_AFTER:  # a first micro-batch takes seconds: pace the rounds on the queries
-                        wait_for(lambda: self.reached(self.epochs[-1]), f"the queries at round {number}'s epoch")
+                        wait_for(lambda: self.reached(self.epochs[-1]), what=f"the queries at round {number}'s epoch")
                     else:
                         time.sleep(self.pause)
         except BaseException as error:  # noqa: BLE001 - re-raised by finish() in the test's thread
@@ -175,16 +176,6 @@ def main_chain(table: Any) -> list[Any]:
         out.append(snapshot)
         snapshot = table.metadata.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
     return out[::-1]
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def test_a_query_over_a_root_and_a_derived_tables_changes_never_mixes_barriers(run):

@@ -84,6 +84,18 @@ def wait_for(condition, timeout=120.0, what="condition"):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def refusal(query) -> str:
+    """The error a streaming query the sink refuses ends with, on one line (the query stopped either way)."""
+    from pyspark.errors import StreamingQueryException
+
+    try:
+        with pytest.raises(StreamingQueryException) as raised:
+            query.awaitTermination(120)
+    finally:
+        query.stop()
+    return " ".join(str(raised.value).split())
+
+
 def start(spark, source, sink, job, checkpoint):
     from pyspark.sql import functions as F
 
@@ -156,7 +168,6 @@ def test_update_mode_merges_each_micro_batch_by_key_as_one_epoch_exactly_once_ac
 
 
 def test_update_mode_is_refused_with_the_way_out(env):
-    from pyspark.errors import StreamingQueryException
 
     root, catalog, spark = env
     name = "up_refused"
@@ -172,13 +183,7 @@ def test_update_mode_is_refused_with_the_way_out(env):
     cc.ingest(orders, pa.Table.from_pylist([{"customer": "a", "amount": 1}], schema=ORDERS), key="one")
 
     def failure(sink, number):
-        query = start(spark, orders, sink, f"{name}-{number}", root / name / f"chk{number}")
-        try:
-            with pytest.raises(StreamingQueryException) as raised:
-                query.awaitTermination(120)
-        finally:
-            query.stop()
-        return " ".join(str(raised.value).split())
+        return refusal(start(spark, orders, sink, f"{name}-{number}", root / name / f"chk{number}"))
 
     message = failure(unkeyed, 0)
     assert "CONSISTENT_WRITE.REFUSED" in message and "has no identifier fields" in message
@@ -202,12 +207,7 @@ def test_update_mode_is_refused_with_the_way_out(env):
                   .agg(F.count(F.lit(1)).alias("orders"), F.sum("amount").alias("revenue")).drop("amount")
                   .writeStream.outputMode("update").option("checkpointLocation", str(root / name / "chk-grouping"))
                   .option("consistent.job", f"{name}-grouping").toTable(f"lake_consistent.{unkeyed}"))
-    try:
-        with pytest.raises(StreamingQueryException) as raised:
-            mismatched.awaitTermination(120)
-    finally:
-        mismatched.stop()
-    message = " ".join(str(raised.value).split())
+    message = refusal(mismatched)
     assert "CONSISTENT_WRITE.REFUSED" in message and "identifier fields [customer]" in message
     assert "groups by [amount (not written), customer]" in message
     # renamed on the way out, the grouping column is still the key: no refusal (the keyed query above ran too)
@@ -222,12 +222,7 @@ def test_update_mode_is_refused_with_the_way_out(env):
     root_query = (spark.readStream.table(f"lake_consistent.{orders}").groupBy("customer").count()
                   .withColumnRenamed("count", "amount").writeStream.outputMode("update").option("checkpointLocation", str(root / name / "chk-root"))
                   .toTable(f"lake_consistent.{orders}"))
-    try:
-        with pytest.raises(StreamingQueryException) as raised:
-            root_query.awaitTermination(120)
-    finally:
-        root_query.stop()
-    message = " ".join(str(raised.value).split())
+    message = refusal(root_query)
     assert "CONSISTENT_WRITE.REFUSED" in message and "update output mode" in message and "append mode" in message
     assert epochs(catalog, unmerged) == []  # nothing was written
     assert len(main_chain(catalog.load_table(orders))) == 1
@@ -260,7 +255,6 @@ def test_update_mode_deletes_the_keys_whose_aggregate_is_back_at_its_neutral_val
     """``consistent.deleteWhere``: a key whose new row satisfies the predicate loses its row (it is not written either);
     every epoch is the recount of its input without the zero balances. A batch whose rows are all neutral writes none.
     Copy-on-write rewrites the files holding the batch's keys; merge-on-read writes position deletes for their rows."""
-    from pyspark.errors import StreamingQueryException
 
     root, catalog, spark = env
     name = f"up_neutral_{merge_mode.replace('-', '_')}"
@@ -309,18 +303,12 @@ def test_update_mode_deletes_the_keys_whose_aggregate_is_back_at_its_neutral_val
     if merge_mode == "merge-on-read":
         return  # the refusals below are the option's, whatever the merge mode
 
-    def refusal(checkpoint, **options):
-        query = start_balance(spark, moves, balances, job, root / name / checkpoint, **options)
-        try:
-            with pytest.raises(StreamingQueryException) as raised:
-                query.awaitTermination(120)
-        finally:
-            query.stop()
-        return " ".join(str(raised.value).split())
+    def refused(checkpoint, **options):
+        return refusal(start_balance(spark, moves, balances, job, root / name / checkpoint, **options))
 
-    message = refusal("chk-typo", delete_where="balanse = 0")
+    message = refused("chk-typo", delete_where="balanse = 0")
     assert "CONSISTENT_WRITE.REFUSED" in message and "consistent.deleteWhere=balanse = 0 is not a predicate" in message
-    message = refusal("chk-complete", mode="complete")
+    message = refused("chk-complete", mode="complete")
     assert "consistent.deleteWhere" in message and "update output mode only" in message
     assert len(epochs(catalog, balances)) == len(published)  # the refused queries wrote nothing
 
