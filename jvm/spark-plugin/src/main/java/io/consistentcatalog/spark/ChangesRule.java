@@ -1,5 +1,6 @@
 package io.consistentcatalog.spark;
 
+import io.consistentcatalog.spark.context.ChangesReads;
 import io.consistentcatalog.spark.context.Errors;
 import io.consistentcatalog.spark.context.Names;
 import io.consistentcatalog.spark.context.WriteStatements;
@@ -194,7 +195,7 @@ final class ChangesRule extends Rule<LogicalPlan> {
     }
     long fromBarrier = barrier(table, FROM_BARRIER, from, usage);
     Long toBarrier = to == null ? null : barrier(table, TO_BARRIER, to, usage);
-    List<String> key = key(table, options.get(ChangesTable.KEY));
+    List<String> key = ChangesReads.key(table, options.get(ChangesTable.KEY));
     LogicalPlan changes = WriteStatements.nested(
         () -> ChangesView.read(catalog, name, fromBarrier, toBarrier, key).rows.queryExecution().analyzed());
     return keepingIds(changes, JavaConverters.seqAsJavaListConverter(relation.output()).asJava());
@@ -232,25 +233,6 @@ final class ChangesRule extends Rule<LogicalPlan> {
           + " is '" + value + "', not a barrier; barriers are milliseconds since 1970-01-01 UTC (a long, e.g. "
           + "cc.status()'s watermark): " + usage));
     }
-  }
-
-  /** The columns of the read option {@code consistent.key} (null: not given, the table's identifier fields). */
-  private static List<String> key(String table, String option) {
-    if (option == null) {
-      return null;
-    }
-    List<String> key = new ArrayList<>();
-    for (String part : option.split(",")) {
-      if (!part.trim().isEmpty() && !key.contains(part.trim())) {
-        key.add(part.trim());
-      }
-    }
-    if (key.isEmpty()) {
-      throw Errors.raise(Errors.analysis("CONSISTENT_READ.INVALID_KEY", table + ": the read option "
-          + ChangesTable.KEY + " names no column; give comma-separated columns of the table, or leave it out for the "
-          + "table's identifier fields"));
-    }
-    return key;
   }
 
   /** The relation reading changes in place of {@code node}, or null (not a stream of ours asking for changes). */

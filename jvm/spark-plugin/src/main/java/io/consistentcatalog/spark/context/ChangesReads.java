@@ -20,6 +20,31 @@ public final class ChangesReads {
 
   private ChangesReads() {}
 
+  /** The read option naming the columns that pair updates (comma-separated). */
+  public static final String KEY = "consistent.key";
+
+  /**
+   * The columns of the read option {@value #KEY} of a read of {@code table} (null: not given, the table's identifier
+   * fields), blanks and repeats left out; refused when it names none.
+   */
+  public static java.util.List<String> key(String table, String option) {
+    if (option == null) {
+      return null;
+    }
+    java.util.List<String> key = new java.util.ArrayList<>();
+    for (String part : option.split(",")) {
+      if (!part.trim().isEmpty() && !key.contains(part.trim())) {
+        key.add(part.trim());
+      }
+    }
+    if (key.isEmpty()) {
+      throw Errors.raise(Errors.analysis("CONSISTENT_READ.INVALID_KEY", table + ": the read option " + KEY
+          + " names no column; give comma-separated columns of the table, or leave it out for the table's identifier "
+          + "fields"));
+    }
+    return key;
+  }
+
   /** Whether a read with these options asks for changes. */
   public static boolean asked(Map<String, String> options) {
     String value = new CaseInsensitiveStringMap(options).get(READ);

@@ -29,7 +29,7 @@ public final class ChangesTable implements SupportsRead {
 
   public static final String CHANGES = ChangesReads.CHANGES;
   /** Comma-separated columns that pair a DELETE and an INSERT into an update (default: the identifier fields). */
-  public static final String KEY = "consistent.key";
+  public static final String KEY = ChangesReads.KEY;
   /** Set by this table on the options of the loaded table's scan: the query was given the changes' columns. */
   static final String SHAPED = ChangesReads.SHAPED;
 

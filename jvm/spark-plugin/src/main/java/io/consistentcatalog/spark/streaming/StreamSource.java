@@ -3,7 +3,6 @@ package io.consistentcatalog.spark.streaming;
 import io.consistentcatalog.spark.context.CatalogContext;
 import io.consistentcatalog.spark.context.ChangesReads;
 import io.consistentcatalog.spark.context.Errors;
-import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
@@ -49,29 +48,10 @@ public final class StreamSource {
     }
     if (read != null) {
       ChangesReads.refuseUnshaped(context.catalogName(), name, options); // the option reached the stream, not the analyser
-      return new ChangesStream(context, name, checkpointLocation, waitMs, key(options.get(ChangesTable.KEY)),
-          changes);
+      List<String> key = ChangesReads.key(context.catalogName() + "." + name, options.get(ChangesTable.KEY));
+      return new ChangesStream(context, name, checkpointLocation, waitMs, key, changes);
     }
     RewrittenSource.refuse(context.catalogName(), table, name);
     return new BarrierStream(context, name, checkpointLocation, waitMs);
-  }
-
-  /** The columns of the read option {@value ChangesTable#KEY} (null: not given, the table's identifier fields). */
-  private List<String> key(String option) {
-    if (option == null) {
-      return null;
-    }
-    List<String> key = new ArrayList<>();
-    for (String part : option.split(",")) {
-      if (!part.trim().isEmpty() && !key.contains(part.trim())) {
-        key.add(part.trim());
-      }
-    }
-    if (key.isEmpty()) {
-      throw Errors.raise(Errors.analysis("CONSISTENT_READ.INVALID_KEY", context.catalogName() + "." + name
-          + ": the read option " + ChangesTable.KEY + " names no column; give comma-separated columns of the table, "
-          + "or leave it out for the table's identifier fields"));
-    }
-    return key;
   }
 }
