@@ -238,7 +238,7 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
       checkGroupingKey(info.queryId());
       String where = info.options().get(DELETE_WHERE);
       if (where != null) {
-        options.deleteWhere = KeyedMerge.deleteWhere(this, session, where);
+        options.deleteWhere = deleteWhere(where);
       }
     } else if (info.options().containsKey(DELETE_WHERE)) {
       throw Errors.raise(Errors.setting("option " + DELETE_WHERE + " deletes the keys whose new row satisfies it, in "
@@ -302,6 +302,19 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
     public java.util.Optional<StructType> metadataSchema() {
       return info.metadataSchema();
     }
+  }
+
+  /** The option {@value #DELETE_WHERE} last resolved, and its Iceberg expression (resolved once, not per batch). */
+  private volatile java.util.Map.Entry<String, org.apache.iceberg.expressions.Expression> resolvedDeleteWhere;
+
+  /** {@code where} as Iceberg evaluates it ({@link KeyedMerge#deleteWhere}), resolved at the query's first batch. */
+  private org.apache.iceberg.expressions.Expression deleteWhere(String where) {
+    java.util.Map.Entry<String, org.apache.iceberg.expressions.Expression> resolved = resolvedDeleteWhere;
+    if (resolved == null || !resolved.getKey().equals(where)) {
+      resolved = new java.util.AbstractMap.SimpleImmutableEntry<>(where, KeyedMerge.deleteWhere(this, session, where));
+      resolvedDeleteWhere = resolved;
+    }
+    return resolved.getValue();
   }
 
   /**
