@@ -14,7 +14,8 @@ table); errors of the resolver also carry the table and barrier they are about (
     ├── ResolutionError             no consistent cut can be computed
     │   ├── NoWatermarkError        a table is empty and has no watermark: it blocks every cut
     │   ├── HistoryExpiredError     the barrier lies before the oldest retained snapshot
-    │   └── UntrackedWriteError     a derived table was written outside its job
+    │   ├── UntrackedWriteError     a derived table was written outside its job
+    │   └── StrandedDataError       a table's metadata no job could have written holds every cut with data back
     ├── LineageError
     │   ├── CycleError              registering the job would close a cycle
     │   ├── OwnershipError          another job (or instance) holds a live lease on a sink
@@ -71,6 +72,15 @@ class MalformedMetadataError(ConsistentCatalogError):
 
 class ResolutionError(ConsistentCatalogError):
     """No consistent cut can be computed for the tables asked for."""
+
+
+class StrandedDataError(ResolutionError):
+    """Every cut of the tables asked for would read a table that holds rows as empty, because a derived table's
+    metadata is one no job could have written (protocol §4.3 step 5): rows ingested into it while it was a root,
+    or a watermark beyond its sources'.
+
+    ``table`` is that derived table; ``barrier`` the barrier to revise it to (mode full) so its job rebuilds it.
+    """
 
 
 class NoWatermarkError(ResolutionError):

@@ -8,8 +8,13 @@ from typing import Any, NamedTuple
 
 from consistent_catalog import properties as P
 from consistent_catalog.barrier import BarrierLike, ancestry, to_barrier
-from consistent_catalog.exceptions import ConsistentCatalogError, InvalidBarrierError, InvalidInputError
-from consistent_catalog.resolver import PROBABLY_SECONDS, Cut
+from consistent_catalog.exceptions import (
+    ConsistentCatalogError,
+    InvalidBarrierError,
+    InvalidInputError,
+    StrandedDataError,
+)
+from consistent_catalog.resolver import PROBABLY_SECONDS, Cut, resolve
 from consistent_catalog.state import TableState, parse_summary_sources
 from consistent_catalog.util.time import fmt_barrier, fmt_duration, fmt_ms
 
@@ -145,6 +150,10 @@ def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int)
             untracked = state.branch().untracked
             if untracked is not None:
                 errors[name] = str(state.branch().untracked_error(state.untracked_writer(), state.watermark()))
+        if name not in errors and w is not None:
+            stranded = stranded_data(states, name)
+            if stranded is not None:
+                errors[name] = str(stranded)
         rows.append(
             TableStatus(
                 table=name,
@@ -166,6 +175,35 @@ def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int)
             )
         )
     return rows
+
+
+def upstream_of(states: Mapping[str, TableState], name: str) -> list[TableState]:
+    """``name`` and every table of ``states`` it derives from, transitively."""
+    found: dict[str, TableState] = {}
+    pending = [name]
+    while pending:
+        current = pending.pop()
+        state = states.get(current)
+        if state is None or current in found:
+            continue
+        found[current] = state
+        try:
+            pending.extend(state.sources)
+        except ConsistentCatalogError:
+            continue
+    return list(found.values())
+
+
+def stranded_data(states: Mapping[str, TableState], name: str) -> StrandedDataError | None:
+    """Why the cut of ``name`` alone is refused as stranded data (protocol §4.3 step 5), else None (other errors of
+    the cut are the status' watermark and untracked columns, or the resolver's to report)."""
+    try:
+        resolve([states[name]], upstream=upstream_of(states, name))
+    except StrandedDataError as exc:
+        return exc
+    except ConsistentCatalogError:
+        return None
+    return None
 
 
 # --- freshness of a cut (protocol §6.7) -----------------------------------------------------------------

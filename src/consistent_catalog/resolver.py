@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -15,6 +15,7 @@ from consistent_catalog.exceptions import (
     InvalidInputError,
     NoWatermarkError,
     ResolutionError,
+    StrandedDataError,
 )
 from consistent_catalog.state import TableState
 from consistent_catalog.util.time import fmt_barrier, fmt_ms
@@ -173,12 +174,124 @@ def resolve(
             + (", or resolve as of a later barrier" if limit is not None else ""),
             barrier=limit,
         )
+    stranded = stranded_error(states, known, upper, barrier, lambda state: _branch_for(state, checked))
+    if stranded is not None:
+        raise stranded
     tables = {}
     for state in states:
         branch = _branch_for(state, checked)
         tables[state.identifier] = _table_cut(state, branch, state.branch(branch).snap_at(barrier))
     return Cut(checked, barrier, tables)
 
+
+def _holds_data(state: TableState, branch: str, barrier: int) -> tuple[int, int] | None:
+    """``snap(X, barrier)`` when the table holds rows there (a data-changing snapshot at or before it), else None."""
+    history = state.branch(branch)
+    point = history.snap_at(barrier)
+    if point is None or history.same_data(None, point[0]):
+        return None
+    return point
+
+
+def stranded_error(
+    states: Sequence[TableState],
+    known: Mapping[str, TableState],
+    upper: int,
+    barrier: int,
+    branch_of: Callable[[TableState], str],
+) -> StrandedDataError | None:
+    """Protocol §4.3 step 5: the cut found (``barrier``) lies below ``upper`` because of a derived table whose metadata
+    no job could have written, and it would read a table of the cut that holds rows at ``upper`` as empty, or that
+    derived table is itself in the cut. The error names the table that holds the cut back (``table``), why, and the
+    barrier to revise it to (``barrier``); None when no table of the cut is stranded (a table only lags)."""
+    if barrier >= upper:
+        return None
+    for state in states:
+        branch = branch_of(state)
+        held = _holds_data(state, branch, upper)
+        if held is None or state.branch(branch).snap_at(barrier) is not None:
+            continue
+        culprit, why = None, None
+        seen: set[str] = set()
+        for candidate in [state, *states]:  # the stranded table's upstream first, then its siblings in the cut
+            culprit, why = _holding_back(candidate, known, upper, branch_of, seen)
+            if culprit is not None:
+                break
+        if culprit is not None and why is not None:
+            return _stranded(culprit, why, upper, f"a cut would read {state.identifier} as empty though it holds data "
+                             f"up to barrier {fmt_barrier(held[1])} (snapshot {held[0]})")
+    for state in states:
+        why = _broken(state, known, upper, branch_of)
+        if why is not None:
+            return _stranded(state, why, upper, f"a cut of {state.identifier} would lie before its sources' data")
+    return None  # a table lags: the cut lies before the data until its job catches up, as §4.3 defines it
+
+
+def _stranded(culprit: TableState, why: str, upper: int, effect: str) -> StrandedDataError:
+    first = culprit.first_barrier()
+    revise_to = (upper if first is None else first) - 1
+    return StrandedDataError(
+        f"{culprit.identifier} holds every consistent cut with it back: {why}; {effect} — revise {culprit.identifier} "
+        f"to barrier {revise_to} (mode full) to empty it, then run its job {culprit.owner or '(none registered)'} to "
+        "rebuild it",
+        table=culprit.identifier,
+        barrier=revise_to,
+    )
+
+
+def _holding_back(
+    state: TableState,
+    known: Mapping[str, TableState],
+    upper: int,
+    branch_of: Callable[[TableState], str],
+    seen: set[str],
+) -> tuple[TableState | None, str | None]:
+    """The table among ``state`` and its upstream tables (the most upstream first) that ``_broken`` finds, and why."""
+    if state.identifier in seen:
+        return None, None
+    seen.add(state.identifier)
+    for source in state.sources:
+        upstream = known.get(source)
+        if upstream is not None:
+            found = _holding_back(upstream, known, upper, branch_of, seen)
+            if found[0] is not None:
+                return found
+    why = _broken(state, known, upper, branch_of)
+    return (None, None) if why is None else (state, why)
+
+
+def _broken(
+    state: TableState, known: Mapping[str, TableState], upper: int, branch_of: Callable[[TableState], str]
+) -> str | None:
+    """Why the derived table ``state`` has metadata no job could have written (None: it has not): rows ingested into
+    it while it was a root (a data-changing snapshot with a barrier but neither ``consistent.job`` nor
+    ``consistent.sources``), or, before any epoch, a watermark beyond a source's (an epoch's barrier is at most its
+    sources' watermarks, §5.1)."""
+    if state.is_root:
+        return None
+    branch = branch_of(state)
+    history = state.branch(branch)
+    epochs = False
+    for snapshot_id, barrier in zip(history.snapshot_ids[: history.tracked], history.barriers[: history.tracked]):
+        record = state.snapshots[snapshot_id]
+        if P.SOURCES in record.summary:
+            epochs = True
+        elif barrier is not None and record.job is None and record.changes_data and record.operation != "replace":
+            return (
+                f"it holds rows ingested while it was a root, before job {state.owner or '(none)'} registered on it "
+                f"(snapshot {snapshot_id}, barrier {fmt_barrier(barrier)}): no epoch computed them from "
+                f"{', '.join(state.sources)}"
+            )
+    mark = state.watermark(branch)
+    for source in state.sources:
+        upstream = known.get(source)
+        source_mark = None if upstream is None else upstream.watermark(branch_of(upstream))
+        if not epochs and mark is not None and source_mark is not None and mark > source_mark:
+            return (
+                f"it is complete up to {fmt_barrier(mark)} by a watermark set before any epoch, beyond its source "
+                f"{source} ({fmt_barrier(source_mark)}), which no epoch can publish"
+            )
+    return None
 
 def component(table: str, states: Mapping[str, TableState]) -> list[str]:
     """The weakly connected lineage component of ``table`` among ``states``, sorted (upstream, downstream

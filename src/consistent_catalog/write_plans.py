@@ -252,14 +252,40 @@ def check_can_own(state: TableState, job: str, instance: str, takeover: bool, *,
             f"{job!r} until {fmt_barrier(state.lease_until)}; stop it, wait for the lease to lapse, or, if it is "
             "dead, take over with takeover=True (register_job / cc.job; the demo: consistent-catalog demo --takeover)"
         )
-    if state.is_root and state.head() is not None:
+    refusal = root_refusal(state, job)
+    if refusal is not None:
+        raise InvalidInputError(refusal)
+
+
+def root_refusal(state: TableState, job: str) -> str | None:
+    """Why ``job`` may not register on ``state`` because the table is a root with a history (protocol §6.1): rows
+    written outside any job, or ingested (tagged with barriers), or a watermark declared. A job's sink starts empty;
+    making it derived would put data no epoch computed under barriers its sources never reached, and every cut with
+    it would read its sources as empty. None: the table is derived, or an empty root with no watermark."""
+    if not state.is_root:
+        return None
+    way_out = (
+        f"a job's sink must start empty — write job {job!r} into a new table, or keep {state.identifier} a root "
+        "(ingest into it with no job)"
+    )
+    if state.head() is not None:
         history = TableState(state.identifier, state.snapshots, state.branches, {P.SOURCES: '["?"]'})
         untracked = history.branch().untracked
         if untracked is not None:
-            raise InvalidInputError(
-                f"{state.identifier} already holds data written outside any job (snapshot {untracked}); "
-                "a job's sink must start empty — create a new table for the job"
-            )
+            return f"{state.identifier} already holds data written outside any job (snapshot {untracked}); {way_out}"
+        branch = state.branch()
+        for snapshot_id, barrier in zip(branch.snapshot_ids, branch.barriers):
+            if not branch.same_data(None, snapshot_id):
+                return (
+                    f"{state.identifier} is a root: it holds rows ingested outside any job (snapshot {snapshot_id}, "
+                    f"barrier {fmt_barrier(barrier)}); {way_out}"
+                )
+    if state.watermark_property is not None:
+        return (
+            f"{state.identifier} is a root with a declared watermark ({fmt_barrier(state.watermark_property)}): as a "
+            f"job's sink it would claim its sources' data up to there before any epoch ran; {way_out}"
+        )
+    return None
 
 
 def register(

@@ -628,6 +628,18 @@ HAND: dict[str, dict[int, Callable[[dict[str, Any]], bool]]] = {
         8: lambda a: (a["barrier"], a["tables"]["db.r"]["snapshot_id"]) == (T0 + 150, 1),
     },
     "h12_no_complete_barrier": {0: lambda a: a == {"error": "ResolutionError"}},
+    # protocol §4.3 step 5 and §6.1, by hand
+    "h18_stranded_data": {
+        0: lambda a: a == {"error": "StrandedDataError"},
+        1: lambda a: a == {"error": "StrandedDataError"},
+        2: lambda a: (a["barrier"], a["tables"]["shop.orders"]["snapshot_id"]) == (T0 + 300, 3),
+        3: lambda a: a["cut"]["barrier"] == T0 + 99 and set(a["blocked"]) == {"shop.by_customer", "shop.marked"},
+        4: lambda a: a == {"error": "StrandedDataError"},
+        5: lambda a: a["barrier"] == T0 + 99 and a["tables"]["shop.newer"]["snapshot_id"] is None,
+        8: lambda a: a == {"error": "InvalidInputError"},
+        9: lambda a: a == {"error": "InvalidInputError"},
+        10: lambda a: "error" not in a,
+    },
     # protocol §3.6, §5.1-§5.3
     "h16_write_commits": {
         # worked out from protocol §5.6, §6.1-§6.3 and §6.9 (now = T0 + 10 s, W(db.r) = T0 + 400)
@@ -1255,6 +1267,43 @@ def h17_change_ranges() -> Case:
     return "changes between two barriers: their range", tables, queries
 
 
+def h18_stranded_data() -> Case:
+    """Protocol §4.3 step 5 and §6.1: rows ingested into a table while it was a root, which a job then registered on
+    (issue 42's forgotten job setting), strand every cut with it; so does a watermark beyond a source's. A table that
+    only lags (a new derived table whose first epoch is newer than a sibling's watermark) is not an error. A root
+    that holds ingests or a declared watermark refuses a job's registration; an empty root accepts it."""
+    orders = root_state("shop.orders", [T0 + 100, T0 + 200, T0 + 300])
+    job = "by-customer"
+    by_customer = table_state(  # one root ingest at 400, then registered as derived from orders
+        "shop.by_customer", [ingest(11, None, T0 + 400, total=3)], head=11, properties=derived_properties(job, "shop.orders")
+    )
+    marked = table_state(  # empty, registered, with a watermark beyond its source's
+        "shop.marked", [genesis(21, job="job-marked", ts=T0)], head=21,
+        properties={**derived_properties("job-marked", "shop.orders"), P.WATERMARK: str(T0 + 400)},
+    )
+    lagging = derived_state("shop.lagging", ["shop.orders"], [(T0 + 100, {"shop.orders": 1})], 30, job="job-lag")
+    newer = derived_state("shop.newer", ["shop.orders"], [(T0 + 300, {"shop.orders": 3})], 40, job="job-new")
+    ingested = root_state("shop.ingested", [T0 + 100])
+    declared = root_state("shop.declared", [], watermark=T0 + 100)
+    empty = root_state("shop.empty", [])
+    queries = [
+        q(["shop.orders", "shop.by_customer"]),  # 0: stranded, held back by shop.by_customer
+        q("shop.by_customer"),  # 1: stranded (its own ingest)
+        q("shop.orders"),  # 2: fine
+        comp("shop.orders"),  # 3: shop.by_customer and shop.marked left out, the rest readable
+        q(["shop.orders", "shop.marked"]),  # 4: stranded by the watermark
+        q(["shop.lagging", "shop.newer"]),  # 5: only lags: the cut before the data, no error
+        q(["shop.orders", "shop.by_customer"], "read-committed"),  # 6
+        q(["shop.orders", "shop.by_customer"], "read-uncommitted"),  # 7: no cut search, no refusal
+        can_own_query("job-x", "shop.ingested", "i1", now=T0 + 1000),  # 8: a root with ingests: refused
+        can_own_query("job-x", "shop.declared", "i1", now=T0 + 1000),  # 9: a root with a watermark: refused
+        can_own_query("job-x", "shop.empty", "i1", now=T0 + 1000),  # 10: an empty root: accepted
+    ]
+    return "stranded data: a root turned derived, a watermark beyond a source's; registrations on roots", meta(
+        orders, by_customer, marked, lagging, newer, ingested, declared, empty
+    ), queries
+
+
 HANDWRITTEN: tuple[Callable[[], Case], ...] = (
     h01_late_snapshots,
     h02_replace_and_overwrite,
@@ -1273,6 +1322,7 @@ HANDWRITTEN: tuple[Callable[[], Case], ...] = (
     h15_faults_and_durations,
     h16_write_commits,
     h17_change_ranges,
+    h18_stranded_data,
 )
 
 

@@ -12,6 +12,7 @@ from consistent_catalog.exceptions import (
     HistoryExpiredError,
     NoWatermarkError,
     ResolutionError,
+    StrandedDataError,
     UntrackedWriteError,
 )
 
@@ -23,6 +24,8 @@ def cli_hint(exc: ConsistentCatalogError) -> str | None:
             return f"consistent-catalog revise {exc.table} --to-barrier <a barrier before it> --mode full"
         return (f"resolve ... --as-of {exc.barrier} reads before the write; "
                 f"consistent-catalog revise {exc.table} --to-barrier {exc.barrier} removes it")
+    if isinstance(exc, StrandedDataError) and exc.table is not None and exc.barrier is not None:
+        return f"consistent-catalog revise {exc.table} --to-barrier {exc.barrier} --mode full, then run its job"
     if isinstance(exc, HistoryExpiredError):
         return "resolve with a later --as-of; consistent-catalog retain or pin keeps cuts from expiring"
     if isinstance(exc, NoWatermarkError) and exc.table is not None:

@@ -5,6 +5,7 @@ public enum ErrorKind {
   NO_WATERMARK("NoWatermarkError"),
   HISTORY_EXPIRED("HistoryExpiredError"),
   UNTRACKED_WRITE("UntrackedWriteError"),
+  STRANDED_DATA("StrandedDataError"),
   MALFORMED_METADATA("MalformedMetadataError"),
   INVALID_INPUT("InvalidInputError"),
   INVALID_BARRIER("InvalidBarrierError"),

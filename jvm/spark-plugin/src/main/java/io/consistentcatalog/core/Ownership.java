@@ -66,14 +66,45 @@ public final class Ownership {
           + "live " + describeHolder(state) + " of job '" + job + "' until " + Barriers.format(until) + "; stop it, wait for "
           + "the lease to lapse, or, if it is dead, take over: SET spark.sql.consistent.takeover=true");
     }
-    if (state.isRoot() && state.head() != null) {
+    String refusal = rootRefusal(state, job, streaming);
+    if (refusal != null) {
+      throw new ConsistentException(ErrorKind.INVALID_INPUT, state.identifier, refusal);
+    }
+  }
+
+  /**
+   * {@code root_refusal}: why {@code job} may not register on {@code state} because it is a root with a history
+   * (protocol §6.1) — rows written outside any job, or ingested, or a declared watermark; null when the table is
+   * derived, or an empty root without a watermark. {@code streaming}: the way out names the query's option.
+   */
+  public static String rootRefusal(TableState state, String job, boolean streaming) {
+    if (!state.isRoot()) {
+      return null;
+    }
+    String keepRoot = streaming ? "drop the query's option consistent.job to ingest into it" : "RESET spark.sql.consistent.job to "
+        + "ingest into it";
+    String wayOut = "a job's sink must start empty — write job '" + job + "' into a new table, or keep " + state.identifier
+        + " a root (" + keepRoot + ")";
+    if (state.head() != null) {
       Long untracked = state.untrackedAsDerived();
       if (untracked != null) {
-        throw new ConsistentException(ErrorKind.INVALID_INPUT, state.identifier, state.identifier + " already holds data "
-            + "written outside any job (snapshot " + untracked + "); a job's sink must start empty — create a new table "
-            + "for the job (or RESET spark.sql.consistent.job to ingest into it as a root)");
+        return state.identifier + " already holds data written outside any job (snapshot " + untracked + "); " + wayOut;
+      }
+      BranchBarriers branch = state.branch(Keys.MAIN_BRANCH);
+      for (int i = 0; i < branch.size(); i++) {
+        long id = branch.snapshotId(i);
+        if (!branch.sameData(null, id)) {
+          return state.identifier + " is a root: it holds rows ingested outside any job (snapshot " + id + ", barrier "
+              + Barriers.format(branch.barrierAt(i)) + "); " + wayOut;
+        }
       }
     }
+    Long mark = state.watermarkProperty();
+    if (mark != null) {
+      return state.identifier + " is a root with a declared watermark (" + Barriers.format(mark) + "): as a job's sink "
+          + "it would claim its sources' data up to there before any epoch ran; " + wayOut;
+    }
+    return null;
   }
 
   /** A string or number field of the flat JSON object {@code consistent.lease-holder-info} (null: absent). */

@@ -181,12 +181,132 @@ public final class Resolver {
           limit,
           false);
     }
+    ConsistentException stranded = strandedError(states, known, upper, barrier, state -> branchFor(state, lvl));
+    if (stranded != null) {
+      throw stranded;
+    }
     Map<String, TableCut> tables = new LinkedHashMap<>();
     for (TableState state : states) {
       String branch = branchFor(state, checked);
       tables.put(state.identifier, tableCut(state, branch, state.branch(branch).snapAt(barrier)));
     }
     return new Cut(checked, barrier, tables);
+  }
+
+  /** {@code _holds_data}: {@code snap(X, barrier)} when the table holds rows there, else null. */
+  private static long[] holdsData(TableState state, String branch, long barrier) {
+    BranchBarriers history = state.branch(branch);
+    long[] point = history.snapAt(barrier);
+    if (point == null || history.sameData(null, point[0])) {
+      return null;
+    }
+    return point;
+  }
+
+  /**
+   * {@code stranded_error} (protocol §4.3 step 5): the cut found lies below {@code upper} because of a derived table
+   * whose metadata no job could have written, and it would read a table of the cut that holds rows at {@code upper}
+   * as empty, or that derived table is itself in the cut. Null when none is (a table only lags).
+   */
+  static ConsistentException strandedError(
+      List<TableState> states, Map<String, TableState> known, long upper, long barrier,
+      Function<TableState, String> branchOf) {
+    if (barrier >= upper) {
+      return null;
+    }
+    for (TableState state : states) {
+      String branch = branchOf.apply(state);
+      long[] held = holdsData(state, branch, upper);
+      if (held == null || state.branch(branch).snapAt(barrier) != null) {
+        continue;
+      }
+      String[] why = new String[1];
+      Set<String> seen = new HashSet<>();
+      TableState culprit = holdingBack(state, known, upper, branchOf, seen, why);
+      for (int i = 0; culprit == null && i < states.size(); i++) { // then its siblings in the cut
+        culprit = holdingBack(states.get(i), known, upper, branchOf, seen, why);
+      }
+      if (culprit != null) {
+        return stranded(culprit, why[0], upper, "a cut would read " + state.identifier + " as empty though it holds "
+            + "data up to barrier " + Barriers.format(held[1]) + " (snapshot " + held[0] + ")");
+      }
+    }
+    for (TableState state : states) {
+      String why = broken(state, known, upper, branchOf);
+      if (why != null) {
+        return stranded(state, why, upper, "a cut of " + state.identifier + " would lie before its sources' data");
+      }
+    }
+    return null; // a table lags: the cut lies before the data until its job catches up, as §4.3 defines it
+  }
+
+  private static ConsistentException stranded(TableState culprit, String why, long upper, String effect) {
+    Long first = culprit.firstBarrier();
+    long reviseTo = (first == null ? upper : first) - 1;
+    return new ConsistentException(
+        ErrorKind.STRANDED_DATA,
+        culprit.identifier,
+        culprit.identifier + " holds every consistent cut with it back: " + why + "; " + effect + " — revise "
+            + culprit.identifier + " to barrier " + reviseTo + " (mode full) to empty it, then run its job "
+            + (culprit.owner() == null ? "(none registered)" : culprit.owner()) + " to rebuild it",
+        reviseTo,
+        false);
+  }
+
+  /** {@code _holding_back}: the table among {@code state} and its upstream tables (the most upstream first) that is broken. */
+  private static TableState holdingBack(
+      TableState state, Map<String, TableState> known, long upper, Function<TableState, String> branchOf,
+      Set<String> seen, String[] why) {
+    if (!seen.add(state.identifier)) {
+      return null;
+    }
+    for (String source : state.sources()) {
+      TableState upstream = known.get(source);
+      if (upstream != null) {
+        TableState found = holdingBack(upstream, known, upper, branchOf, seen, why);
+        if (found != null) {
+          return found;
+        }
+      }
+    }
+    why[0] = broken(state, known, upper, branchOf);
+    return why[0] == null ? null : state;
+  }
+
+  /**
+   * {@code _broken}: why the derived table {@code state} has metadata no job could have written (null: it has not) —
+   * rows ingested while it was a root, or, before any epoch, a watermark beyond a source's.
+   */
+  private static String broken(
+      TableState state, Map<String, TableState> known, long upper, Function<TableState, String> branchOf) {
+    if (state.isRoot()) {
+      return null;
+    }
+    String branch = branchOf.apply(state);
+    BranchBarriers history = state.branch(branch);
+    boolean epochs = false;
+    for (int i = 0; i < history.tracked(); i++) {
+      long id = history.snapshotId(i);
+      SnapshotRecord record = state.snapshots.get(id);
+      Long barrier = history.barrierAt(i);
+      if (record.summary.containsKey(Keys.SOURCES)) {
+        epochs = true;
+      } else if (barrier != null && record.job() == null && record.changesData() && !"replace".equals(record.operation)) {
+        return "it holds rows ingested while it was a root, before job " + (state.owner() == null ? "(none)" : state.owner())
+            + " registered on it (snapshot " + id + ", barrier " + Barriers.format(barrier) + "): no epoch computed them "
+            + "from " + String.join(", ", state.sources());
+      }
+    }
+    Long mark = state.watermark(branch);
+    for (String source : state.sources()) {
+      TableState upstream = known.get(source);
+      Long sourceMark = upstream == null ? null : upstream.watermark(branchOf.apply(upstream));
+      if (!epochs && mark != null && sourceMark != null && mark > sourceMark) {
+        return "it is complete up to " + Barriers.format(mark) + " by a watermark set before any epoch, beyond its "
+            + "source " + source + " (" + Barriers.format(sourceMark) + "), which no epoch can publish";
+      }
+    }
+    return null;
   }
 
   private static TableCut tableCut(TableState state, String branch, long[] point) {

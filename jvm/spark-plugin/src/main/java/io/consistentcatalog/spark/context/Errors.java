@@ -68,6 +68,8 @@ public final class Errors {
         return "CONSISTENT_CUT.HISTORY_EXPIRED";
       case UNTRACKED_WRITE:
         return "CONSISTENT_CUT.UNTRACKED_WRITE";
+      case STRANDED_DATA:
+        return "CONSISTENT_CUT.STRANDED_DATA";
       case MALFORMED_METADATA:
         return "CONSISTENT_CUT.MALFORMED_METADATA";
       case RESOLUTION:
@@ -112,6 +114,9 @@ public final class Errors {
         return "SET " + asOf + "=" + cause.barrier() + " reads the cut from before the write; `consistent-catalog "
             + "revise " + cause.table() + " --to-barrier " + cause.barrier() + "` removes the write (the next "
             + "statement then reads the revised table)";
+      case STRANDED_DATA:
+        return "`consistent-catalog revise " + cause.table() + " --to-barrier " + cause.barrier() + " --mode full` "
+            + "empties it; its job's next statement rebuilds it";
       case HISTORY_EXPIRED:
         return "SET " + asOf + " to a later barrier (the retained history starts at " + cause.barrier()
             + "), or SET " + Settings.PREFIX + Settings.TAG + " to a retained cut (`consistent-catalog retain --list`)";
