@@ -30,6 +30,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
+from consistent_catalog.exceptions import StrandedDataError
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -378,6 +379,62 @@ def test_a_sink_with_data_written_outside_any_job_is_refused(env: Any, ns: str) 
     message = error_of(spark, f"INSERT OVERWRITE lake_consistent.{ns}.word_counts {COUNT_WORDS.format(ns=ns)}")
     assert "must start empty" in message and "RESET spark.sql.consistent.job" in message, message
     assert P.JOB not in cc.catalog.load_table(f"{ns}.word_counts").metadata.properties
+
+
+def test_a_root_holding_ingests_never_becomes_a_jobs_sink(env: Any, ns: str) -> None:
+    """Issue 42 item 1: rows ingested into a table (here by INSERT INTO with no job) keep it a root; a job set
+    afterwards is refused with the table's role and the ways out, never answered ``done``, and every reader still
+    reads every row of its source."""
+    cc, spark = env
+    ingest(cc, ns, "a", "b", "a")
+    sql(spark, f"INSERT INTO lake_consistent.{ns}.word_counts VALUES ('a', 2), ('b', 1)")  # an ingest: a root
+    before = cc.catalog.load_table(f"{ns}.word_counts").metadata.metadata_log
+    sql(spark, "SET spark.sql.consistent.job=word-count")
+    message = error_of(spark, f"INSERT OVERWRITE lake_consistent.{ns}.word_counts {COUNT_WORDS.format(ns=ns)}")
+    assert f"{ns}.word_counts is a root: it holds rows ingested outside any job" in message, message
+    assert "write job 'word-count' into a new table" in message and "RESET spark.sql.consistent.job" in message
+    after = cc.catalog.load_table(f"{ns}.word_counts").metadata
+    assert after.metadata_log == before and P.JOB not in after.properties and P.SOURCES not in after.properties
+    fresh = spark.newSession()  # a new session resolves its own cut
+    words = cc.catalog.load_table(f"{ns}.words").scan().to_arrow().num_rows
+    assert fresh.sql(f"SELECT count(*) FROM lake_consistent.{ns}.words").collect()[0][0] == words == 3
+
+
+def test_a_root_turned_derived_is_named_and_its_sources_stay_readable(env: Any, ns: str) -> None:
+    """Issue 42 item 1, a lake already in the state the defect left (a job registered on a root that held ingests, as
+    an earlier version allowed): readers get the source's rows, not an empty cut; the table is refused with
+    STRANDED_DATA naming the revision; after that revision and one epoch every reader agrees with a recount."""
+    cc, spark = env
+    ingest(cc, ns, "a", "b", "a")
+    cc.ingest(f"{ns}.word_counts", pa.table({"word": ["a"], "cnt": [9]}, schema=COUNTS.as_arrow()))
+    with cc.catalog.load_table(f"{ns}.word_counts").transaction() as tx:  # what the registration used to commit
+        tx.set_properties({P.JOB: "word-count", P.SOURCES: json.dumps([f"{ns}.words"])})
+    reader = spark.newSession()
+    words = cc.catalog.load_table(f"{ns}.words").scan().to_arrow().num_rows
+    assert reader.sql(f"SELECT count(*) FROM lake_consistent.{ns}.words").collect()[0][0] == words == 3
+    cut = {r["table"]: r.asDict() for r in reader.sql(f"CALL lake_consistent.system.current_cut('{ns}.words')").collect()}
+    assert cut[f"{ns}.words"]["snapshot_id"] == main_chain(cc, f"{ns}.words")[-1].snapshot_id
+    status = cut[f"{ns}.word_counts"]["status"]
+    assert "STRANDED_DATA" in status and "revise" in status and f"{ns}.word_counts" in status, status
+    with pytest.raises(Exception) as refused:
+        reader.sql(f"SELECT * FROM lake_consistent.{ns}.word_counts").collect()
+    first = str(refused.value).strip().splitlines()[0]
+    assert "[CONSISTENT_CUT.STRANDED_DATA]" in first and "--mode full" in first, first
+    row = cc.status([f"{ns}.word_counts"])[0]
+    assert row.error is not None and "ingested while it was a root" in row.error
+    with pytest.raises(StrandedDataError) as stranded:  # the library names the same table and the barrier to revise to
+        cc.resolve([f"{ns}.word_counts"])
+    assert stranded.value.table == f"{ns}.word_counts" and f"--to-barrier {stranded.value.barrier}" in first
+    # the way out the error names: revise in mode full (empties it), then the job rebuilds it
+    cc.revise(f"{ns}.word_counts", stranded.value.barrier, mode="full")
+    sql(spark, "SET spark.sql.consistent.job=word-count")
+    sql(spark, f"INSERT OVERWRITE lake_consistent.{ns}.word_counts {COUNT_WORDS.format(ns=ns)}")
+    epochs = epoch_snapshots(cc, f"{ns}.word_counts")
+    source = json.loads(epochs[-1][P.SOURCES])[f"{ns}.words"]
+    assert counts_at_head(cc, f"{ns}.word_counts") == recount_words(cc, f"{ns}.words", source) == {"a": 2, "b": 1}
+    later = spark.newSession()
+    rows = dict(later.sql(f"SELECT word, cnt FROM lake_consistent.{ns}.word_counts").collect())
+    assert rows == {"a": 2, "b": 1} and cc.status([f"{ns}.word_counts"])[0].error is None
 
 
 def test_explain_publishes_nothing(env: Any, ns: str) -> None:
