@@ -218,8 +218,7 @@ def stranded_error(
             if culprit is not None:
                 break
         if culprit is not None and why is not None:
-            return _stranded(culprit, why, upper, f"a cut would read {state.identifier} as empty though it holds data "
-                             f"up to barrier {fmt_barrier(held[1])} (snapshot {held[0]})")
+            return _stranded(culprit, why, upper, f"a cut would read {state.identifier} as empty")
     for state in states:
         why = _broken(state, known, upper, branch_of)
         if why is not None:

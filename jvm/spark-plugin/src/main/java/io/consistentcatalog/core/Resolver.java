@@ -227,8 +227,7 @@ public final class Resolver {
         culprit = holdingBack(states.get(i), known, upper, branchOf, seen, why);
       }
       if (culprit != null) {
-        return stranded(culprit, why[0], upper, "a cut would read " + state.identifier + " as empty though it holds "
-            + "data up to barrier " + Barriers.format(held[1]) + " (snapshot " + held[0] + ")");
+        return stranded(culprit, why[0], upper, "a cut would read " + state.identifier + " as empty");
       }
     }
     for (TableState state : states) {
