@@ -254,14 +254,14 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
     }
     FencedCommit committer = context.committer();
     org.apache.iceberg.Table loaded = table; // as toTable loaded it: Iceberg refreshes it when it commits a batch
-    LogicalWriteInfo attempt = new AttemptWriteInfo(info, null);
+    LogicalWriteInfo attempt = new AttemptWriteInfo(info, true);
     if (options.job != null) {
       java.util.List<org.apache.iceberg.types.Types.NestedField> required = RequiredColumns.of(table.schema(), info.schema());
       if (required != null && !required.isEmpty()) {
         // a key nullable by Spark's analysis (read from JSON, filtered before an aggregation) into a NOT NULL column:
         // Iceberg would refuse the query outright; each batch's rows are checked instead (StreamingEpoch)
         options.required = required;
-        attempt = new AttemptWriteInfo(info, RequiredColumns.CHECK_NULLABILITY);
+        attempt = new AttemptWriteInfo(info, false);
       }
       StreamingFence fence = new StreamingFence(loaded, committer, ident, "job '" + options.job
           + "': a micro-batch staged on " + name);
@@ -288,15 +288,15 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
     private final String queryId;
     private final CaseInsensitiveStringMap options;
 
-    /** {@code uncheckedNullability}: Iceberg's write option set to false (the sink checks the rows), or null. */
-    AttemptWriteInfo(LogicalWriteInfo info, String uncheckedNullability) {
+    /** {@code checkNullability} false: Iceberg's write does not check it (the sink checks the batch's rows instead). */
+    AttemptWriteInfo(LogicalWriteInfo info, boolean checkNullability) {
       this.info = info;
       this.queryId = info.queryId() + "-" + java.util.UUID.randomUUID().toString().substring(0, 8);
-      if (uncheckedNullability == null) {
+      if (checkNullability) {
         this.options = info.options();
       } else {
         java.util.Map<String, String> map = new java.util.HashMap<>(info.options().asCaseSensitiveMap());
-        map.put(uncheckedNullability, "false");
+        map.put(RequiredColumns.CHECK_NULLABILITY, "false");
         this.options = new CaseInsensitiveStringMap(map);
       }
     }
