@@ -95,6 +95,13 @@ def no_watermark_error(state: TableState, known: Mapping[str, TableState] | None
                 root=cause.root,
             )
     job = state.job or state.last_writer
+    if job is not None and state.lease_holder is None:  # registered once; its run ended before its first epoch
+        return NoWatermarkError(
+            f"{state.identifier} is the derived table of job {job}, which registered but has not published an epoch "
+            "and has no running instance (its query stopped or failed before its first epoch), so it blocks every "
+            "consistent cut that includes it; fix what stopped the job and start it again",
+            table=state.identifier,
+        )
     return NoWatermarkError(
         f"{state.identifier} has no published epoch yet, so it blocks every consistent cut that includes it; its job "
         f"{job or '(none registered)'} has not published an epoch — start it (restart a crashed instance with "

@@ -313,6 +313,114 @@ def test_update_mode_deletes_the_keys_whose_aggregate_is_back_at_its_neutral_val
     assert len(epochs(catalog, balances)) == len(published)  # the refused queries wrote nothing
 
 
+def json_orders(folder) -> list[dict]:
+    """The orders the JSON files hold, parsed here (a missing customer is a null one)."""
+    out = []
+    for path in sorted(folder.glob("*.json")):
+        out += [{"customer": None, **json.loads(line)} for line in path.read_text().splitlines() if line.strip()]
+    return out
+
+
+def data_snapshots(metadata) -> list[int]:
+    """The snapshots of a table's metadata other than the fence's (empty ones, moved by ownership changes)."""
+    return [s.snapshot_id for s in metadata.snapshots if P.FENCE_REASON not in s.summary.additional_properties]
+
+
+def head_rows(catalog, table) -> dict[str, tuple[int, int]]:
+    return {r["customer"]: (r["orders"], r["revenue"]) for r in catalog.load_table(table).scan().to_arrow().to_pylist()}
+
+
+def test_update_mode_writes_a_nullable_key_read_from_json_files_and_refuses_a_null_key_before_any_commit(env):
+    """Issue 42, item 4: a key that Spark's analysis calls nullable (JSON files, or filtered with IS NOT NULL before the
+    aggregation) is written into the sink's required identifier field, copy-on-write and merge-on-read; a batch that
+    does hold a null key fails its query with one line naming the column and the way out, and commits nothing; the
+    sink of a job that failed before its first epoch is described as such, not as an empty root."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+    from pyspark.sql import functions as F
+
+    from consistent_catalog.exceptions import NoWatermarkError
+
+    root, catalog, spark = env
+    name = "up_nullable"
+    catalog.create_namespace(name)
+    orders = f"{name}.orders"
+    catalog.create_table(orders, schema=Schema(NestedField(1, "customer", StringType(), required=False),
+                                                NestedField(2, "amount", LongType(), required=False)))
+    plain, filtered, failed = f"{name}.revenue", f"{name}.revenue_filtered", f"{name}.revenue_failed"
+    catalog.create_table(plain, schema=revenue_schema())  # customer NOT NULL, the identifier field
+    catalog.create_table(filtered, schema=revenue_schema(), properties={"write.merge.mode": "merge-on-read"})
+    catalog.create_table(failed, schema=revenue_schema())
+    files = root / name / "files"
+    files.mkdir(parents=True)
+
+    def feed():  # hop 1, a root: the files as they are, nullable customer and all
+        (spark.readStream.schema("customer string, amount bigint").json(str(files)).writeStream
+         .option("checkpointLocation", str(root / name / "chk-orders")).trigger(availableNow=True)
+         .toTable(f"lake_consistent.{orders}").awaitTermination(120))
+
+    def revenue(sink, keep_nulls_out=False):
+        frame = spark.readStream.table(f"lake_consistent.{orders}")
+        if keep_nulls_out:
+            frame = frame.where("customer IS NOT NULL")  # the aggregate's key stays nullable for Spark
+        return (frame.groupBy("customer").agg(F.count(F.lit(1)).alias("orders"), F.sum("amount").alias("revenue"))
+                .writeStream.outputMode("update").option("checkpointLocation", str(root / name / f"chk-{sink}"))
+                .option("consistent.job", f"{name}-{sink.split('.')[1]}").trigger(availableNow=True)
+                .toTable(f"lake_consistent.{sink}"))
+
+    def run(query):
+        query.awaitTermination(120)
+        assert query.exception() is None, query.exception()
+
+    (files / "orders-1.json").write_text('{"customer": "a", "amount": 1}\n{"customer": "b", "amount": 2}\n'
+                                         '{"customer": "a", "amount": 3}\n')
+    feed()
+    run(revenue(plain))
+    run(revenue(filtered, keep_nulls_out=True))
+    assert head_rows(catalog, plain) == head_rows(catalog, filtered) == recount(json_orders(files)) == {
+        "a": (2, 4), "b": (1, 2)}
+
+    (files / "orders-2.json").write_text('{"customer": "b", "amount": 10}\n{"customer": null, "amount": 7}\n'
+                                         '{"amount": 5}\n{"customer": "c", "amount": 4}\n')
+    feed()
+    run(revenue(filtered, keep_nulls_out=True))  # merge-on-read, filtered: the nulls never reach the sink
+    assert head_rows(catalog, filtered) == recount([o for o in json_orders(files) if o["customer"] is not None])
+
+    before = catalog.load_table(plain).metadata
+    from pyspark.errors import StreamingQueryException
+
+    query = revenue(plain)  # the batch of orders-2 holds two null customers: one group
+    with pytest.raises(StreamingQueryException) as raised:
+        query.awaitTermination(120)
+    query.stop()
+    message = str(raised.value)
+    line = next(text for text in message.splitlines() if "[CONSISTENT_WRITE.NULL_KEY]" in text)  # all on one line
+    assert f"lake_consistent.{plain}: job '{name}-revenue'" in line and "holds 1 row with a null customer" in line  # the null group
+    assert ".where(\"customer IS NOT NULL\")" in line and "coalesce(customer" in line
+    assert "nothing of the batch was committed" in line and "Cannot write incompatible" not in message
+    after = catalog.load_table(plain).metadata
+    # nothing committed: no snapshot holding data, main and the staged branch where they were (only the fence moved,
+    # to an empty snapshot, when the restarted query registered again)
+    assert data_snapshots(after) == data_snapshots(before) and len(data_snapshots(before)) >= 2
+    assert {k: v for k, v in after.refs.items() if k != P.FENCE_BRANCH} == {
+        k: v for k, v in before.refs.items() if k != P.FENCE_BRANCH}
+    assert head_rows(catalog, plain) == {"a": (2, 4), "b": (1, 2)}
+
+    message = refusal(revenue(failed))  # its first batch already holds the nulls: the job registered, never published
+    assert "CONSISTENT_WRITE.NULL_KEY" in message and f"lake_consistent.{failed}" in message
+    assert not catalog.load_table(failed).snapshots() or all(
+        P.BARRIER not in s.summary.additional_properties for s in catalog.load_table(failed).snapshots())
+    wait_for(lambda: P.LEASE_HOLDER not in catalog.load_table(failed).properties, what="the failed query's release")
+    with pytest.raises(NoWatermarkError) as raised:
+        ConsistentCatalog(catalog).resolve([failed])
+    assert f"derived table of job {name}-revenue_failed, which registered but has not published" in str(raised.value)
+    assert "empty root" not in str(raised.value)
+    with pytest.raises(Exception, match="CONSISTENT_CUT.NO_WATERMARK") as read:
+        spark.table(f"lake_consistent.{failed}").collect()
+    assert f"job {name}-revenue_failed, which registered but has not published an epoch and has no running instance" \
+        in str(read.value)
+
+
 WORKER = """
 import sys, time
 from consistent_catalog.spark.session import build_session

@@ -241,6 +241,21 @@ def test_derived_table_with_only_genesis_and_no_watermark_blocks_the_cut() -> No
         resolve([A, d])
 
 
+def test_a_derived_table_whose_job_stopped_before_its_first_epoch_says_so_not_empty_root() -> None:
+    """Issue 42, item 4: a job that registered and failed (its lease released) leaves a derived table with no
+    watermark: the cut names the job and says it has no running instance, not "an empty root table"."""
+    d = table_state("db.d", [genesis(300, job="d-job", ts=T)], {P.MAIN_BRANCH: 300}, D.properties)
+    with pytest.raises(NoWatermarkError) as raised:
+        resolve([A, d])
+    message = str(raised.value)
+    assert "derived table of job d-job, which registered but has not published an epoch and has no running" in message
+    assert "empty root" not in message and raised.value.table == "db.d"
+    running = table_state("db.d", [genesis(300, job="d-job", ts=T)], {P.MAIN_BRANCH: 300},
+                          {**D.properties, P.LEASE_HOLDER: "abc123"})
+    with pytest.raises(NoWatermarkError, match="its job d-job has not published an epoch — start it"):
+        resolve([A, running])
+
+
 def test_empty_epoch_published_as_a_watermark_completes_the_table() -> None:
     """Protocol §5.3: an epoch that produced nothing is published by setting consistent.watermark = T, with no
     snapshot; protocol §2: the watermark is the "barrier up to which the table is complete even though no newer

@@ -61,6 +61,16 @@ public final class Resolver {
       }
     }
     String job = state.job() != null ? state.job() : state.lastWriter();
+    if (job != null && state.leaseHolder() == null) { // registered once; its run ended before its first epoch
+      return new ConsistentException(
+          ErrorKind.NO_WATERMARK,
+          state.identifier,
+          state.identifier + " is the derived table of job " + job + ", which registered but has not published an "
+              + "epoch and has no running instance (its query stopped or failed before its first epoch), so it blocks "
+              + "every consistent cut that includes it; fix what stopped the job and start it again",
+          null,
+          false);
+    }
     return new ConsistentException(
         ErrorKind.NO_WATERMARK,
         state.identifier,

@@ -143,6 +143,7 @@ public final class StreamingEpoch implements StreamingWrite {
         checkContinues(name, inputs, sources, sinkPlan);
       }
       if (sinkPlan.action == EpochPlanner.Action.STAGE) {
+        checkRequired(epochId, table, messages, spark);
         writes.warnEmptySources(options.job, name, plan, sources, true);
       }
       String line = EpochCommit.microBatch(writes, name, ident, table, options.job, options.leaseMs, plan, fence, revised)
@@ -151,6 +152,28 @@ public final class StreamingEpoch implements StreamingWrite {
     } catch (ConsistentException e) {
       throw Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));
     }
+  }
+
+  /**
+   * Refuses, before anything of the batch is committed, a batch whose rows hold a null in a required column of the
+   * sink that the query writes as nullable ({@link RequiredColumns}; Iceberg's own check was turned off for them).
+   */
+  private void checkRequired(long epochId, Table table, WriterCommitMessage[] messages, RootIngest.SparkCommit spark) {
+    if (options.required.isEmpty()) {
+      return;
+    }
+    RequiredColumns.Nulls nulls = RequiredColumns.firstNull(table, BatchFiles.of(messages), options.required);
+    if (nulls == null) {
+      return;
+    }
+    spark.abort();
+    String column = nulls.column.name();
+    boolean key = table.schema().identifierFieldIds().contains(nulls.column.fieldId());
+    throw sink.refused(key ? "CONSISTENT_WRITE.NULL_KEY" : "CONSISTENT_WRITE.NULL_VALUE", "job '" + options.job
+        + "': micro-batch " + epochId + " holds " + nulls.rows + (nulls.rows == 1 ? " row" : " rows") + " with a null "
+        + column + ", and " + column + " is the table's " + (key ? "key (an identifier field, NOT NULL)" : "NOT NULL "
+        + "column") + "; nothing of the batch was committed. Drop those rows before the aggregation (.where(\"" + column
+        + " IS NOT NULL\")) or give them a value (coalesce(" + column + ", <a value>)), then restart the query");
   }
 
   /**

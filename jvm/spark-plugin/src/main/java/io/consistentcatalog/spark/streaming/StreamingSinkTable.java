@@ -113,7 +113,11 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
   }
 
   RuntimeException refused(String problem) {
-    return Errors.raise(Errors.analysis("CONSISTENT_WRITE.REFUSED", context.catalogName() + "." + name + ": " + problem));
+    return refused("CONSISTENT_WRITE.REFUSED", problem);
+  }
+
+  RuntimeException refused(String errorClass, String problem) {
+    return Errors.raise(Errors.analysis(errorClass, context.catalogName() + "." + name + ": " + problem));
   }
 
   @Override
@@ -158,6 +162,8 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
     boolean update;
     /** Update mode's {@value StreamingSinkTable#DELETE_WHERE}, as Iceberg evaluates it; null: none. */
     org.apache.iceberg.expressions.Expression deleteWhere;
+    /** A job's sink: its required columns the query writes as nullable, checked at each batch ({@link RequiredColumns}). */
+    java.util.List<org.apache.iceberg.types.Types.NestedField> required = java.util.Collections.emptyList();
 
     Options(EventTime eventTime, long delayMs, Long idleAfterMs, String job, long leaseMs, boolean complete) {
       this.eventTime = eventTime;
@@ -173,6 +179,7 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
       out.version = version;
       out.update = update;
       out.deleteWhere = deleteWhere;
+      out.required = required;
       return out;
     }
   }
@@ -247,8 +254,15 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
     }
     FencedCommit committer = context.committer();
     org.apache.iceberg.Table loaded = table; // as toTable loaded it: Iceberg refreshes it when it commits a batch
-    LogicalWriteInfo attempt = new AttemptWriteInfo(info);
+    LogicalWriteInfo attempt = new AttemptWriteInfo(info, true);
     if (options.job != null) {
+      java.util.List<org.apache.iceberg.types.Types.NestedField> required = RequiredColumns.of(table.schema(), info.schema());
+      if (required != null && !required.isEmpty()) {
+        // a key nullable by Spark's analysis (read from JSON, filtered before an aggregation) into a NOT NULL column:
+        // Iceberg would refuse the query outright; each batch's rows are checked instead (StreamingEpoch)
+        options.required = required;
+        attempt = new AttemptWriteInfo(info, false);
+      }
       StreamingFence fence = new StreamingFence(loaded, committer, ident, "job '" + options.job
           + "': a micro-batch staged on " + name);
       WriteBuilder iceberg = LineSparkTable.current(fence.table(table.name())).newWriteBuilder(attempt);
@@ -272,15 +286,24 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
   private static final class AttemptWriteInfo implements LogicalWriteInfo {
     private final LogicalWriteInfo info;
     private final String queryId;
+    private final CaseInsensitiveStringMap options;
 
-    AttemptWriteInfo(LogicalWriteInfo info) {
+    /** {@code checkNullability} false: Iceberg's write does not check it (the sink checks the batch's rows instead). */
+    AttemptWriteInfo(LogicalWriteInfo info, boolean checkNullability) {
       this.info = info;
       this.queryId = info.queryId() + "-" + java.util.UUID.randomUUID().toString().substring(0, 8);
+      if (checkNullability) {
+        this.options = info.options();
+      } else {
+        java.util.Map<String, String> map = new java.util.HashMap<>(info.options().asCaseSensitiveMap());
+        map.put(RequiredColumns.CHECK_NULLABILITY, "false");
+        this.options = new CaseInsensitiveStringMap(map);
+      }
     }
 
     @Override
     public CaseInsensitiveStringMap options() {
-      return info.options();
+      return options;
     }
 
     @Override
