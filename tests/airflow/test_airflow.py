@@ -95,7 +95,8 @@ def failed(context):  # what the task failed with, for the test to read
 with DAG("cut_gate", schedule=None) as dag:
     gate = ConsistentCutSensor(task_id="wait_for_cut", tables=[WORDS, COUNTS], catalog_conn_id="lake",
                                at_least_barrier=T0 + 1_000, poke_interval=0.2, max_interval="1s",
-                               timeout=float(os.environ.get("CC_AIRFLOW_TIMEOUT", "120")), on_failure_callback=failed)
+                               timeout=float(os.environ.get("CC_AIRFLOW_TIMEOUT", "120")), on_failure_callback=failed,
+                               deferrable=os.environ.get("CC_AIRFLOW_DEFERRABLE", "1") == "1")
 
     @task
     def later_epoch_lands():  # between the sensor and the reader the newest cut moves on
@@ -169,10 +170,12 @@ def test_the_sensor_defers_resumes_and_the_task_reads_the_cut_that_woke_it(airfl
     assert_no_secret(airflow_home, capfd.readouterr(), out)
 
 
-def test_the_sensor_times_out_naming_the_bottleneck(airflow_home, lake, monkeypatch, capfd):
+@pytest.mark.parametrize("deferrable", [True, False], ids=["deferred", "blocking"])
+def test_the_sensor_times_out_naming_the_bottleneck(airflow_home, lake, monkeypatch, capfd, deferrable):
     cc, job, folder = lake
     out = folder / "read.json"
     monkeypatch.setenv("CC_AIRFLOW_OUT", str(out))
+    monkeypatch.setenv("CC_AIRFLOW_DEFERRABLE", "1" if deferrable else "0")
     monkeypatch.setenv("CC_AIRFLOW_TIMEOUT", "1.5")
     dag = load_dag(airflow_home, GATE_DAG, "cut_gate")
     run = dag.test()
