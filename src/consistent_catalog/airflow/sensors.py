@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from consistent_catalog.airflow._compat import AirflowSensorTimeout, BaseSensorOperator
+from consistent_catalog.airflow._compat import AirflowSensorTimeout, AirflowSkipException, BaseSensorOperator
 from consistent_catalog.airflow.hooks import ConsistentCatalogHook
 from consistent_catalog.airflow.payload import cut_payload
 from consistent_catalog.airflow.triggers import ConsistentCutTrigger, check_level
@@ -104,6 +104,8 @@ class ConsistentCutSensor(BaseSensorOperator):
                                 timeout=timeout_ms, interval=self._interval_ms(), max_interval=self.max_interval_ms,
                                 level=self.level, on_poll=lambda f: self.log.info("%s", f.describe()))
         except NotFreshError as exc:
+            if self.soft_fail:  # what Airflow's sensors do on a timeout with soft_fail (the deferred path too)
+                raise AirflowSkipException(str(exc)) from None
             raise AirflowSensorTimeout(str(exc)) from None
         assert found.cut is not None
         return self._done(cut_payload(found.cut, cc.name), found.describe())

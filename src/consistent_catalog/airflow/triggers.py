@@ -145,8 +145,13 @@ class ConsistentCutAssetTrigger(BaseEventTrigger):
             "level": self.level, "interval_ms": self.interval_ms, "after_barrier": self.after_barrier,
         })
 
+    def _state_store(self) -> Any:
+        """The watched asset's state, which the triggerer hands an asset watcher's trigger (Airflow 3.3+)."""
+        return getattr(self, "asset_state_store", None)
+
     async def _last_emitted(self) -> int | None:
-        stored = None if self.asset_state_store is None else await self.asset_state_store.aget(LAST_BARRIER_KEY)
+        store = self._state_store()
+        stored = None if store is None else await store.aget(LAST_BARRIER_KEY)
         known = [int(b) for b in (stored, self.after_barrier) if b is not None]
         return max(known) if known else None
 
@@ -166,6 +171,7 @@ class ConsistentCutAssetTrigger(BaseEventTrigger):
                     yield TriggerEvent(cut_payload(cut, cc.name))
                 finally:  # the triggerer has taken the event (and may be stopping us now): remember it
                     last = cut.barrier
-                    if self.asset_state_store is not None:
-                        await self.asset_state_store.aset(LAST_BARRIER_KEY, last)
+                    store = self._state_store()
+                    if store is not None:
+                        await store.aset(LAST_BARRIER_KEY, last)
             await asyncio.sleep(self.interval_ms / 1000)
