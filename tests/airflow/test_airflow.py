@@ -284,3 +284,15 @@ def assert_no_secret(home: Path, captured, *more: Path) -> None:
         for table in ("xcom", "trigger", "task_instance"):
             for row in db.execute(f'SELECT * FROM "{table}"'):
                 assert SECRET not in repr(row), table
+
+
+def test_airflow_lists_the_provider(airflow_home):
+    from airflow.providers_manager import ProvidersManager
+
+    from consistent_catalog import __version__
+
+    provider = ProvidersManager().providers["consistent-catalog"]  # found by the apache_airflow_provider entry point
+    assert provider.version == __version__
+    assert provider.data["connection-types"] == [{
+        "connection-type": "consistent_catalog",
+        "hook-class-name": "consistent_catalog.airflow.hooks.ConsistentCatalogHook"}]
