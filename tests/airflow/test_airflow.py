@@ -131,7 +131,8 @@ def load_dag(home: Path, source: str, dag_id: str):
     return module.dag
 
 
-def test_the_sensor_defers_resumes_and_the_task_reads_the_cut_that_woke_it(airflow_home, lake, monkeypatch, capfd):
+def test_the_sensor_defers_resumes_and_the_task_reads_the_cut_that_woke_it(airflow_home, lake, monkeypatch, capfd,
+                                                                            caplog):
     cc, job, folder = lake
     out = folder / "read.json"
     monkeypatch.setenv("CC_AIRFLOW_OUT", str(out))
@@ -167,11 +168,14 @@ def test_the_sensor_defers_resumes_and_the_task_reads_the_cut_that_woke_it(airfl
     assert got["counts"] == recount(cc, COUNTS, at_1000[-1]) == {"a": 1, "b": 1, "c": 2}
     newest = counts_table.current_snapshot().snapshot_id
     assert newest != at_1000[-1] and recount(cc, COUNTS, newest) == {"a": 1, "b": 1, "c": 2, "d": 1}
-    assert_no_secret(airflow_home, capfd.readouterr(), out)
+    assert_no_secret(airflow_home, capfd.readouterr(), caplog, out)
+    from airflow.sdk._shared.secrets_masker import redact
+
+    assert redact(f"key {SECRET}") == "key ***"  # registered with Airflow's secrets masker (the hook masks it too)
 
 
 @pytest.mark.parametrize("deferrable", [True, False], ids=["deferred", "blocking"])
-def test_the_sensor_times_out_naming_the_bottleneck(airflow_home, lake, monkeypatch, capfd, deferrable):
+def test_the_sensor_times_out_naming_the_bottleneck(airflow_home, lake, monkeypatch, capfd, caplog, deferrable):
     cc, job, folder = lake
     out = folder / "read.json"
     monkeypatch.setenv("CC_AIRFLOW_OUT", str(out))
@@ -186,7 +190,7 @@ def test_the_sensor_times_out_naming_the_bottleneck(airflow_home, lake, monkeypa
     assert "bottleneck: job word-count writing demo.word_counts, 1.0s behind its sources" in failure
     assert f"wanted barrier >= {T0 + 1_000}" in failure or "wanted barrier >= 2023-11-14" in failure
     assert not out.exists()
-    assert_no_secret(airflow_home, capfd.readouterr())
+    assert_no_secret(airflow_home, capfd.readouterr(), caplog)
 
 
 class AssetState:
@@ -273,9 +277,9 @@ def deferred(home: Path) -> bool:
     return bool(row and row[0])
 
 
-def assert_no_secret(home: Path, captured, *more: Path) -> None:
-    """The connection's secret is nowhere: not in the output, the task logs, XCom, the trigger rows."""
-    assert SECRET not in captured.out + captured.err
+def assert_no_secret(home: Path, captured, caplog, *more: Path) -> None:
+    """The connection's secret is nowhere: not in the output, the log records, the task logs, XCom, the triggers."""
+    assert SECRET not in captured.out + captured.err + caplog.text
     for path in [*home.rglob("*.log"), *home.rglob("*.json"), *more]:
         assert SECRET not in path.read_text(errors="replace"), path
     import sqlite3
