@@ -90,7 +90,7 @@ class ConsistentCutTrigger(BaseTrigger):
                                  level=self.level)
             while True:
                 found = await asyncio.to_thread(wait.poll)
-                self.log.info("%s", found.describe())
+                self.log.debug("%s", found.describe())
                 if found.fresh:
                     assert found.cut is not None
                     yield TriggerEvent({"status": "fresh", "cut": cut_payload(found.cut, cc.name),
