@@ -130,8 +130,9 @@ class ConsistentCatalog:
         interval: Duration = "5s",
         max_interval: Duration = "60s",
         on_poll: Callable[[Freshness], None] | None = None,
+        level: str = DEFAULT_LEVEL,
     ) -> Freshness:
-        """Block until the repeatable-read cut of ``tables`` is fresh enough (protocol §6.7).
+        """Block until the repeatable-read cut of ``tables`` (or the ``level`` given) is fresh enough (protocol §6.7).
 
         Exactly one target: ``fresher_than`` (``now - barrier <= D``: ``"5m"``, a timedelta, or ms) or
         ``barrier`` (the cut's barrier at least this, any ``as_of`` value). Every poll re-resolves, so
@@ -144,7 +145,7 @@ class ConsistentCatalog:
         """
         return wait_for_fresh(
             self.store, tables, fresher_than=fresher_than, barrier=barrier, timeout=timeout, interval=interval,
-            max_interval=max_interval, on_poll=on_poll,
+            max_interval=max_interval, on_poll=on_poll, level=level,
         )
 
     def lineage(self, tables: Iterable[str] | None = None) -> LineageGraph:

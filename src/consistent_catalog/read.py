@@ -132,8 +132,11 @@ Duration = int | str | timedelta
 """A duration: ``90s``, ``5m``, a timedelta, or an int of milliseconds (``util.durations``)."""
 
 
-def measure_freshness(store: TableStore, tables: Iterable[str], target: FreshnessTarget) -> Freshness:
-    """Resolve the repeatable-read cut of ``tables`` now and measure it against ``target`` (protocol §6.7).
+def measure_freshness(
+    store: TableStore, tables: Iterable[str], target: FreshnessTarget, level: str = DEFAULT_LEVEL
+) -> Freshness:
+    """Resolve the cut of ``tables`` (repeatable-read unless ``level`` says otherwise) now and measure it against
+    ``target`` (protocol §6.7).
 
     A cut that cannot resolve *yet* (no watermark, no complete barrier) is a measurement that is not
     fresh, with the error's message; any other error (an unknown table, an untracked write) is raised.
@@ -146,12 +149,74 @@ def measure_freshness(store: TableStore, tables: Iterable[str], target: Freshnes
     cut: Cut | None = None
     error: ResolutionError | None = None
     try:
-        cut = resolve([states[n] for n in names], DEFAULT_LEVEL, upstream=list(states.values()))
+        cut = resolve([states[n] for n in names], level, upstream=list(states.values()))
     except ResolutionError as exc:
         if not isinstance(exc, NoWatermarkError) and type(exc) is not ResolutionError:
             raise  # untracked writes, expired history: waiting will not help
         error = exc
     return freshness(states, names, cut, target, now=now_ms(), error=error)
+
+
+class FreshnessWait:
+    """The polls of one freshness wait (protocol §6.7): what to measure, how long to pause, when to give up.
+
+    ``wait_for_fresh`` drives it with ``time.sleep``; an asynchronous poller (the Airflow trigger) drives the
+    same object with its own sleep and runs ``poll`` in a thread, so both pause, back off and time out alike
+    and give up with the same NotFreshError naming the bottleneck.
+    """
+
+    def __init__(
+        self,
+        store: TableStore,
+        tables: Iterable[str],
+        *,
+        fresher_than: Duration | None = None,
+        barrier: BarrierLike | None = None,
+        timeout: Duration | None = None,
+        interval: Duration = "5s",
+        max_interval: Duration = "60s",
+        level: str = DEFAULT_LEVEL,
+    ) -> None:
+        self.store = store
+        self.names = list(dict.fromkeys(normalize_identifier(t) for t in tables))
+        if not self.names:
+            raise InvalidInputError("a freshness wait needs at least one table")
+        self.level = level
+        fresher_ms = None if fresher_than is None else parse_duration(fresher_than)
+        self.target = FreshnessTarget.of(barrier=barrier, fresher_than_ms=fresher_ms)
+        timeout_ms = None if timeout is None else parse_duration(timeout)
+        self.first_ms = parse_duration(interval)
+        if self.first_ms <= 0:
+            raise InvalidInputError(f"poll interval {interval!r} must be positive, e.g. 5s")
+        self.cap_ms = max(parse_duration(max_interval), self.first_ms)
+        self.target.check_reachable(now_ms(), timeout_ms)
+        self.started = time.monotonic()
+        self.deadline = None if timeout_ms is None else self.started + timeout_ms / 1000
+        self.pause_ms, self.polls, self.seen = self.first_ms, 0, None
+
+    def poll(self) -> Freshness:
+        """Measure once (blocking I/O: resolving reads the catalog)."""
+        self.polls += 1
+        found = measure_freshness(self.store, self.names, self.target, self.level)
+        return replace(found, waited_ms=int((time.monotonic() - self.started) * 1000), polls=self.polls)
+
+    def give_up(self, found: Freshness) -> None:
+        """Raise NotFreshError (with the bottleneck) when ``found`` is not fresh and the deadline has passed."""
+        if found.fresh or self.deadline is None or time.monotonic() < self.deadline:
+            return
+        raise NotFreshError(
+            f"the cut of {', '.join(self.names)} is not fresh enough after {fmt_duration(found.waited_ms)}: "
+            f"{found.describe()}",
+            freshness=found,
+        )
+
+    def pause(self, found: Freshness) -> float:
+        """Seconds to pause before the next poll: back off while nothing moves, never past the deadline."""
+        if self.polls > 1:  # a moving cut is polled at the first interval again
+            self.pause_ms = self.first_ms if found.barrier != self.seen else min(self.pause_ms * 2, self.cap_ms)
+        self.seen = found.barrier
+        pause = self.pause_ms / 1000
+        return pause if self.deadline is None else max(0.0, min(pause, self.deadline - time.monotonic()))
 
 
 def wait_for_fresh(
@@ -164,8 +229,10 @@ def wait_for_fresh(
     interval: Duration = "5s",
     max_interval: Duration = "60s",
     on_poll: Callable[[Freshness], None] | None = None,
+    level: str = DEFAULT_LEVEL,
 ) -> Freshness:
-    """Block until the repeatable-read cut of ``tables`` is fresh enough, re-resolving at every poll (§6.7).
+    """Block until the cut of ``tables`` (repeatable-read unless ``level``) is fresh enough, re-resolving at every
+    poll (§6.7).
 
     Exactly one target: ``fresher_than`` (``now - T* <= D``) or ``barrier`` (``T* >= B``). Polls start
     ``interval`` apart and back off (doubling while the cut does not move) up to ``max_interval``.
@@ -173,40 +240,16 @@ def wait_for_fresh(
     raises NotFreshError (``.freshness``: the last measurement, with the bottleneck) when the timeout
     ends first. ``on_poll`` sees every measurement.
     """
-    names = list(dict.fromkeys(normalize_identifier(t) for t in tables))
-    if not names:
-        raise InvalidInputError("a freshness wait needs at least one table")
-    target = FreshnessTarget.of(barrier=barrier, fresher_than_ms=None if fresher_than is None else parse_duration(fresher_than))
-    timeout_ms = None if timeout is None else parse_duration(timeout)
-    first_ms = parse_duration(interval)
-    if first_ms <= 0:
-        raise InvalidInputError(f"poll interval {interval!r} must be positive, e.g. 5s")
-    cap_ms = max(parse_duration(max_interval), first_ms)
-    target.check_reachable(now_ms(), timeout_ms)
-
-    started = time.monotonic()
-    deadline = None if timeout_ms is None else started + timeout_ms / 1000
-    pause_ms, polls, seen = first_ms, 0, None
+    wait = FreshnessWait(store, tables, fresher_than=fresher_than, barrier=barrier, timeout=timeout,
+                         interval=interval, max_interval=max_interval, level=level)
     while True:
-        polls += 1
-        found = measure_freshness(store, names, target)
-        found = replace(found, waited_ms=int((time.monotonic() - started) * 1000), polls=polls)
+        found = wait.poll()
         if on_poll is not None:
             on_poll(found)
         if found.fresh:
             return found
-        now = time.monotonic()
-        if deadline is not None and now >= deadline:
-            raise NotFreshError(
-                f"the cut of {', '.join(names)} is not fresh enough after {fmt_duration(found.waited_ms)}: "
-                f"{found.describe()}",
-                freshness=found,
-            )
-        if polls > 1:  # back off while nothing moves; a moving cut is polled at the first interval again
-            pause_ms = first_ms if found.barrier != seen else min(pause_ms * 2, cap_ms)
-        seen = found.barrier
-        pause = pause_ms / 1000 if deadline is None else min(pause_ms / 1000, deadline - now)
-        time.sleep(pause)
+        wait.give_up(found)
+        time.sleep(wait.pause(found))
 
 
 def empty_read(table: Table) -> pa.Table:

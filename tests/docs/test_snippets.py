@@ -233,6 +233,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Lake:
     env.update(
         PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
         PYICEBERG_HOME=str(home),
+        AIRFLOW_HOME=str(workdir / "airflow-home"),  # the Airflow blocks' config and logs, not ~/airflow
         PYICEBERG_CATALOG__LAKE__URI=f"sqlite:///{demo}/catalog.db",
         PYICEBERG_CATALOG__LAKE__WAREHOUSE=f"file://{demo}/warehouse",
         PYTHONUNBUFFERED="1",

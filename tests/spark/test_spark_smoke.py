@@ -151,6 +151,23 @@ def test_pyiceberg_commits_while_spark_runs_and_spark_sees_them(lake: Lake, spar
     assert {spark_commit.snapshot_id, result.snapshot_id} <= spark_ids
 
 
+def test_an_airflow_tasks_pinned_cut_reads_in_spark_at_its_snapshots(lake: Lake, spark_commit: SparkCommit) -> None:
+    """Issue 48: what a sensor hands its task (``PinnedCut``) reads in Spark the cut it names, not the newest."""
+    from consistent_catalog.airflow import PinnedCut
+
+    ConsistentCatalog(lake.catalog).ingest("demo.words", pa.table({"word": pa.array(["newer"], pa.string())}),
+                                           barrier=LATER + 500)
+    pinned = PinnedCut.of({"catalog": "lake", **spark_commit.cut_json})
+    assert pinned.spark_read(lake.spark, "demo.words").count() == len(WORDS)  # versionAsOf
+    for statement in pinned.spark_sql("lake")[1:]:  # after the comment line: one pinned view
+        lake.spark.sql(statement.rstrip(";"))
+    try:
+        assert spark_count(lake, "words") == len(WORDS)
+    finally:
+        lake.spark.catalog.dropTempView("words")
+    assert spark_count(lake) == lake.catalog.load_table("demo.words").scan().to_arrow().num_rows > len(WORDS)
+
+
 def test_rendered_spark_defaults_has_jars_and_catalog(tmp_path: Path) -> None:
     reason = _missing_stack()
     # make test installs the whole stack; a missing piece is a failure, never a silent skip
