@@ -692,6 +692,9 @@ def test_demo_streaming_command(tmp_path):
     # issue #23.6: what was fed and how the figures were sampled, said as it is
     assert "the first of 5 files warmed the queries up" in result.stderr and "streaming the other 4" in result.stderr
     assert f"invariants at {report['cuts_checked']} distinct cuts" in result.stderr
+    # issue 42.8: the summary after the native queries stopped shows their sinks released, not lease=live
+    summary = [line for line in result.stderr.splitlines() if " lease=" in line]
+    assert len(summary) == 3 and not any("lease=live" in line for line in summary), summary
     if report["delays_ms"]:
         assert f"over {len(report['delays_ms'])} samples" in result.stderr and "sampled every" in result.stderr
 
