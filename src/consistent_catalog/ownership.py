@@ -49,6 +49,30 @@ def holder_info(application: str | None = None) -> str:
     return json.dumps(info, sort_keys=True, separators=(",", ":"))
 
 
+def holder_process_gone(state: TableState) -> bool:
+    """Whether the lease holder of ``state`` was a process on this host that exists no more (killed, crashed): its
+    ``consistent.lease-holder-info`` names this host (``socket.gethostname()``, as Python and the JVM plugin write
+    it) and no process has its pid. False whenever that is not known (no info, another host, the pid in use, not a
+    POSIX system): only then does a refusal call the holder gone. A pid reused since reads as alive."""
+    info = write_plans.holder_fields(state)
+    pid, host = info.get("pid"), info.get("host")
+    if state.lease_holder is None or not isinstance(pid, int) or pid <= 0 or host != socket.gethostname():
+        return False
+    if os.name != "posix":  # os.kill(pid, 0) is no probe on Windows
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # EPERM: it exists, as another user's
+        return False
+    try:  # a killed child its parent has not reaped yet still answers the probe
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rpartition(")")[2].split()[:1] == ["Z"]
+    except OSError:
+        return False
+
+
 @dataclass(frozen=True)
 class Lease:
     """A job instance's claim on its sinks: fences out every other writer until it lapses."""
@@ -118,7 +142,8 @@ def register_job(
         for sink in sink_names:
             table, state = store.load(sink)
             commit = write_plans.register(state, job=job, sources=source_names, instance=instance, takeover=takeover,
-                                          now=now, lease_ms=lease_ms, holder_info=info)
+                                          now=now, lease_ms=lease_ms, holder_info=info,
+                                          holder_gone=holder_process_gone(state))
             previous = {k: state.properties.get(k) for k in _OWNERSHIP_KEYS}
             # an empty sink gets its genesis in the same commit, with main asserted absent: every catalog
             # checks that (also on a table without snapshots), so of two racing registrations one wins
@@ -137,8 +162,10 @@ def register_job(
 
 def check_can_own(state: TableState, job: str, instance: str, takeover: bool, *, now: int | None = None) -> None:
     """Refuse a registration of ``job`` (instance ``instance``) on the sink ``state`` while somebody else owns or
-    writes it (protocol §6.1-§6.2): ``write_plans.check_can_own`` at ``now`` (default: the clock)."""
-    write_plans.check_can_own(state, job, instance, takeover, now=now_ms() if now is None else now)
+    writes it (protocol §6.1-§6.2): ``write_plans.check_can_own`` at ``now`` (default: the clock), told whether the
+    lease holder's process is gone from this host."""
+    write_plans.check_can_own(state, job, instance, takeover, now=now_ms() if now is None else now,
+                              holder_gone=holder_process_gone(state))
 
 
 def _undo_registration(store: TableStore, done: list[tuple[str, Mapping[str, str]]], instance: str) -> None:

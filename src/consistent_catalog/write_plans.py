@@ -38,6 +38,7 @@ __all__ = [
     "check_can_own",
     "check_not_future",
     "describe_holder",
+    "holder_fields",
     "idle_advance",
     "ingest",
     "owner_refusal",
@@ -198,17 +199,22 @@ def idle_advance(state: TableState, *, now: int, target: int | None = None) -> W
 
 
 # --- ownership (§6.1-§6.3, §6.9) ------------------------------------------------------------------------
-def describe_holder(state: TableState) -> str:
-    """The lease holder as an operator needs it before a takeover: ``instance 6a3b6f0460c5 (host h, pid 1234,
-    Spark application local-17…, since <time>)``; just the id where no info was written (earlier versions)."""
-    text = f"instance {state.lease_holder}"
+def holder_fields(state: TableState) -> dict[str, Any]:
+    """``consistent.lease-holder-info`` of ``state`` as a dict (host, pid, app, since); empty where it is absent or
+    not a JSON object (earlier versions wrote none)."""
     raw = state.properties.get(P.LEASE_HOLDER_INFO)
     try:
         info = json.loads(raw) if raw else {}
     except ValueError:
-        info = {}
-    if not isinstance(info, dict):
-        return text
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def describe_holder(state: TableState) -> str:
+    """The lease holder as an operator needs it before a takeover: ``instance 6a3b6f0460c5 (host h, pid 1234,
+    Spark application local-17…, since <time>)``; just the id where no info was written (earlier versions)."""
+    text = f"instance {state.lease_holder}"
+    info = holder_fields(state)
     parts = []
     if info.get("host"):
         parts.append(f"host {info['host']}")
@@ -239,14 +245,24 @@ def owner_refusal(state: TableState, job: str, *, now: int) -> str | None:
     )
 
 
-def check_can_own(state: TableState, job: str, instance: str, takeover: bool, *, now: int) -> None:
+def check_can_own(
+    state: TableState, job: str, instance: str, takeover: bool, *, now: int, holder_gone: bool = False
+) -> None:
     """Refuse a registration of ``job`` (instance ``instance``) on the sink ``state`` while somebody else owns or
-    writes it (protocol §6.1-§6.2)."""
+    writes it (protocol §6.1-§6.2). ``holder_gone``: the caller found the lease holder's process gone from this host
+    (``ownership.holder_process_gone``); the refusal then says so and names the takeover instead of calling it live."""
     refusal = owner_refusal(state, job, now=now)
     if refusal is not None:
         raise OwnershipError(refusal)
     live = state.lease_until is not None and state.lease_until > now
     if state.job == job and live and state.lease_holder not in (None, instance) and not takeover:
+        if holder_gone:
+            raise OwnershipError(
+                f"{state.identifier} is leased to {describe_holder(state)} of job {job!r} until "
+                f"{fmt_barrier(state.lease_until)}, but its process pid {holder_fields(state).get('pid')} on this host "
+                "is gone (killed or crashed); take over with takeover=True (register_job / cc.job; the demo: "
+                "consistent-catalog demo --takeover), or wait for the lease to lapse"
+            )
         raise OwnershipError(
             f"{state.identifier} is being written by another live {describe_holder(state)} of job "
             f"{job!r} until {fmt_barrier(state.lease_until)}; stop it, wait for the lease to lapse, or, if it is "
@@ -298,13 +314,15 @@ def register(
     now: int,
     lease_ms: int,
     holder_info: str,
+    holder_gone: bool = False,
 ) -> WriteCommit:
     """Plan registering ``job`` (its instance ``instance``) as the writer of the sink ``state`` (§6.1-§6.2): the
     ownership properties and a lease until ``now + lease_ms``, the fence taken (every commit an earlier holder
     planned is refused); an empty sink gets its genesis in the same commit, with ``main`` asserted absent (of two
     racing registrations one wins). Refused (``check_can_own``) while another job owns the sink or another live
-    instance holds it. The lineage check (``LineageGraph.check_new_edges``) needs the catalog: the caller's."""
-    check_can_own(state, job, instance, takeover, now=now)
+    instance holds it (``holder_gone``: its process gone from this host, as the refusal then says). The lineage check
+    (``LineageGraph.check_new_edges``) needs the catalog: the caller's."""
+    check_can_own(state, job, instance, takeover, now=now, holder_gone=holder_gone)
     genesis = state.head() is None
     owned = {P.JOB: job, P.SOURCES: encode_table_sources(list(sources)), P.LEASE_HOLDER: instance,
              P.LEASE_UNTIL: str(now + lease_ms), P.LEASE_HOLDER_INFO: holder_info}

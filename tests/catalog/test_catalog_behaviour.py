@@ -112,6 +112,58 @@ def test_same_job_second_live_instance_needs_takeover(cc, catalog, flip_tables):
     assert catalog.load_table(COUNTS).metadata.properties[P.LEASE_HOLDER] == second.instance != first.instance
 
 
+_REGISTER_AND_WAIT = """
+import sys, time
+from pathlib import Path
+from consistent_catalog import ConsistentCatalog
+from tests.harness.lake import sqlite_catalog
+lease = ConsistentCatalog(sqlite_catalog(Path(sys.argv[1]))).register_job("word-count", ["demo.words"], ["demo.word_counts"])
+print(lease.instance, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_lease_whose_process_was_killed_on_this_host_is_called_gone_not_live(tmp_path):
+    """Issue 42.8: after a kill -9 the refusal says the holder's process is gone and names the takeover; a live holder
+    is still "another live instance". The pure check is told (``holder_gone``), it never looks at the host itself."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from consistent_catalog import write_plans
+    from consistent_catalog.ownership import holder_process_gone
+
+    catalog = sqlite_catalog(tmp_path)
+    catalog.create_namespace("demo")
+    catalog.create_table(WORDS, schema=words().schema)
+    catalog.create_table(COUNTS, schema=COUNTS_SCHEMA)
+    holder = subprocess.Popen([sys.executable, "-c", _REGISTER_AND_WAIT, str(tmp_path)], stdout=subprocess.PIPE,
+                              text=True, cwd=Path(__file__).resolve().parents[2])
+    try:
+        instance = holder.stdout.readline().strip()
+        assert instance, "the registering process printed no instance"
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(30)
+    cc = ConsistentCatalog(catalog)
+    state = cc.store.state(COUNTS)
+    assert state.lease_holder == instance and json.loads(state.properties[P.LEASE_HOLDER_INFO])["pid"] == holder.pid
+    assert holder_process_gone(state)
+    before = catalog.load_table(COUNTS).metadata_location
+    with pytest.raises(OwnershipError) as refused:
+        cc.register_job("word-count", [WORDS], [COUNTS])
+    message = str(refused.value)
+    assert f"its process pid {holder.pid} on this host is gone" in message and "takeover=True" in message, message
+    assert "another live instance" not in message, message
+    assert catalog.load_table(COUNTS).metadata_location == before  # refused: nothing written
+    # the same state with a holder that runs (the flag is the caller's finding): another live instance
+    with pytest.raises(OwnershipError, match="another live instance"):
+        write_plans.check_can_own(state, "word-count", "someone-else", False, now=state.lease_until - 1)
+    cc.register_job("word-count", [WORDS], [COUNTS], takeover=True)
+    assert catalog.load_table(COUNTS).metadata.properties[P.LEASE_HOLDER] != instance
+
+
 def test_cycle_is_refused(cc, catalog, flip_tables):
     cc.register_job("word-count", [WORDS], [COUNTS])
     cc.register_job("count-histogram", [COUNTS], [HIST])

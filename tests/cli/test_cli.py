@@ -249,3 +249,64 @@ def test_lineage_exports_the_graph_as_openlineage_job_events(lake):
     assert [(e["job"]["namespace"], e["job"]["name"], [(d["namespace"], d["name"]) for d in e["inputs"]],
              [(d["namespace"], d["name"]) for d in e["outputs"]]) for e in events] == [
         ("pipelines", sink[P.JOB], [(namespace, s) for s in json.loads(sink[P.SOURCES])], [(namespace, "demo.word_counts")])]
+
+
+def test_history_labels_the_registration_s_genesis_in_text_only(lake):
+    """Issue 42.8: the 0-row snapshot without a barrier that registration gives an empty sink (protocol §6.1) reads
+    ``genesis`` in the barrier column, with a line under the table saying what it is; the JSON stays as §10.4 has it."""
+    catalog, env, _ = lake
+    table = catalog.load_table("demo.word_counts")
+    (first,) = [s for s in table.metadata.snapshots if s.parent_snapshot_id is None
+                and P.FENCE_REASON not in s.summary.additional_properties]
+    assert P.BARRIER not in first.summary.additional_properties and first.summary.get("added-records") in (None, "0")
+    text = run(env, "-c", "lake", "history", "demo.word_counts").stdout
+    row = next(line for line in text.splitlines() if str(first.snapshot_id) in line and "│" in line)
+    assert "genesis" in row, text
+    assert sum("genesis" in line and "│" in line for line in text.splitlines()) == 1, text  # the epochs keep barriers
+    flat = " ".join(text.split())
+    assert (f"genesis: snapshot {first.snapshot_id} is the empty first snapshot that registering job 'word-count' "
+            "gave the table") in flat, text
+    entries = json.loads(run(env, "-c", "lake", "history", "demo.word_counts", "-o", "json").stdout)
+    (genesis,) = [e for e in entries if e["snapshot_id"] == first.snapshot_id]
+    assert genesis["barrier"] is None and genesis["raw_barrier"] is None and genesis["job"] == "word-count"
+    assert "genesis" not in json.dumps(entries)
+
+
+def test_status_piped_puts_a_long_note_under_the_table_and_an_empty_catalog_gets_a_hint(tmp_path):
+    """Issue 42.8: piped, a status note (here: data written outside the job) is ``[1]`` in its row and wrapped under
+    the table at 100 columns, never inside an id; the rows stay one line each. A catalog without tables says what
+    to do next instead of an empty table."""
+    catalog = sqlite_catalog(tmp_path)
+    env = {**os.environ, "PYICEBERG_CATALOG__LAKE__URI": f"sqlite:///{tmp_path}/catalog.db",
+           "PYICEBERG_CATALOG__LAKE__WAREHOUSE": f"file://{tmp_path}/warehouse"}
+    env.pop("COLUMNS", None)
+    empty = run(env, "-c", "lake", "status").stdout
+    assert "no tables in catalog 'lake' yet. Next:" in " ".join(empty.split()) and "CREATE TABLE" in empty, empty
+    assert "┃" not in empty and max(len(line) for line in empty.splitlines()) <= 100, empty
+    assert json.loads(run(env, "-c", "lake", "status", "-o", "json").stdout) == []
+
+    catalog.create_namespace("demo")
+    catalog.create_table("demo.words", schema=WORDS_SCHEMA)
+    catalog.create_table("demo.word_counts", schema=COUNTS_SCHEMA)
+    cc = ConsistentCatalog(catalog)
+    cc.ingest("demo.words", pa.table({"word": ["a"]}, schema=WORDS_SCHEMA), barrier=1_700_000_000_000)
+    with cc.job("word-count", sources=["demo.words"], sinks=["demo.word_counts"], mode="overwrite",
+                transform=lambda ctx: pa.table({"word": ["a"], "cnt": [1]}, schema=COUNTS_SCHEMA)) as job:
+        job.run_epoch()
+    counts = catalog.load_table("demo.word_counts")
+    counts.append(pa.table({"word": ["x"], "cnt": [9]}, schema=COUNTS_SCHEMA))  # outside any job: status notes it
+    untracked = catalog.load_table("demo.word_counts").metadata.current_snapshot_id
+    rows = {r["table"]: r for r in json.loads(run(env, "-c", "lake", "status", "-o", "json").stdout)}
+    error = rows["demo.word_counts"]["error"]
+    assert error and str(untracked) in error and len(error) > 100, rows
+
+    text = run(env, "-c", "lake", "status").stdout
+    lines = text.splitlines()
+    (row,) = [line for line in lines if line.startswith("│ demo.word_counts ")]
+    (words_row,) = [line for line in lines if line.startswith("│ demo.words ")]
+    assert "[1]" in row and len(row) == len(words_row), text  # the note no longer widens the table
+    notes = lines[next(i for i, line in enumerate(lines) if line.startswith("[1] ")):]
+    assert all(len(line) <= 100 for line in notes), text
+    assert " ".join(" ".join(notes)[4:].split()) == " ".join(error.split())  # all of it, no word cut
+    assert re.search(rf"(?<!\d){untracked}(?!\d)", "\n".join(notes)), text
+    assert max(len(line) for line in lines) < len(error), text

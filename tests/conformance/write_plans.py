@@ -19,7 +19,8 @@ JVM's (``conformance.Main``: ``EpochPlanner`` and ``EpochCommits``):
   owns, nor anything downstream of one): ``{"ok": true}``.
 - ``"can-own"``: ``{"job", "sink", "instance", "takeover", "now"}``: registration's ownership check (§6.1-§6.2:
   another job's table is refused whatever its lease; another live instance of the same job without takeover):
-  ``{"ok": true}``.
+  ``{"ok": true}``. An optional ``"holder_gone"`` (also on ``"register"``) is the caller's finding that the holder's
+  process is gone from this host (it changes the refusal's words only; the check stays pure).
 - ``"definition"``: ``{"job", "sink", "definition", "rebuild"}``: the rule of §6.10 (``definition_change``):
   ``{"revise": bool, "reason": "rebuild" | "definition" | "schema" | null, "recorded": <the last epoch's
   fingerprint, or its schema id for "schema"> | null}``.
@@ -58,7 +59,7 @@ from consistent_catalog.definition import definition_change, sql_definition
 from consistent_catalog.epoch_plan import EpochPlan, plan_epoch
 from consistent_catalog.exceptions import ConsistentCatalogError, TableNotFoundError
 from consistent_catalog.lineage import LineageGraph
-from consistent_catalog.ownership import check_can_own, genesis_snapshot
+from consistent_catalog.ownership import genesis_snapshot
 from consistent_catalog.state import TableState
 
 KINDS = ("write-plan", "new-edges", "can-own", "definition", "fingerprint-sql", "write-commit")
@@ -108,7 +109,7 @@ def write_commit_answer(state: TableState, query: Mapping[str, Any]) -> dict[str
     elif kind == "register":
         commit = write_plans.register(state, job=query["job"], sources=query["sources"], instance=query["instance"],
                                       takeover=query.get("takeover", False), now=now, lease_ms=query["lease_ms"],
-                                      holder_info=query["holder_info"])
+                                      holder_info=query["holder_info"], holder_gone=query.get("holder_gone", False))
     elif kind == "unregister":
         commit = write_plans.unregister(state, job=query["job"], instance=query["instance"])
     elif kind == "renew":
@@ -174,7 +175,8 @@ def answer(tables: Mapping[str, Any], query: Mapping[str, Any], states: Mapping[
             if state is None:
                 raise TableNotFoundError(f"table {query['sink']} does not exist in the catalog; check the name")
             if kind == "can-own":
-                check_can_own(state, query["job"], query["instance"], query["takeover"], now=query["now"])
+                write_plans.check_can_own(state, query["job"], query["instance"], query["takeover"], now=query["now"],
+                                          holder_gone=query.get("holder_gone", False))
                 return {"ok": True}
             change = definition_change(state, query["job"], query["definition"], rebuild=query["rebuild"])
             return {"revise": change is not None, "reason": None if change is None else change.reason,

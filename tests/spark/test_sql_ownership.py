@@ -10,6 +10,9 @@ What the plugin prints on the driver's stderr is read from a file the JVM's ``Sy
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -227,6 +230,50 @@ def test_a_live_owner_is_refused_too_and_reassign_hands_the_table_over(env: Any,
     assert last[P.JOB] == "wc2" and {r["word"]: r["cnt"] for r in rows_at(cc, sink, int(last["id"]))} == dict(words_at(cc, ns, last))
     as_job(spark, "wc")
     assert "owned by job 'wc2'" in error_of(spark, COUNT.format(ns=ns))
+
+
+def dead_pid() -> int:
+    """The pid of a process of this host that was killed (kill -9) and reaped: it exists no more."""
+    process = subprocess.Popen(["sleep", "60"])
+    process.kill()
+    process.wait(10)
+    return process.pid
+
+
+def test_a_lease_of_a_killed_process_on_this_host_is_called_gone_and_the_takeover_named(env: Any, ns: str) -> None:
+    """Issue 42.8: the sink's lease names (``consistent.lease-holder-info``) a process of this host that is gone, as a
+    spark-sql killed with -9 leaves it: the refusal says so and names the takeover, instead of "another live
+    instance"; a holder whose process runs is still called live."""
+    cc, spark, _ = env
+    sink = f"{ns}.word_counts"
+    ingest(cc, f"{ns}.words", "a", "b")
+    as_job(spark, "wc")
+    sql(spark, COUNT.format(ns=ns))
+    until = int(time.time() * 1000) + 300_000
+
+    def leased_to(pid: int) -> None:
+        loaded = cc.catalog.load_table(sink)
+        with loaded.transaction() as tx:
+            tx.set_properties({P.LEASE_HOLDER: "0badc0ffee00", P.LEASE_UNTIL: str(until), P.LEASE_HOLDER_INFO: json.dumps(
+                {"host": socket.gethostname(), "pid": pid, "since": until - 400_000}, separators=(",", ":"))})
+
+    gone = dead_pid()
+    leased_to(gone)
+    ingest(cc, f"{ns}.words", "c")
+    before = metadata_location(cc, sink)
+    line = error_of(spark, COUNT.format(ns=ns))
+    assert "CONSISTENT_WRITE.OWNERSHIP" in line and f"its process pid {gone} on this host is gone" in line, line
+    assert "SET spark.sql.consistent.takeover=true" in line and "another live instance" not in line, line
+    assert metadata_location(cc, sink) == before
+    leased_to(os.getpid())  # a process that runs: live, as before
+    line = error_of(spark, COUNT.format(ns=ns))
+    assert "another live instance 0badc0ffee00" in line and " is gone" not in line, line
+    leased_to(gone)
+    sql(spark, "SET spark.sql.consistent.takeover=true")
+    sql(spark, COUNT.format(ns=ns))
+    assert properties(cc, sink)[P.LEASE_HOLDER] != "0badc0ffee00"
+    last = epochs(cc, sink)[-1]
+    assert {r["word"]: r["cnt"] for r in rows_at(cc, sink, int(last["id"]))} == dict(words_at(cc, ns, last))
 
 
 def test_a_job_reading_its_own_output_over_two_statements_is_a_cycle(env: Any, ns: str) -> None:

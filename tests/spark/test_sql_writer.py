@@ -16,6 +16,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from hashlib import sha256
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,32 @@ def epoch_snapshots(cc: ConsistentCatalog, table: str) -> list[dict[str, str]]:
     return [summary(s) for s in main_chain(cc, table) if P.ATTEMPT in summary(s)]
 
 
+def data_files(table: Any) -> set[str]:
+    """The data files under ``table``'s data folder (also those no snapshot references), read from the file system."""
+    return {str(p) for p in Path(table.location().removeprefix("file:"), "data").rglob("*.parquet")}
+
+
+@contextmanager
+def iceberg_write_log(spark: Any) -> Iterator[Any]:
+    """What Iceberg's ``SparkWrite`` logs at WARN and above while the block runs (a log4j2 appender on its logger in the
+    driver, whatever the session's log level); the text is the yielded ``StringWriter``'s ``toString()``."""
+    jvm = spark._jvm
+    log4j = jvm.org.apache.logging.log4j
+    name = "org.apache.iceberg.spark.source.SparkWrite"
+    writer = jvm.java.io.StringWriter()
+    appender = log4j.core.appender.WriterAppender.createAppender(None, None, writer, "issue-42-sparkwrite", False, True)
+    appender.start()
+    log4j.core.config.Configurator.setLevel(name, log4j.Level.WARN)
+    logger = log4j.LogManager.getLogger(name)
+    logger.addAppender(appender)
+    try:
+        yield writer
+    finally:
+        logger.removeAppender(appender)
+        appender.stop()
+        log4j.core.config.Configurator.setLevel(name, log4j.Level.ERROR)
+
+
 def ingest(cc: ConsistentCatalog, ns: str, *words: str) -> int:
     return cc.ingest(f"{ns}.words", pa.table({"word": list(words)}, schema=pa.schema([pa.field("word", pa.string())]))).barrier
 
@@ -126,10 +153,15 @@ def test_insert_overwrite_is_an_epoch_exactly_once(env: Any, ns: str) -> None:
     assert set(inputs) == {f"{ns}.words"}
     assert counts_at_head(cc, f"{ns}.word_counts") == recount_words(cc, f"{ns}.words", inputs[f"{ns}.words"]) == {"a": 2, "b": 1}
 
-    # the same statement again: the sink already holds the plan's barrier, nothing changes, and it says so
+    # the same statement again: the sink already holds the plan's barrier, nothing changes, and it says so; the
+    # files Spark's tasks wrote for it are deleted, without Iceberg's "Skipping cleanup of written files" (issue 42.8)
     log = table.metadata.metadata_log
-    sql(spark, statement)
+    files = data_files(table)
+    with iceberg_write_log(spark) as warnings:
+        sql(spark, statement)
     assert cc.catalog.load_table(f"{ns}.word_counts").metadata.metadata_log == log
+    assert data_files(table) == files
+    assert "Skipping cleanup" not in warnings.toString(), warnings.toString()
 
     # an idle root moved on: inputs unchanged, the watermark alone is published (no query, no snapshot)
     cc.advance_watermark(f"{ns}.words", first + 1000)

@@ -663,10 +663,13 @@ def test_the_streaming_flip_demo_holds_its_invariants_at_every_sampled_cut(env, 
 
     root, catalog, spark = env
     cc = ConsistentCatalog(catalog)
-    cuts = []
+    cuts, said = [], []
     report = run_streaming_demo(tmp_path, check=check_invariants, cc=cc, spark=spark, files=6, rows_per_file=50,
                                 interval=0.7, sample_every=0.5, on_cut=lambda read: cuts.append(read.cut.barrier),
-                                echo=lambda line: None)
+                                echo=said.append)
+    # issue 42.8: the summary shows the leases as the stopped queries left them (released), not a live one
+    summary = [line for line in said if "lease=" in line]
+    assert len(summary) == len(TABLES) and not any("lease=live" in line for line in summary), said
     assert report["violations"] == [] and report["cuts_checked"] == len(cuts) + 1 >= 3
     assert cuts == sorted(cuts)  # repeatable-read cuts never go back
     final = cc.read(TABLES)
@@ -689,6 +692,9 @@ def test_demo_streaming_command(tmp_path):
     # issue #23.6: what was fed and how the figures were sampled, said as it is
     assert "the first of 5 files warmed the queries up" in result.stderr and "streaming the other 4" in result.stderr
     assert f"invariants at {report['cuts_checked']} distinct cuts" in result.stderr
+    # issue 42.8: the summary after the native queries stopped shows their sinks released, not lease=live
+    summary = [line for line in result.stderr.splitlines() if " lease=" in line]
+    assert len(summary) == 3 and not any("lease=live" in line for line in summary), summary
     if report["delays_ms"]:
         assert f"over {len(report['delays_ms'])} samples" in result.stderr and "sampled every" in result.stderr
 

@@ -17,11 +17,12 @@ from consistent_catalog.cli.output import (
     command_errors,
     fmt_barrier,
     fmt_duration,
+    note,
     output_option,
     table_out,
 )
 from consistent_catalog.exceptions import InvalidInputError, NotFreshError
-from consistent_catalog.report import Freshness
+from consistent_catalog.report import Freshness, HistoryEntry
 from consistent_catalog.resolver import DEFAULT_LEVEL, LEVELS
 from consistent_catalog.util.time import now_ms
 
@@ -178,11 +179,19 @@ def status(ctx: Context, tables: tuple[str, ...], output: str | None) -> None:
     rows = ctx.catalog.status(tables or None)
 
     def text() -> None:
+        if not rows:
+            note(f"no tables in catalog {ctx.catalog.name!r} yet. Next: create a namespace and a table on the plain "
+                 f"catalog (spark-sql: CREATE NAMESPACE {ctx.catalog.name}.shop; CREATE TABLE "
+                 f"{ctx.catalog.name}.shop.orders (...) USING iceberg), then ingest into it through "
+                 f"{ctx.catalog.name}_consistent (INSERT INTO {ctx.catalog.name}_consistent.shop.orders ...) or "
+                 "with Python (ConsistentCatalog.ingest); `consistent-catalog demo --dir .demo` builds an example "
+                 "pipeline of three tables")
+            return
         table_out(
             "status",
             [Col("table"), Col("role", drop=5), Col("job"), Col("lease", "text"), Col("watermark", "barrier"),
              Col("staged", "barrier"), Col("delay"), Col("own delay", drop=1), Col("slowest source", drop=2),
-             Col("bottleneck", drop=3), Col("rev", drop=4), Col("note", "text")],
+             Col("bottleneck", drop=3), Col("rev", drop=4), Col("note", "note")],
             [
                 [r.table, r.role, r.job, r.lease + (" (zombie suspect)" if r.lease == "expired" else ""),
                  r.watermark, r.staged_barrier, fmt_duration(r.delay_ms), fmt_duration(r.own_delay_ms),
@@ -264,6 +273,7 @@ def history(ctx: Context, table: str, limit: int, by_epoch: bool, output: str | 
         ctx.out(output).emit([e.to_json() for e in rows], epoch_text)
         return
     entries = ctx.catalog.history(table)
+    genesis = _genesis(entries)
     if limit > 0:
         entries = entries[:limit]
 
@@ -273,11 +283,24 @@ def history(ctx: Context, table: str, limit: int, by_epoch: bool, output: str | 
             [Col("snapshot_id"), Col("branch", drop=3), Col("barrier", "barrier"), Col("job"),
              Col("sources", "text", drop=1), Col("committed", "time", drop=2), Col("op", drop=4),
              Col("+rows", drop=5), Col("-rows", drop=6)],
-            [[e.snapshot_id, e.branch, e.barrier, e.job, _sources(e.sources), e.committed_at_ms, e.operation,
-              e.added_records, e.deleted_records] for e in entries],
+            [[e.snapshot_id, e.branch, "genesis" if e is genesis else e.barrier, e.job, _sources(e.sources),
+              e.committed_at_ms, e.operation, e.added_records, e.deleted_records] for e in entries],
         )
+        if genesis is not None and genesis in entries:
+            note(f"genesis: snapshot {genesis.snapshot_id} is the empty first snapshot that registering job "
+                 f"{genesis.job!r} gave the table (no rows, no barrier; protocol §6.1); its epochs are the rows above")
 
     ctx.out(output).emit([e.to_json() for e in entries], text)
+
+
+def _genesis(entries: list[HistoryEntry]) -> HistoryEntry | None:
+    """The registration's genesis snapshot (protocol §6.1) among a table's whole history, newest first: the oldest
+    snapshot, written by a job, with no barrier and no rows; None when the history starts otherwise."""
+    if not entries:
+        return None
+    first = entries[-1]
+    empty = first.raw_barrier is None and first.added_records == 0 and first.deleted_records == 0
+    return first if empty and first.job is not None else None
 
 
 def _sources(sources: dict[str, int | None]) -> str | None:

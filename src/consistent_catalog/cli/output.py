@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
 import sys
 import textwrap
@@ -32,6 +33,8 @@ __all__ = [
     "fmt_barrier",
     "fmt_duration",
     "fmt_ms",
+    "note",
+    "note_width",
     "output_option",
     "table_out",
 ]
@@ -123,7 +126,10 @@ class Col:
     narrow; the number is never cut); ``time`` is epoch ms as a UTC time (date and time may take two
     lines); ``text`` wraps at spaces, never inside a word (so ids inside it stay whole).
     ``drop`` > 0 marks a decorative column: when the table does not fit, these are left out, the
-    highest ``drop`` first (and named under the table) before the table turns vertical.
+    highest ``drop`` first (and named under the table) before the table turns vertical. ``note`` is free
+    text that may run long (a refusal, why a table is held back): its cell shows ``[n]`` and the text is
+    printed under the table as ``[n] text``, wrapped to the terminal (``note_width``), so that a long
+    note neither widens every row nor, piped, makes a line hundreds of characters long.
     """
 
     header: str
@@ -209,16 +215,55 @@ def _terminal_width() -> int | None:
     return shutil.get_terminal_size().columns
 
 
+PIPED_NOTE_WIDTH = 100
+"""Where notes under a table wrap when stdout is not a terminal and ``COLUMNS`` does not say."""
+
+
+def note_width() -> int:
+    """The width notes under a table wrap to: the terminal's; piped, ``COLUMNS`` or ``PIPED_NOTE_WIDTH``. The
+    table's rows stay unbounded when piped (one line each, for grep); only free text wraps."""
+    width = _terminal_width()
+    if width is not None:
+        return width
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) >= 40 else PIPED_NOTE_WIDTH
+
+
+def note(text: str, *, indent: str = "") -> None:
+    """Print ``text`` under a table, wrapped at spaces to ``note_width()`` (never inside a word: ids, barriers and
+    paths stay whole on one line)."""
+    for line in _fill(text, note_width(), indent):
+        click.echo(line)
+
+
 def table_out(title: str, columns: list[Col | str], rows: list[list[Any]], *, width: int | None = None) -> None:
     """Print rows as a table that fits the terminal without ever cutting a value.
 
     Wide tables first wrap text at spaces and put barrier times under their numbers, then leave out
     decorative columns (named under the table), and finally print one ``key: value`` block per row.
-    Not a terminal: no width limit at all.
+    Not a terminal: no width limit for the rows (one line each). Notes (``Col`` kind ``note``) go under
+    the table, numbered, wrapped to the width (piped: ``note_width()``).
     """
     width = _terminal_width() if width is None else width
     columns = [Col(c, "text" if c in TEXT_COLUMNS else "id") if isinstance(c, str) else c for c in columns]
-    cells = [[cell_text(v, c.kind) for v, c in zip(row, columns)] for row in rows]
+    notes: list[str] = []
+
+    def cell(value: Any, column: Col) -> str:
+        if column.kind == "note" and value not in (None, ""):
+            notes.append(str(value))
+            return f"[{len(notes)}]"
+        return cell_text(value, column.kind)
+
+    cells = [[cell(v, c) for v, c in zip(row, columns)] for row in rows]
+    _table(title, columns, cells, width)
+    for number, text in enumerate(notes, 1):
+        marker = f"[{number}] "
+        for line in _fill(marker + text, width or note_width(), " " * len(marker)):
+            click.echo(line)
+
+
+def _table(title: str, columns: list[Col], cells: list[list[str]], width: int | None) -> None:
+    """``table_out``'s table of text cells: as wide as ``width`` allows (None: unbounded)."""
     layout = _Layout(columns, cells)
     visible = list(range(len(columns)))
     dropped: list[str] = []

@@ -34,6 +34,7 @@ from consistent_catalog.catalog import ConsistentCatalog
 from consistent_catalog.epoch import EpochContext, EpochJob
 from consistent_catalog.exceptions import ConsistentCatalogError, InvalidInputError, TableNotFoundError
 from consistent_catalog.read import ConsistentRead
+from consistent_catalog.report import TableStatus
 from consistent_catalog.spark.job import SparkEpochJob
 from consistent_catalog.spark.streaming import StreamingQueryHandle, start_root_stream, start_streaming_job, trigger_ms
 from consistent_catalog.util.time import fmt_barrier, now_ms
@@ -298,7 +299,7 @@ def run_streaming_demo(
         problems = check(final)
         violations += problems
         cuts_checked += 1
-        for row in cc.status(TABLES):
+        for row in _released_status(cc, RELEASE_TIMEOUT_S):
             echo(f"  {row.table:22} {row.role:8} job={row.job or '-':16} lease={row.lease:8} "
                  f"watermark={fmt_barrier(row.watermark)}")
         if delays:
@@ -314,6 +315,22 @@ def run_streaming_demo(
         if own_session:
             spark.stop()
     return {"cut": final.cut.to_json(), "cuts_checked": cuts_checked, "violations": violations, "delays_ms": delays}
+
+
+RELEASE_TIMEOUT_S = 15.0
+"""How long the summary waits for the stopped queries' leases to be released."""
+
+
+def _released_status(cc: ConsistentCatalog, timeout: float) -> list[TableStatus]:
+    """``cc.status(TABLES)`` once the stopped queries released their sinks: the plugin unregisters a native query's
+    job from Spark's listener thread, just after ``stop()`` returned, so a status read at once still shows its lease
+    live. After ``timeout`` seconds: as it is (a lease still live then is one to look at)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = cc.status(TABLES)
+        if all(row.lease != "live" for row in rows) or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.2)
 
 
 def _rows(read: ConsistentRead, table: str) -> int:

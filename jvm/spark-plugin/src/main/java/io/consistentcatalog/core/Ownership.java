@@ -43,10 +43,13 @@ public final class Ownership {
    * another job, whatever that job's lease ({@link ErrorKind#OWNERSHIP}, one line naming the owner and the ways out);
    * another live instance of the same job unless {@code takeover}; a sink holding data written outside any job
    * ({@link ErrorKind#INVALID_INPUT}). {@code catalog}: the catalog the way out names; {@code streaming}: the job is a
-   * streaming query's option, not a session setting.
+   * streaming query's option, not a session setting. {@code holderGone}: the caller found that the lease holder's
+   * process ({@code consistent.lease-holder-info}) ran on this host and exists no more ({@code HolderInfo.processGone});
+   * the refusal then says so and names the takeover, instead of calling the holder live.
    */
   public static void checkCanOwn(
-      TableState state, String job, String instance, boolean takeover, long now, String catalog, boolean streaming) {
+      TableState state, String job, String instance, boolean takeover, long now, String catalog, boolean streaming,
+      boolean holderGone) {
     Long until = state.leaseUntil();
     boolean live = until != null && until > now;
     String holder = state.leaseHolder();
@@ -62,6 +65,12 @@ public final class Ownership {
           + state.identifier + "', job => '" + job + "')");
     }
     if (job.equals(state.job()) && live && holder != null && !holder.equals(instance) && !takeover) {
+      if (holderGone) {
+        throw new ConsistentException(ErrorKind.OWNERSHIP, state.identifier, state.identifier + " is leased to "
+            + describeHolder(state) + " of job '" + job + "' until " + Barriers.format(until) + ", but its process pid "
+            + holderPid(state) + " on this host is gone (killed or "
+            + "crashed); take over: SET spark.sql.consistent.takeover=true (or wait for the lease to lapse)");
+      }
       throw new ConsistentException(ErrorKind.OWNERSHIP, state.identifier, state.identifier + " is being written by another "
           + "live " + describeHolder(state) + " of job '" + job + "' until " + Barriers.format(until) + "; stop it, wait for "
           + "the lease to lapse, or, if it is dead, take over: SET spark.sql.consistent.takeover=true");
@@ -107,8 +116,25 @@ public final class Ownership {
     return null;
   }
 
+  /**
+   * The host and process id the lease holder's {@code consistent.lease-holder-info} names (null where absent or not
+   * written, as by earlier versions): what a caller needs to tell whether that process still runs on this host.
+   */
+  public static String holderHost(TableState state) {
+    return jsonField(state.properties.get(Keys.LEASE_HOLDER_INFO), "host");
+  }
+
+  /** {@link #holderHost}'s process id; null when absent or not a number. */
+  public static Long holderPid(TableState state) {
+    String pid = jsonField(state.properties.get(Keys.LEASE_HOLDER_INFO), "pid");
+    return pid == null || !pid.matches("\\d{1,18}") ? null : Long.valueOf(pid);
+  }
+
   /** A string or number field of the flat JSON object {@code consistent.lease-holder-info} (null: absent). */
   private static String jsonField(String json, String key) {
+    if (json == null || json.isEmpty()) {
+      return null;
+    }
     java.util.regex.Matcher m = java.util.regex.Pattern.compile(
         "\"" + key + "\"\\s*:\\s*(?:\"((?:[^\"\\\\]|\\\\.)*)\"|(-?\\d+))").matcher(json);
     if (!m.find()) {

@@ -222,12 +222,13 @@ public final class WritePlanner {
    * {@code write_plans.register}: {@code job} (instance {@code instance}) becomes the writer of the sink {@code state}:
    * the ownership properties and a lease until {@code now + leaseMs}, the fence taken; an empty sink gets its genesis
    * in the same commit with main asserted absent. Refused ({@link Ownership#checkCanOwn}, naming {@code catalog} and
-   * whether the job is a {@code streaming} query's) while another job owns it or another live instance holds it.
+   * whether the job is a {@code streaming} query's) while another job owns it or another live instance holds it
+   * ({@code holderGone}: the caller found the holder's process gone from this host, which the refusal then says).
    */
   public static Commit register(
       TableState state, String job, Collection<String> sources, String instance, boolean takeover, long now, long leaseMs,
-      String holderInfo, String catalog, boolean streaming) {
-    Ownership.checkCanOwn(state, job, instance, takeover, now, catalog, streaming);
+      String holderInfo, String catalog, boolean streaming, boolean holderGone) {
+    Ownership.checkCanOwn(state, job, instance, takeover, now, catalog, streaming, holderGone);
     boolean genesis = state.head() == null;
     Map<String, String> owned = new LinkedHashMap<>();
     owned.put(Keys.JOB, job);

@@ -99,7 +99,8 @@ final class WritePlans {
           break;
         case "register":
           commit = WritePlanner.register(state, job, strings(query.get("sources")), instance, takeover, now,
-              query.get("lease_ms").longValue(), query.get("holder_info").asText(), "lake_consistent", false);
+              query.get("lease_ms").longValue(), query.get("holder_info").asText(), "lake_consistent", false,
+              query.path("holder_gone").asBoolean(false));
           break;
         case "unregister":
           commit = WritePlanner.unregister(state, job, instance);
@@ -169,7 +170,7 @@ final class WritePlans {
       String job = query.get("job").asText();
       if (kind.equals("can-own")) {
         Ownership.checkCanOwn(state, job, query.path("instance").asText(""), query.path("takeover").asBoolean(false),
-            query.get("now").longValue(), "lake_consistent", false);
+            query.get("now").longValue(), "lake_consistent", false, query.path("holder_gone").asBoolean(false));
         out.put("ok", true);
         return out;
       }

@@ -52,6 +52,21 @@ public final class BatchFiles {
   }
 
   /**
+   * Gives up a write whose files Spark's tasks wrote. Before a commit of them was {@code sent} no snapshot references
+   * them: they are deleted here, and Iceberg's own abort is not called (its {@code SparkWrite.abort} deletes them only
+   * after a commit refused with a {@code CleanableFailure}; otherwise it keeps them and logs "Skipping cleanup of
+   * written files", meant for a commit whose outcome is unknown, which it was not). Once sent, Iceberg's abort decides
+   * (a refused commit: deleted; an unknown outcome: kept, and logged).
+   */
+  public static void abandon(FileIO io, WriterCommitMessage[] messages, boolean sent, Runnable icebergAbort) {
+    if (sent) {
+      icebergAbort.run();
+    } else {
+      delete(io, messages);
+    }
+  }
+
+  /**
    * The data files of one task's commit message: Iceberg's {@code SparkWrite.TaskCommit#files()}, which is not
    * public, read reflectively.
    */

@@ -51,7 +51,7 @@ public final class JobRegistration {
    */
   static void checkCanOwn(TableState state, String job, String instance, boolean takeover, String catalog, boolean streaming) {
     io.consistentcatalog.core.Ownership.checkCanOwn(state, job, instance, takeover, System.currentTimeMillis(), catalog,
-        streaming);
+        streaming, HolderInfo.processGone(state));
   }
 
   /**
@@ -74,7 +74,7 @@ public final class JobRegistration {
     TableState state = TableState.fromMetadata(sink, base);
     // whose table it is comes first: a foreign job's name is refused as such, not as the cycle it would make
     WritePlanner.Commit plan = WritePlanner.register(state, job, sources, instance, takeover, System.currentTimeMillis(),
-        leaseMs, HolderInfo.json(), catalogName, streaming);
+        leaseMs, HolderInfo.json(), catalogName, streaming, HolderInfo.processGone(state));
     Map<String, TableState> others = new LinkedHashMap<>(catalog);
     others.remove(sink);
     EpochPlanner.checkNewEdges(job, new TreeSet<>(sources), Collections.singleton(sink), others);

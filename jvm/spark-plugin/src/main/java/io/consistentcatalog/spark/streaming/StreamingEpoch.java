@@ -216,18 +216,15 @@ public final class StreamingEpoch implements StreamingWrite {
   }
 
   /**
-   * Gives the batch up: Iceberg's abort, and the batch's files deleted unless its commit was sent (Iceberg's abort
-   * deletes them only after a refused commit). Also what Spark calls when the batch fails or the query stops.
+   * Gives the batch up ({@link BatchFiles#abandon}): its files deleted unless its commit was sent, else Iceberg's
+   * abort (which deletes them after a refused commit). Also what Spark calls when the batch fails or the query stops.
    */
   @Override
   public void abort(long epochId, WriterCommitMessage[] messages) {
     if (sent && options.update) {
       return; // Iceberg's abort would delete the files of a merge whose commit may have landed (its answer lost)
     }
-    delegate.abort(epochId, messages);
-    if (!sent) {
-      BatchFiles.delete(fence.io(), messages);
-    }
+    BatchFiles.abandon(fence.io(), messages, sent, () -> delegate.abort(epochId, messages));
   }
 
   /** Whether Spark's commit of the batch's files was sent (they may be referenced from then on). */

@@ -56,7 +56,7 @@ final class StreamingIngest implements StreamingWrite {
   public void commit(long epochId, WriterCommitMessage[] messages) {
     String key = key(queryId, epochId);
     if (BatchFiles.rows(messages) == 0) {
-      delegate.abort(epochId, messages);
+      abort(epochId, messages);
       sink.batchDone();
       LOG.info("[{}] {}: batch {} has no rows; nothing written", sink.catalogName(), sink.tableName(), epochId);
       return;
@@ -78,10 +78,7 @@ final class StreamingIngest implements StreamingWrite {
    */
   @Override
   public void abort(long epochId, WriterCommitMessage[] messages) {
-    delegate.abort(epochId, messages);
-    if (!sent) {
-      BatchFiles.delete(io, messages);
-    }
+    BatchFiles.abandon(io, messages, sent, () -> delegate.abort(epochId, messages));
   }
 
   /** Whether a commit of the batch's files was sent (they may be referenced from then on). */

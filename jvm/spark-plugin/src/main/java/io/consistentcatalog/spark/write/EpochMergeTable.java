@@ -29,7 +29,7 @@ final class EpochMergeTable extends LineSparkTable {
 
   @Override
   public WriteBuilder newWriteBuilder(LogicalWriteInfo info) { // an insert-only MERGE: Spark appends
-    return EpochSinkTable.wrap(super.newWriteBuilder(info), epoch);
+    return EpochSinkTable.wrap(super.newWriteBuilder(info), epoch, table().io());
   }
 
   @Override
@@ -42,7 +42,7 @@ final class EpochMergeTable extends LineSparkTable {
             + "write.merge.mode=merge-on-read); an epoch's MERGE INTO rewrites the staged files — set "
             + "write.merge.mode=copy-on-write on the table through the plain catalog"));
       }
-      return new Operation(operation, epoch);
+      return new Operation(operation, epoch, table().io());
     };
   }
 
@@ -55,10 +55,12 @@ final class EpochMergeTable extends LineSparkTable {
   private static final class Operation implements RowLevelOperation {
     private final RowLevelOperation delegate;
     private final WriteCommit epoch;
+    private final org.apache.iceberg.io.FileIO io;
 
-    Operation(RowLevelOperation delegate, WriteCommit epoch) {
+    Operation(RowLevelOperation delegate, WriteCommit epoch, org.apache.iceberg.io.FileIO io) {
       this.delegate = delegate;
       this.epoch = epoch;
+      this.io = io;
     }
 
     @Override
@@ -78,7 +80,7 @@ final class EpochMergeTable extends LineSparkTable {
 
     @Override
     public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
-      return EpochSinkTable.wrap(delegate.newWriteBuilder(info), epoch);
+      return EpochSinkTable.wrap(delegate.newWriteBuilder(info), epoch, io);
     }
 
     @Override

@@ -1,11 +1,13 @@
 package io.consistentcatalog.spark.write;
 
+import io.consistentcatalog.spark.context.BatchFiles;
 import io.consistentcatalog.spark.context.RootIngest;
 import io.consistentcatalog.spark.context.WriteCommit;
 import io.consistentcatalog.spark.line.LineSparkTable;
 import java.util.EnumSet;
 import java.util.Map;
 import java.util.Set;
+import org.apache.iceberg.io.FileIO;
 import org.apache.iceberg.spark.source.SparkTable;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.TableCapability;
@@ -42,6 +44,11 @@ final class EpochSinkTable implements org.apache.spark.sql.connector.catalog.Tab
     this.epoch = epoch;
   }
 
+  /** Where the sink's files are (the write's: a given-up write's files are deleted through it). */
+  private FileIO io() {
+    return current.table().io();
+  }
+
   @Override
   public String name() {
     return current.name();
@@ -74,12 +81,12 @@ final class EpochSinkTable implements org.apache.spark.sql.connector.catalog.Tab
     SparkTable target = epoch.writeBranch() == null
         ? LineSparkTable.current(epoch.writeTable())
         : LineSparkTable.onBranch(epoch.writeTable(), epoch.writeBranch());
-    return new Builder(target.newWriteBuilder(info), epoch);
+    return new Builder(target.newWriteBuilder(info), epoch, io());
   }
 
-  /** Iceberg's write builder {@code delegate}, its commit made {@code epoch}'s. */
-  static WriteBuilder wrap(WriteBuilder delegate, WriteCommit epoch) {
-    return new Builder(delegate, epoch);
+  /** Iceberg's write builder {@code delegate}, its commit made {@code epoch}'s; {@code io}: the sink's files. */
+  static WriteBuilder wrap(WriteBuilder delegate, WriteCommit epoch, FileIO io) {
+    return new Builder(delegate, epoch, io);
   }
 
   @Override
@@ -91,10 +98,12 @@ final class EpochSinkTable implements org.apache.spark.sql.connector.catalog.Tab
   private static final class Builder implements SupportsDynamicOverwrite, SupportsOverwrite {
     private final WriteBuilder delegate;
     private final WriteCommit epoch;
+    private final FileIO io;
 
-    Builder(WriteBuilder delegate, WriteCommit epoch) {
+    Builder(WriteBuilder delegate, WriteCommit epoch, FileIO io) {
       this.delegate = delegate;
       this.epoch = epoch;
+      this.io = io;
     }
 
     @Override
@@ -121,7 +130,7 @@ final class EpochSinkTable implements org.apache.spark.sql.connector.catalog.Tab
 
     @Override
     public Write build() {
-      return new EpochWrite(delegate.build(), epoch);
+      return new EpochWrite(delegate.build(), epoch, io);
     }
   }
 
@@ -130,11 +139,13 @@ final class EpochSinkTable implements org.apache.spark.sql.connector.catalog.Tab
     private final Write delegate;
     private final RequiresDistributionAndOrdering requires;
     private final WriteCommit epoch;
+    private final FileIO io;
 
-    EpochWrite(Write delegate, WriteCommit epoch) {
+    EpochWrite(Write delegate, WriteCommit epoch, FileIO io) {
       this.delegate = delegate;
       this.requires = delegate instanceof RequiresDistributionAndOrdering ? (RequiresDistributionAndOrdering) delegate : null;
       this.epoch = epoch;
+      this.io = io;
     }
 
     @Override
@@ -173,6 +184,11 @@ final class EpochSinkTable implements org.apache.spark.sql.connector.catalog.Tab
       epoch.executing();
       BatchWrite batch = delegate.toBatch();
       return new BatchWrite() {
+        /** Whether Iceberg's commit of the files was sent (from then on they may be referenced). */
+        private volatile boolean sent;
+        /** Whether the write was given up already (the epoch's {@code abort}, then Spark's). */
+        private volatile boolean abandoned;
+
         @Override
         public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
           return batch.createBatchWriterFactory(info);
@@ -190,13 +206,24 @@ final class EpochSinkTable implements org.apache.spark.sql.connector.catalog.Tab
 
         @Override
         public void commit(WriterCommitMessage[] messages) {
-          epoch.commit(messages, RootIngest.SparkCommit.of(() -> batch.commit(messages), () -> batch.abort(messages)));
+          // a write that is done, a watermark, an ingest whose key landed: its files are deleted, never committed
+          epoch.commit(messages, RootIngest.SparkCommit.of(() -> {
+            sent = true;
+            batch.commit(messages);
+          }, () -> abandon(messages)));
         }
 
         @Override
         public void abort(WriterCommitMessage[] messages) {
-          batch.abort(messages);
+          abandon(messages);
           epoch.aborted();
+        }
+
+        private void abandon(WriterCommitMessage[] messages) {
+          if (!abandoned) {
+            abandoned = true;
+            BatchFiles.abandon(io, messages, sent, () -> batch.abort(messages));
+          }
         }
       };
     }
