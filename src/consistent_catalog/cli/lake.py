@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
+import sys
+import sysconfig
+from pathlib import Path
+
 import click
 
 from consistent_catalog.cli.output import Context, command_errors, output_option
@@ -56,6 +63,7 @@ def init(ctx: Context, directory: str, name: str, catalog_uri: str | None, wareh
         "spark_conf": str(done.spark_conf),
         "spark_catalogs": [done.name, *([f"{done.name}_consistent"] if done.consistent_catalog else [])],
         "notes": list(done.notes),
+        "next": next_commands(done.name, str(done.spark_conf)),
     }
 
     def text() -> None:
@@ -75,10 +83,34 @@ def init(ctx: Context, directory: str, name: str, catalog_uri: str | None, wareh
         for note in done.notes:
             click.echo(f"note: {note}", err=True)
         click.echo("next:")
-        click.echo(f"  consistent-catalog --catalog {done.name} status")
-        click.echo(f"  spark-sql --properties-file {done.spark_conf}")
+        for line in payload["next"]:
+            click.echo(f"  {line}")
 
     ctx.out(output).emit(payload, text)
+
+
+def next_commands(name: str, spark_conf: str) -> list[str]:
+    """The shell lines that use the lake, runnable as printed (issue 42, item 3): this installation's
+    ``consistent-catalog`` and ``spark-sql`` by name when they are the ones on ``PATH``; otherwise, in a venv, its
+    ``activate`` first (pyspark's ``spark-sql`` finds Spark through the ``python3`` on ``PATH``: called by its path
+    from an inactive venv it fails), and outside one their full paths."""
+    scripts = Path(sysconfig.get_path("scripts"))
+    commands = ["consistent-catalog", "spark-sql"]
+    lines: list[str] = []
+    if not all(_on_path(command, scripts) for command in commands):
+        activate = scripts / "activate"
+        if sys.prefix != sys.base_prefix and activate.is_file():
+            lines.append(f"source {shlex.quote(str(activate))}")
+        else:
+            commands = [shlex.quote(str(scripts / command)) for command in commands]
+    lines.append(f"{commands[0]} --catalog {shlex.quote(name)} status")
+    lines.append(f"{commands[1]} --properties-file {shlex.quote(spark_conf)}")
+    return lines
+
+
+def _on_path(command: str, scripts: Path) -> bool:
+    found = shutil.which(command)
+    return found is not None and os.path.samefile(Path(found).parent, scripts)
 
 
 COMMANDS = (init,)
