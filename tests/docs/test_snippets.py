@@ -376,7 +376,7 @@ def test_the_lines_init_prints_run_as_printed(tmp_path: Path) -> None:
                    timeout=TIMEOUT_S, what="~/cc/bin/consistent-catalog init")
     hint = [line.strip() for line in printed.split("next:\n", 1)[1].splitlines() if line.strip()]
     assert hint[0].startswith("source ") and hint[0].endswith("/bin/activate"), hint  # the venv is not active here
-    assert hint[-1] == "spark-sql --properties-file lake/spark-defaults.conf", hint
+    assert hint[-1] == f"spark-sql --properties-file {shell.workdir / 'lake' / 'spark-defaults.conf'}", hint
     statements = ("CREATE NAMESPACE lake.shop; CREATE TABLE lake.shop.orders (id bigint) USING iceberg; "
                   "INSERT INTO lake_consistent.shop.orders VALUES (1), (2), (3); "
                   "SELECT count(*) FROM lake_consistent.shop.orders")

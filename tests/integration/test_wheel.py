@@ -243,7 +243,7 @@ def test_init_from_the_installed_package_sets_up_a_lake_the_cli_and_spark_sql_us
     assert (home / ".pyiceberg.yaml").is_file() and conf.is_file()
     hint = [line.strip() for line in printed.split("next:\n", 1)[1].splitlines() if line.strip()]
     assert hint[0] == f"source {full_venv.bin / 'activate'}", hint
-    assert hint[-1] == "spark-sql --properties-file lake/spark-defaults.conf", hint
+    assert hint[-1] == f"spark-sql --properties-file {conf}", hint
 
     statements = ("CREATE NAMESPACE lake.shop; "
                   "CREATE TABLE lake.shop.orders (id bigint, item string) USING iceberg; "

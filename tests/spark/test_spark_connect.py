@@ -15,7 +15,9 @@ its side), as a user's script would be. The tests run in file order.
     the epoch's (``published``, the same barrier, by_customer's snapshot, the rows pyiceberg counts, its attempt),
     each ``line`` the very line the server printed; a second client session sees none of them.
 (c) A refused statement (``DELETE`` through ``lake_consistent``) reaches the client as one line, its error class
-    first, without the ``JVM stacktrace:`` block the server sends by default; pyiceberg sees nothing committed.
+    first, without the ``JVM stacktrace:`` block the server sends by default (the rendered file's setting: the same
+    session with ``spark.sql.connect.serverStacktrace.enabled=true`` gets the block); pyiceberg sees nothing
+    committed.
 """
 
 from __future__ import annotations
@@ -218,16 +220,21 @@ def test_a_refusal_reaches_the_client_as_one_line_without_the_jvm_stack_trace(co
     out = connect.client("""
         import json
         from pyspark.errors import PySparkException
-        try:
-            spark.sql("DELETE FROM lake_consistent.shop.orders WHERE id = 1")
-        except PySparkException as e:
-            print(json.dumps({"message": str(e), "condition": e.getCondition()}))
-        else:
-            print(json.dumps(None))
+        def refusal():
+            try:
+                spark.sql("DELETE FROM lake_consistent.shop.orders WHERE id = 1")
+            except PySparkException as e:
+                return {"message": str(e), "condition": e.getCondition()}
+            return None
+        first = refusal()
+        spark.conf.set("spark.sql.connect.serverStacktrace.enabled", "true")  # README: a session that wants it
+        print(json.dumps([first, refusal()]))
         spark.stop()
     """).stdout
-    refusal = json.loads(out.strip().splitlines()[-1])
-    assert refusal is not None, "the DELETE was not refused"
+    refusal, with_trace = json.loads(out.strip().splitlines()[-1])
+    assert refusal is not None and with_trace is not None, "the DELETE was not refused"
+    # the setting is what keeps the trace off: a session that sets it back gets Spark's default, the JVM's trace
+    assert "JVM stacktrace:" in with_trace["message"] and with_trace["condition"] == refusal["condition"], with_trace
     message = refusal["message"].strip()
     assert "JVM stacktrace" not in message and "\tat " not in message, message
     assert len(message.splitlines()) == 1, message
