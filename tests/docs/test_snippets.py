@@ -385,6 +385,11 @@ def test_the_lines_init_prints_run_as_printed(tmp_path: Path) -> None:
                what="init's next: lines")
     assert [line for line in out.splitlines() if line.strip()][-1] == "3", out
     lake = shell.workdir / "lake"
+    # spark-conf's run: line is one line of the same kind
+    written = _run([str(shell.home / "cc" / "bin" / "consistent-catalog"), "spark-conf", "--write", "again.conf",
+                    "--catalog-uri", f"sqlite:///{lake}/catalog.db", "--warehouse", str(lake / "warehouse")],
+                   cwd=shell.workdir, env=shell.env, timeout=TIMEOUT_S, what="~/cc/bin/consistent-catalog spark-conf")
+    assert f"run: {hint[0]} && spark-sql --properties-file again.conf" in written, written
     independent = SqlCatalog("lake", uri=f"sqlite:///{lake}/catalog.db", warehouse=f"file://{lake}/warehouse")
     try:
         assert independent.load_table("shop.orders").scan().to_arrow().num_rows == 3

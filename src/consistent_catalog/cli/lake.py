@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import shlex
-import shutil
-import sys
-import sysconfig
-from pathlib import Path
 
 import click
 
@@ -90,27 +85,11 @@ def init(ctx: Context, directory: str, name: str, catalog_uri: str | None, wareh
 
 
 def next_commands(name: str, spark_conf: str) -> list[str]:
-    """The shell lines that use the lake, runnable as printed (issue 42, item 3): this installation's
-    ``consistent-catalog`` and ``spark-sql`` by name when they are the ones on ``PATH``; otherwise, in a venv, its
-    ``activate`` first (pyspark's ``spark-sql`` finds Spark through the ``python3`` on ``PATH``: called by its path
-    from an inactive venv it fails), and outside one their full paths."""
-    scripts = Path(sysconfig.get_path("scripts"))
-    commands = ["consistent-catalog", "spark-sql"]
-    lines: list[str] = []
-    if not all(_on_path(command, scripts) for command in commands):
-        activate = scripts / "activate"
-        if sys.prefix != sys.base_prefix and activate.is_file():
-            lines.append(f"source {shlex.quote(str(activate))}")
-        else:
-            commands = [shlex.quote(str(scripts / command)) for command in commands]
-    lines.append(f"{commands[0]} --catalog {shlex.quote(name)} status")
-    lines.append(f"{commands[1]} --properties-file {shlex.quote(spark_conf)}")
-    return lines
+    """The shell lines that use the lake, runnable as printed from the shell ``init`` was called in."""
+    from consistent_catalog.cli.shell import runnable
 
-
-def _on_path(command: str, scripts: Path) -> bool:
-    found = shutil.which(command)
-    return found is not None and os.path.samefile(Path(found).parent, scripts)
+    return runnable([f"consistent-catalog --catalog {shlex.quote(name)} status",
+                     f"spark-sql --properties-file {shlex.quote(spark_conf)}"])
 
 
 COMMANDS = (init,)
