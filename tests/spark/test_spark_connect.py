@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import textwrap
@@ -37,7 +36,7 @@ from pathlib import Path
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
-from tests.spark.test_spark_thrift import _stop
+from tests.harness.servers import free_port, listening, stop_group
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -67,18 +66,6 @@ def readme_client_code(port: int) -> str:
     code = _readme_text_block("from pyspark.sql import SparkSession")
     assert code.count('remote("sc://localhost:15002")') == 1, code
     return code.replace('remote("sc://localhost:15002")', f'remote("sc://127.0.0.1:{port}")')
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _listening(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(1)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 @dataclass
@@ -133,7 +120,7 @@ def connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect]:
     assert conf.get("spark.sql.catalog.lake_consistent") == "io.consistentcatalog.spark.ConsistentSparkCatalog", conf
     assert "spark.jars.packages" not in conf, "the rendered conf needs Maven; this test runs offline"
 
-    port = _free_port()
+    port = free_port()
     log = root / "connect-server.log"
     server_dir = root / "server-cwd"
     server_dir.mkdir()
@@ -143,14 +130,14 @@ def connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect]:
                                   env={**env, "SPARK_LOCAL_IP": "127.0.0.1"}, cwd=server_dir, start_new_session=True)
     try:
         started = time.monotonic()
-        while not _listening(port):
+        while not listening(port):
             tail = log.read_text(encoding="utf-8", errors="replace")[-4000:]
             assert server.poll() is None, f"the Connect server exited with {server.returncode}:\n{tail}"
             assert time.monotonic() - started < SERVER_START_TIMEOUT, f"no Connect server on {port}:\n{tail}"
             time.sleep(0.5)
         yield Connect(root, lake, port, log)
     finally:
-        _stop(server)
+        stop_group(server)
 
 
 def _main_summary(catalog: SqlCatalog, table: str) -> tuple[int, dict[str, str]]:
