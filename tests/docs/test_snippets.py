@@ -18,9 +18,11 @@ run in document order, so later blocks see what earlier ones wrote.
 
 The docs' placeholders and undefined names are filled in by the small explicit tables below
 (``SUBSTITUTIONS``, ``PRELUDES``); ``NOT_RUN`` lists the blocks that are not run and why. Each entry of
-``PRELUDES``, ``NOT_RUN`` and ``SLOW`` must match exactly one block (``test_tables_name_existing_blocks``), so
+``PRELUDES``, ``NOT_RUN``, ``SLOW`` and ``USER_SHELL`` must match exactly one block (``test_tables_name_existing_blocks``), so
 the tables cannot go stale silently. A block that is only illustrative belongs in a ```text fence in the
-doc, never in ``NOT_RUN``. Blocks that need Spark (pyspark, ``spark.``, ``spark-sql``) are marked
+doc, never in ``NOT_RUN``. The blocks of ``USER_SHELL`` run as a user's shell runs them after the README's install
+(issue 42, item 3): ``~/cc`` is this venv, nothing of it on ``PATH``, no catalog variables, an empty directory; so
+does what ``consistent-catalog init`` prints under ``next:``. Blocks that need Spark (pyspark, ``spark.``, ``spark-sql``) are marked
 ``spark``; long ones are marked ``slow``.
 """
 
@@ -110,6 +112,12 @@ NOT_RUN = [
 # Blocks marked slow (still part of make test).
 SLOW = [
     Entry("README.md", "run_continuously(interval=5, max_epochs=3)", "a PySpark job, then 3 attempts 5 s apart"),
+]
+
+
+# Blocks run in a user's shell after the README's install, not in the module's work directory (``user_shell``).
+USER_SHELL = [
+    Entry("README.md", "source ~/cc/bin/activate", "the install's lines, in a shell where the venv is not active"),
 ]
 
 
@@ -256,6 +264,30 @@ def spark_conf(lake: Lake) -> Path:
     return conf
 
 
+@dataclass(frozen=True)
+class UserShell:
+    workdir: Path
+    home: Path
+    env: dict[str, str]
+
+
+def user_shell(tmp: Path) -> UserShell:
+    """A user's shell after ``python3 -m venv ~/cc && ~/cc/bin/pip install ...``: ``HOME`` a new directory whose
+    ``cc`` is this venv, ``PATH`` without this venv's ``bin`` (a shell where it is not activated), no pyiceberg or
+    Spark variables, and an empty working directory."""
+    home, workdir = tmp / "home", tmp / "work"
+    home.mkdir()
+    workdir.mkdir()
+    (home / "cc").symlink_to(VENV, target_is_directory=True)
+    leaky = ("VIRTUAL_ENV", "PYTHONPATH", "SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_CONF_DIR",
+             "CONSISTENT_SPARK_LINE")
+    env = {k: v for k, v in os.environ.items() if k not in leaky and not k.startswith("PYICEBERG_")}
+    path = [entry for entry in env.get("PATH", "").split(os.pathsep)
+            if entry and not (Path(entry).exists() and Path(entry).resolve() == BIN.resolve())]
+    env.update(HOME=str(home), PATH=os.pathsep.join(path), PYTHONUNBUFFERED="1")
+    return UserShell(workdir, home, env)
+
+
 # --- the tests ---------------------------------------------------------------------------------------
 def test_every_document_has_blocks() -> None:
     """The parser sees the docs' blocks (guards against a parser that silently finds none)."""
@@ -263,7 +295,7 @@ def test_every_document_has_blocks() -> None:
     assert any(b.language == "python" for b in BLOCKS) and any(b.language == "bash" for b in BLOCKS)
 
 
-@pytest.mark.parametrize("table", ["PRELUDES", "NOT_RUN", "SLOW"])
+@pytest.mark.parametrize("table", ["PRELUDES", "NOT_RUN", "SLOW", "USER_SHELL"])
 def test_tables_name_existing_blocks(table: str) -> None:
     for entry in globals()[table]:
         found = [b.id for b in BLOCKS if b.matches(entry)]
@@ -302,6 +334,16 @@ def test_block(block: Block, request: pytest.FixtureRequest) -> None:
         assert "make test" in (ROOT / ".ci" / "run").read_text()
         return
 
+    stem = re.sub(r"[^\w]+", "_", block.id)
+    timeout = SPARK_TIMEOUT_S if block.needs_spark else TIMEOUT_S
+    if _one(USER_SHELL, block) is not None:
+        shell = user_shell(request.getfixturevalue("tmp_path"))
+        script = shell.workdir.parent / f"{stem}.sh"
+        script.write_text(block.code, encoding="utf-8")
+        _run(["bash", "-euo", "pipefail", str(script)], cwd=shell.workdir, env=shell.env, timeout=timeout,
+             what=f"{block.id} ({language}, run in a user's shell as {script.name})")
+        return
+
     lake: Lake = request.getfixturevalue("lake")
     if block.needs_spark:
         request.getfixturevalue("spark_conf")
@@ -312,8 +354,6 @@ def test_block(block: Block, request: pytest.FixtureRequest) -> None:
     if prelude is not None:
         code = prelude.text + "\n" + code
 
-    stem = re.sub(r"[^\w]+", "_", block.id)
-    timeout = SPARK_TIMEOUT_S if block.needs_spark else TIMEOUT_S
     if RUN_LANGUAGES[language] == "python":
         script = lake.workdir / f"{stem}.py"
         script.write_text(code, encoding="utf-8")
@@ -323,3 +363,36 @@ def test_block(block: Block, request: pytest.FixtureRequest) -> None:
         script.write_text(code, encoding="utf-8")
         args = ["bash", "-euo", "pipefail", str(script)]
     _run(args, cwd=lake.workdir, env=lake.env, timeout=timeout, what=f"{block.id} ({language}, run as {script.name})")
+
+
+@pytest.mark.spark
+def test_the_lines_init_prints_run_as_printed(tmp_path: Path) -> None:
+    """Issue 42, item 3: ``~/cc/bin/consistent-catalog init`` from a shell where the venv is not active prints, under
+    ``next:``, lines that run there as printed (its ``activate`` first); its ``spark-sql`` line, given statements,
+    ingests through ``lake_consistent``, and pyiceberg counts the rows it wrote."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    shell = user_shell(tmp_path)
+    printed = _run([str(shell.home / "cc" / "bin" / "consistent-catalog"), "init"], cwd=shell.workdir, env=shell.env,
+                   timeout=TIMEOUT_S, what="~/cc/bin/consistent-catalog init")
+    hint = [line.strip() for line in printed.split("next:\n", 1)[1].splitlines() if line.strip()]
+    assert hint[0].startswith("source ") and hint[0].endswith("/bin/activate"), hint  # the venv is not active here
+    assert hint[-1] == f"spark-sql --properties-file {shell.workdir / 'lake' / 'spark-defaults.conf'}", hint
+    statements = ("CREATE NAMESPACE lake.shop; CREATE TABLE lake.shop.orders (id bigint) USING iceberg; "
+                  "INSERT INTO lake_consistent.shop.orders VALUES (1), (2), (3); "
+                  "SELECT count(*) FROM lake_consistent.shop.orders")
+    script = "\n".join([*hint[:-1], f"{hint[-1]} -S -e '{statements}'"]) + "\n"
+    out = _run(["bash", "-euo", "pipefail", "-c", script], cwd=shell.workdir, env=shell.env, timeout=SPARK_TIMEOUT_S,
+               what="init's next: lines")
+    assert [line for line in out.splitlines() if line.strip()][-1] == "3", out
+    lake = shell.workdir / "lake"
+    # spark-conf's run: line is one line of the same kind
+    written = _run([str(shell.home / "cc" / "bin" / "consistent-catalog"), "spark-conf", "--write", "again.conf",
+                    "--catalog-uri", f"sqlite:///{lake}/catalog.db", "--warehouse", str(lake / "warehouse")],
+                   cwd=shell.workdir, env=shell.env, timeout=TIMEOUT_S, what="~/cc/bin/consistent-catalog spark-conf")
+    assert f"run: {hint[0]} && spark-sql --properties-file again.conf" in written, written
+    independent = SqlCatalog("lake", uri=f"sqlite:///{lake}/catalog.db", warehouse=f"file://{lake}/warehouse")
+    try:
+        assert independent.load_table("shop.orders").scan().to_arrow().num_rows == 3
+    finally:
+        independent.engine.dispose()

@@ -41,6 +41,35 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:``port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def stop_group(process: subprocess.Popen[Any], grace: float = 60) -> None:
+    """SIGTERM to the process's own group (a Spark server's shutdown hooks clean up), SIGKILL if it outlives
+    ``grace`` s (0: at once)."""
+    if process.poll() is not None:
+        return
+    if grace > 0:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=grace)
+            return
+        except ProcessLookupError:  # the group is gone already: reap the process
+            process.wait(timeout=60)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=60)
+
+
 # --- PostgreSQL --------------------------------------------------------------------------------------
 def find_pg_bin() -> Path | None:
     """The directory holding ``initdb`` and ``pg_ctl``: newest /usr/lib/postgresql/*/bin, else PATH."""

@@ -27,6 +27,7 @@ words' head (4 words). Timings of each step are printed (``pytest -s``).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tarfile
@@ -44,7 +45,7 @@ from consistent_catalog.demo import count_words
 from consistent_catalog.spark.lines import DEFAULT_LINE, SPARK_LINES
 from consistent_catalog.spark.session import find_iceberg_runtime_jar, parse_spark_defaults
 from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA, sqlite_catalog, words
-from tests.harness.wheel import Dists, Venv, fresh_venv
+from tests.harness.wheel import Dists, Venv, clean_env, fresh_venv
 from tests.harness.wheel import run as _run
 
 DEFAULT = SPARK_LINES[DEFAULT_LINE]  # the line of the pyspark the [spark] extra installs (4.1)
@@ -232,17 +233,26 @@ def test_init_from_the_installed_package_sets_up_a_lake_the_cli_and_spark_sql_us
     work.mkdir()
     home.mkdir()
     env = _venv_env(full_venv, HOME=str(home))
+    # issue 42, item 3: init called by its path from a shell where the venv is not active, and the lines it prints
+    # under next: run there as printed (the spark-sql line given the statements to run)
+    inactive = clean_env(HOME=str(home), PATH=os.pathsep.join(
+        p for p in os.environ.get("PATH", "").split(os.pathsep) if p and Path(p) != full_venv.bin))
     cli = str(full_venv.bin / "consistent-catalog")
-    _run([cli, "init"], cwd=work, env=env, timeout=120, what="consistent-catalog init")
+    printed = _run([cli, "init"], cwd=work, env=inactive, timeout=120, what="consistent-catalog init").stdout
     conf = work / "lake" / "spark-defaults.conf"
     assert (home / ".pyiceberg.yaml").is_file() and conf.is_file()
+    hint = [line.strip() for line in printed.split("next:\n", 1)[1].splitlines() if line.strip()]
+    assert hint[0] == f"source {full_venv.bin / 'activate'}", hint
+    assert hint[-1] == f"spark-sql --properties-file {conf}", hint
 
     statements = ("CREATE NAMESPACE lake.shop; "
                   "CREATE TABLE lake.shop.orders (id bigint, item string) USING iceberg; "
                   "INSERT INTO lake_consistent.shop.orders VALUES (1, 'tea'), (2, 'cake'); "
                   "SELECT count(*) AS orders FROM lake_consistent.shop.orders")
-    run = _run([str(full_venv.bin / "spark-sql"), "--properties-file", str(conf), "-S", "-e", statements],
-               cwd=work, env=env, timeout=300, what="spark-sql on the lake init set up")
+    script = "\n".join([*hint[:-1], f"{hint[-1]} -S -e \"{statements}\""]) + "\n"
+    run = _run(["bash", "-euo", "pipefail", "-c", script], cwd=work, env=inactive, timeout=300,
+               what="init's next: lines, spark-sql on the lake init set up")
+    assert "Traceback" not in run.stderr, run.stderr[-3000:]  # pyspark's find_spec one, from a python3 without it
     assert "Response code" not in run.stdout + run.stderr  # item 5: no header noise after DDL and INSERT
     lines = [line for line in run.stdout.splitlines() if line.strip()]
     assert lines[-1:] == ["2"] and "orders" not in lines, run.stdout  # Ivy's banner may come first; no header

@@ -39,8 +39,6 @@ import csv
 import io
 import os
 import shlex
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -48,7 +46,6 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -59,6 +56,9 @@ from consistent_catalog import properties as P
 from consistent_catalog.demo import COUNTS, FLIP_VERSION, SCHEMAS, TABLES, WORDS
 from tests.harness.flip import Contents
 from tests.harness.main_epochs import exactly_once_problems, main_epochs, snapshot_at
+from tests.harness.servers import free_port as _free_port
+from tests.harness.servers import listening as _listening
+from tests.harness.servers import stop_group as _stop
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
@@ -141,39 +141,6 @@ class Thrift:
 
     def server_log(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")[-4000:]
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _listening(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(1)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _stop(process: subprocess.Popen[Any], grace: float = 60) -> None:
-    """SIGTERM to the process's own group (Spark's shutdown hooks clean up), SIGKILL if it outlives ``grace`` s."""
-    if process.poll() is not None:
-        return
-    if grace > 0:
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=grace)
-            return
-        except ProcessLookupError:  # the group is gone already: reap the process
-            process.wait(timeout=60)
-            return
-        except subprocess.TimeoutExpired:
-            pass
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait(timeout=60)
 
 
 def _needs() -> str | None:

@@ -179,6 +179,21 @@ def test_insert_overwrite_is_an_epoch_exactly_once(env: Any, ns: str) -> None:
     assert counts_at_head(cc, f"{ns}.word_counts") == recount_words(cc, f"{ns}.words", source) == {"a": 3, "b": 1, "c": 1}
     assert cc.status([f"{ns}.word_counts"])[0].watermark == second
 
+    # what the four statements did, as the session's recent_results() returns it (issue 42, item 6), against pyiceberg
+    results = [r.asDict() for r in sql(spark, "CALL lake_consistent.system.recent_results()")[-4:]]
+    published = [s for s in main_chain(cc, f"{ns}.word_counts") if P.ATTEMPT in summary(s)]
+    assert [(r["table"], r["job"], r["action"], r["barrier"]) for r in results] == [
+        (f"{ns}.word_counts", "word-count", "published", first), (f"{ns}.word_counts", "word-count", "done", first),
+        (f"{ns}.word_counts", "word-count", "watermark", first + 1000),
+        (f"{ns}.word_counts", "word-count", "published", second)], results
+    assert [r["snapshot_id"] for r in results] == [published[0].snapshot_id, None, published[0].snapshot_id,
+                                                   published[1].snapshot_id]
+    assert [r["rows"] for r in results] == [2, 0, 0, 3]  # pyiceberg's rows of each epoch above: {a, b}, {a, b, c}
+    assert [r["attempt"] for r in results] == [summary(published[0])[P.ATTEMPT], None, None,
+                                               summary(published[1])[P.ATTEMPT]]
+    assert [r["statement"] for r in results] == list(range(results[0]["statement"], results[0]["statement"] + 4))
+    assert all(r["line"].startswith("[lake_consistent] word-count: ") for r in results)
+
 
 def test_the_epoch_reads_its_inputs_not_the_readers_cut(env: Any, ns: str) -> None:
     """The statement's source read is replaced by snap(source, T), whatever cut a read would be served."""
@@ -492,6 +507,11 @@ def test_insert_into_a_root_is_an_ingest_and_a_key_lands_once(env: Any, ns: str)
     assert Counter(words) == Counter(["a", "b", "c", "k"])
     keyed = [s for s in main_chain(cc, f"{ns}.words") if summary(s).get(P.INGEST_KEY) == "batch-7"]
     assert len(keyed) == 1
+    landed, skipped = [r.asDict() for r in sql(spark, "CALL lake_consistent.system.recent_results()")[-2:]]
+    assert (landed["action"], landed["job"], landed["snapshot_id"], landed["rows"]) == ("ingest", None, keyed[0].snapshot_id, 1)
+    assert landed["barrier"] == int(summary(keyed[0])[P.BARRIER])
+    assert (skipped["action"], skipped["barrier"], skipped["snapshot_id"], skipped["rows"]) == (
+        "skip", None, keyed[0].snapshot_id, 0)
     message = error_of(spark, f"INSERT OVERWRITE lake_consistent.{ns}.words SELECT 'x'")
     assert message.startswith("[CONSISTENT_WRITE.REFUSED]") and "an ingest appends rows" in message
 

@@ -42,9 +42,11 @@ def spark_conf(ctx: Context, path: str | None, catalog_uri: str | None, warehous
       consistent-catalog spark-conf --catalog-uri postgresql+psycopg2://u:p@127.0.0.1/cat --warehouse s3://bucket/wh
       consistent-catalog spark-conf --dbt-profile jaffle_shop --write ~/.dbt/profiles.yml   # a dbt profile instead
     """
+    import shlex
     import tempfile
     from pathlib import Path
 
+    from consistent_catalog.cli.shell import one_line
     from consistent_catalog.lake_setup import DEFAULT_DIR
     from consistent_catalog.spark.session import TEMPLATE_RELPATH, parse_spark_defaults, repo_root, write_spark_defaults
 
@@ -74,7 +76,7 @@ def spark_conf(ctx: Context, path: str | None, catalog_uri: str | None, warehous
     click.echo(f"  warehouse {conf.get(f'spark.sql.catalog.{name}.warehouse')}")
     if "spark.jars.packages" in conf:
         click.echo(f"  from Maven: {conf['spark.jars.packages']} (needs network access to Maven Central)")
-    click.echo(f"run: spark-sql --properties-file {written}")
+    click.echo(f"run: {one_line([f'spark-sql --properties-file {shlex.quote(str(written))}'])}")
 
 
 def _write_dbt_profile(path: str | None, catalog_uri: str | None, warehouse: str | None, name: str, profile: str,

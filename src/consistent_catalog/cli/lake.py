@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import click
 
 from consistent_catalog.cli.output import Context, command_errors, output_option
@@ -56,6 +58,7 @@ def init(ctx: Context, directory: str, name: str, catalog_uri: str | None, wareh
         "spark_conf": str(done.spark_conf),
         "spark_catalogs": [done.name, *([f"{done.name}_consistent"] if done.consistent_catalog else [])],
         "notes": list(done.notes),
+        "next": next_commands(done.name, str(done.spark_conf)),
     }
 
     def text() -> None:
@@ -75,10 +78,18 @@ def init(ctx: Context, directory: str, name: str, catalog_uri: str | None, wareh
         for note in done.notes:
             click.echo(f"note: {note}", err=True)
         click.echo("next:")
-        click.echo(f"  consistent-catalog --catalog {done.name} status")
-        click.echo(f"  spark-sql --properties-file {done.spark_conf}")
+        for line in payload["next"]:
+            click.echo(f"  {line}")
 
     ctx.out(output).emit(payload, text)
+
+
+def next_commands(name: str, spark_conf: str) -> list[str]:
+    """The shell lines that use the lake, runnable as printed from the shell ``init`` was called in."""
+    from consistent_catalog.cli.shell import runnable
+
+    return runnable([f"consistent-catalog --catalog {shlex.quote(name)} status",
+                     f"spark-sql --properties-file {shlex.quote(spark_conf)}"])
 
 
 COMMANDS = (init,)

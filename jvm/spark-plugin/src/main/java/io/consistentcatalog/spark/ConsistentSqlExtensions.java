@@ -28,7 +28,8 @@ import scala.runtime.BoxedUnit;
 
 /**
  * Lets {@code CALL <catalog>.system.refresh_cut()}, {@code CALL <catalog>.system.current_cut('ns.t')} and
- * {@code CALL <catalog>.system.reassign(table => 'ns.t', job => 'J')} parse. Iceberg's SQL extensions parse a CALL only when it names one of Iceberg's own procedures, so
+ * {@code CALL <catalog>.system.reassign(table => 'ns.t', job => 'J')} and {@code CALL <catalog>.system.recent_results()}
+ * parse. Iceberg's SQL extensions parse a CALL only when it names one of Iceberg's own procedures, so
  * this parser, listed after them in {@code spark.sql.extensions}, turns these into the same
  * {@code CallStatement} Iceberg's parser builds (resolved by Iceberg against the catalog's
  * {@code loadProcedure}) and hands every other statement to the parser it wraps.
@@ -67,7 +68,7 @@ public class ConsistentSqlExtensions extends AbstractFunction1<SparkSessionExten
   static final class CallParser implements ParserInterface {
     private static final Pattern CALL =
         Pattern.compile(
-            "\\s*call\\s+((?:`[^`]+`|[a-z_][a-z0-9_]*)\\s*\\.\\s*system\\s*\\.\\s*(?:refresh_cut|current_cut|reassign|create_changes_view))\\s*\\((.*)\\)\\s*;?\\s*",
+            "\\s*call\\s+((?:`[^`]+`|[a-z_][a-z0-9_]*)\\s*\\.\\s*system\\s*\\.\\s*(?:refresh_cut|current_cut|reassign|recent_results|create_changes_view))\\s*\\((.*)\\)\\s*;?\\s*",
             Pattern.CASE_INSENSITIVE | Pattern.DOTALL);
     private static final Pattern NAMED = Pattern.compile("\\s*([a-z_][a-z0-9_]*)\\s*=>\\s*(.*)", Pattern.CASE_INSENSITIVE | Pattern.DOTALL);
 

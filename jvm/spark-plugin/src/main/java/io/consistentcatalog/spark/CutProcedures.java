@@ -6,6 +6,7 @@ import io.consistentcatalog.spark.context.FencedCommit;
 import io.consistentcatalog.spark.context.JobRegistration;
 import io.consistentcatalog.spark.context.Names;
 import io.consistentcatalog.spark.context.Settings;
+import io.consistentcatalog.spark.context.StatementResults;
 import java.util.List;
 import java.util.Locale;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -32,6 +33,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  *       branch, cut_barrier, level, status ({@code ok} or the error class and message of a table left out).
  *   <li>{@code CALL lake_consistent.system.reassign(table => 'ns.t', job => 'J' [, takeover => true])}: hand a derived
  *       table to another job (protocol §6.9); one row: table, from_job, to_job, changed.
+ *   <li>{@code CALL lake_consistent.system.recent_results()}: what the session's last write statements did (protocol
+ *       §5.9), one row per statement and table, oldest first: the {@code [lake_consistent]} line a client of a
+ *       Spark Connect or Thrift server never sees on the driver's standard error, as values.
  * </ul>
  *
  * <p>Every other procedure is refused, naming the way to Iceberg's own procedures on the plain catalog.
@@ -53,6 +57,9 @@ final class CutProcedures {
       if (procedure.equals("reassign")) {
         return new Reassign(catalog);
       }
+      if (procedure.equals("recent_results")) {
+        return new RecentResults();
+      }
       if (procedure.equals(ChangesView.NAME)) {
         return new ChangesView(catalog);
       }
@@ -61,7 +68,7 @@ final class CutProcedures {
     throw catalog.refused(
         "CALL " + catalogName + "." + String.join(".", namespace) + "." + ident.name()
             + " (this catalog has only system.refresh_cut(), system.current_cut([table]) and system.reassign(table, job[, "
-            + "takeover]) and system." + ChangesView.NAME + "(table, from_barrier, ...); run Iceberg's "
+            + "takeover]), system.recent_results() and system." + ChangesView.NAME + "(table, from_barrier, ...); run Iceberg's "
             + "procedures as CALL " + catalog.plainCatalogName() + ".system." + ident.name() + "(...))");
   }
 
@@ -240,6 +247,53 @@ final class CutProcedures {
     @Override
     public String description() {
       return "reassign(table, job[, takeover]): hand a derived table to another job (its owner changes, its lease ends)";
+    }
+  }
+
+  static final StructType RESULTS =
+      new StructType(
+          new StructField[] {
+            new StructField("statement", DataTypes.LongType, false, Metadata.empty()),
+            new StructField("committed_at", DataTypes.LongType, false, Metadata.empty()),
+            new StructField("table", DataTypes.StringType, false, Metadata.empty()),
+            new StructField("job", DataTypes.StringType, true, Metadata.empty()),
+            new StructField("action", DataTypes.StringType, false, Metadata.empty()),
+            new StructField("barrier", DataTypes.LongType, true, Metadata.empty()),
+            new StructField("snapshot_id", DataTypes.LongType, true, Metadata.empty()),
+            new StructField("rows", DataTypes.LongType, true, Metadata.empty()),
+            new StructField("attempt", DataTypes.StringType, true, Metadata.empty()),
+            new StructField("line", DataTypes.StringType, false, Metadata.empty()),
+          });
+
+  /** {@code recent_results()} (protocol §5.9): the session's kept statement results ({@link StatementResults}). */
+  static final class RecentResults implements Procedure {
+    @Override
+    public ProcedureParameter[] parameters() {
+      return new ProcedureParameter[0];
+    }
+
+    @Override
+    public StructType outputType() {
+      return RESULTS;
+    }
+
+    @Override
+    public InternalRow[] call(InternalRow args) {
+      List<StatementResults.Result> kept = StatementResults.recent();
+      InternalRow[] rows = new InternalRow[kept.size()];
+      for (int i = 0; i < rows.length; i++) {
+        StatementResults.Result r = kept.get(i);
+        rows[i] = new GenericInternalRow(new Object[] {
+          r.statement, r.at, str(r.table), str(r.job), str(r.action), r.barrier, r.snapshotId, r.rows, str(r.attempt),
+          str(r.line)
+        });
+      }
+      return rows;
+    }
+
+    @Override
+    public String description() {
+      return "recent_results(): what the session's last write statements did, one row per statement and table";
     }
   }
 }

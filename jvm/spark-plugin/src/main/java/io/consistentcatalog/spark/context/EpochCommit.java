@@ -219,6 +219,10 @@ public final class EpochCommit implements WriteCommit {
       throw failed(e);
     }
     completed(published);
+    if (streamingFence == null) { // a statement's: what it did, for the session's recent_results()
+      StatementResults.record(sink, job, published.outcome, plan.barrier, published.snapshot, published.rows,
+          published.attempt, published.line);
+    }
     return published.line;
   }
 
@@ -258,19 +262,28 @@ public final class EpochCommit implements WriteCommit {
 
   /**
    * What the commit did: the line reported, and what a publish left on main (the result as
-   * {@code EpochResult.actions} names it, the snapshot, the attempt; all null when it published nothing).
+   * {@code EpochResult.actions} names it, the snapshot, the attempt; all null when it published nothing), and what
+   * the statement did as {@code recent_results()} names it ({@code outcome}; the rows staged, when it staged).
    */
   private static final class Published {
     final String line;
     final String action;
     final Long snapshot;
     final String attempt;
+    final String outcome;
+    final Long rows;
 
     Published(String line, String action, Long snapshot, String attempt) {
+      this(line, action, snapshot, attempt, action, null);
+    }
+
+    Published(String line, String action, Long snapshot, String attempt, String outcome, Long rows) {
       this.line = line;
       this.action = action;
       this.snapshot = snapshot;
       this.attempt = attempt;
+      this.outcome = outcome;
+      this.rows = rows;
     }
   }
 
@@ -278,7 +291,7 @@ public final class EpochCommit implements WriteCommit {
   private Published carryOut(RootIngest.SparkCommit spark) {
     if (plan.barrier == null) {
       spark.abort();
-      return nothing(report("nothing to do: no barrier at which every source (" + String.join(", ",
+      return nothing("nothing", report("nothing to do: no barrier at which every source (" + String.join(", ",
           plan.inputs.keySet().isEmpty() ? sinkPlan.previousInputs.keySet() : plan.inputs.keySet()) + ") is complete yet"));
     }
     String barrier = revised == null ? "barrier " + Barriers.format(plan.barrier)
@@ -286,7 +299,7 @@ public final class EpochCommit implements WriteCommit {
     switch (sinkPlan.action) {
       case DONE:
         spark.abort();
-        return nothing(report(barrier + " done: the sink already holds it, nothing written"));
+        return nothing("done", report(barrier + " done: the sink already holds it, nothing written"));
       case PUBLISH_STAGED:
         spark.abort();
         publish(sinkPlan.mainHead, sinkPlan.stagedHead, null);
@@ -296,7 +309,7 @@ public final class EpochCommit implements WriteCommit {
         spark.abort();
         publish(sinkPlan.mainHead, null, null);
         return new Published(report(barrier + " watermark (inputs unchanged, nothing to compute)"), "watermark",
-            sinkPlan.mainHead, null);
+            sinkPlan.mainHead, null, "watermark", 0L);
       default:
         if (streamingFence != null) {
           base = prepareStagedBranch(table);
@@ -308,8 +321,8 @@ public final class EpochCommit implements WriteCommit {
     }
   }
 
-  private static Published nothing(String line) {
-    return new Published(line, null, null, null);
+  private static Published nothing(String outcome, String line) {
+    return new Published(line, null, null, null, outcome, 0L);
   }
 
   /** The attempt id of the staged epoch the plan found (a replay publishes it unchanged); null when unknown. */
@@ -345,7 +358,7 @@ public final class EpochCommit implements WriteCommit {
     Failpoints.at("after-publish", sink);
     return new Published(report(barrier + " published (" + rows + " rows, attempt " + attempt
         + (reading == null ? "" : "; " + reading) + ")"), "published",
-        head, attempt);
+        head, attempt, "published", rows);
   }
 
   /** §5.2 step 4: an empty snapshot tagged like any other records the epoch's barrier and inputs. */

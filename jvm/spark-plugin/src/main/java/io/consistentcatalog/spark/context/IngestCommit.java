@@ -135,13 +135,15 @@ public final class IngestCommit implements WriteCommit {
   private String land(WriterCommitMessage[] messages, RootIngest.SparkCommit spark) {
     if (skippedBy != null) {
       spark.abort();
-      return report("ingest key '" + key + "' already landed in snapshot " + skippedBy + "; nothing written");
+      return report("ingest key '" + key + "' already landed in snapshot " + skippedBy + "; nothing written", "skip",
+          null, skippedBy, 0L);
     }
     Long latest = eventTime == null ? null : eventTime.latest(messages);
     if (eventTime != null && latest == null) {
       if (BatchFiles.rows(messages) == 0) {
         spark.abort();
-        return report("no rows: nothing written (the barrier would be the maximum of " + eventTime.column + ")");
+        return report("no rows: nothing written (the barrier would be the maximum of " + eventTime.column + ")",
+            "nothing", null, null, 0L);
       }
       latest = RootIngest.LATE; // every row's event time is null: they land late
     } else if (latest != null) {
@@ -155,17 +157,22 @@ public final class IngestCommit implements WriteCommit {
               + outcome.snapshot + " (key '" + key + "')");
     }
     if (outcome.skippedBy != null) {
-      return report("ingest key '" + key + "' landed meanwhile in snapshot " + outcome.skippedBy + "; nothing written");
+      return report("ingest key '" + key + "' landed meanwhile in snapshot " + outcome.skippedBy + "; nothing written",
+          "skip", null, outcome.skippedBy, 0L);
     }
     return report("ingest at barrier " + Barriers.format(outcome.barrier) + " landed in snapshot " + outcome.snapshot
-        + (key == null ? "" : " (key '" + key + "')"));
+        + (key == null ? "" : " (key '" + key + "')"), "ingest", outcome.barrier, outcome.snapshot,
+        BatchFiles.rows(messages));
   }
 
-  /** A statement's line, once on standard error. */
-  private String report(String what) {
+  /** A statement's line, once on standard error, and kept for the session's {@code recent_results()}. */
+  private String report(String what, String action, Long barrier, Long snapshot, Long rows) {
     String line = "[" + writes.catalogName() + "] ingest: " + sink + " " + what;
     System.err.println(line); // once: a log at INFO on stderr too (a Thrift server's) printed it twice
     LOG.debug(line);
+    if (batch == null) {
+      StatementResults.record(sink, null, action, barrier, snapshot, rows, null, line);
+    }
     return line;
   }
 
