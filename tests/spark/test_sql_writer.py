@@ -367,6 +367,13 @@ def test_refusals_name_the_problem_and_the_way_out(env: Any, ns: str) -> None:
         message = error_of(spark, f"INSERT INTO lake_consistent.{ns}.words VALUES ('x')")
         assert message.startswith("[CONSISTENT_CUT.INVALID_SETTING]") and text in message, message
         spark.conf.unset(f"spark.sql.consistent.{bad.split('=')[0]}")
+    assert "did you mean spark.sql.consistent.job?" in message, message  # the misspelt setting's nearest name
+    with pytest.raises(Exception) as caught:  # a batch write's consistent.* option (a typo, or a stream's): named
+        spark.createDataFrame([("x",)], "word string").writeTo(f"lake_consistent.{ns}.words") \
+            .option("consistent.jb", "word-count").append()
+    message = str(caught.value).strip().splitlines()[0]
+    assert message.startswith("[CONSISTENT_WRITE.INVALID_OPTION] option consistent.jb"), message
+    assert "did you mean SET spark.sql.consistent.job=...?" in message, message
     assert cc.catalog.load_table(f"{ns}.word_counts").metadata.metadata_log == before
 
 

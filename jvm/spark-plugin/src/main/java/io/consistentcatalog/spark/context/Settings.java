@@ -97,6 +97,11 @@ public final class Settings {
     return session.conf().get(key, null);
   }
 
+  /** The setting name nearest to {@code name} (without the prefix), or null when none is near. */
+  public static String nearest(String name) {
+    return Roles.nearest(name, NAMES);
+  }
+
   /** Refuse a {@code spark.sql.consistent.*} key that is not a setting (a typo would otherwise be ignored). */
   static void checkNames(SparkSession session) {
     if (session == null) {
@@ -104,11 +109,13 @@ public final class Settings {
     }
     for (String key : JavaConverters.mapAsJavaMap(session.conf().getAll()).keySet()) {
       if (key.startsWith(PREFIX) && !NAMES.contains(key.substring(PREFIX.length()))) {
+        String near = nearest(key.substring(PREFIX.length()));
         throw Errors.raise(Errors.setting(key + " is not a setting of the consistent catalog; the settings are "
             + PREFIX + LEVEL + ", " + PREFIX + AS_OF + ", " + PREFIX + TAG + ", " + PREFIX + REFRESH + ", "
             + PREFIX + CUT + " (reads) and " + PREFIX + JOB + ", " + PREFIX + TAKEOVER + ", " + PREFIX + LEASE + ", "
             + PREFIX + INGEST_KEY + ", " + PREFIX + EVENT_TIME_COLUMN + ", " + PREFIX + REBUILD + ", " + PREFIX + VERSION
-            + ", " + PREFIX + INCREMENTAL + ", " + PREFIX + INGEST_FROM_LAKE + " (writes) — RESET " + key));
+            + ", " + PREFIX + INCREMENTAL + ", " + PREFIX + INGEST_FROM_LAKE + " (writes) — RESET " + key
+            + (near == null ? "" : " (did you mean " + PREFIX + near + "?)")));
       }
     }
   }

@@ -263,7 +263,7 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
   }
 
   /** The tables of the catalog the running query {@code queryId} reads (empty: none, or the query is not found). */
-  private java.util.Set<String> lakeReads(String queryId) {
+  java.util.Set<String> lakeReads(String queryId) {
     StreamingQuery query = session.streams().get(java.util.UUID.fromString(queryId));
     org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan = query == null ? null : LineSpark.analyzedPlan(query);
     return plan == null ? java.util.Collections.emptySet() : Roles.lakeReads(plan, context.catalogName());

@@ -96,6 +96,7 @@ public final class EpochWrites {
     Identifier ident = target.identifier().get();
     String sink = Names.tableName(ident);
     Settings.Writes settings = Settings.Writes.read(spark);
+    checkWriteOptions(write);
     TableIdentifier sinkIdent = Names.icebergIdentifier(sink);
     String text = WriteStatements.takeText(context.catalogName(), sink);
     Table table = committer.load(sinkIdent);
@@ -107,6 +108,32 @@ public final class EpochWrites {
       return derived(write, target, sink, sinkIdent, table, state, settings, definition(settings, text, write.query()));
     }
     return ingest(write, target, sink, sinkIdent, table, state, settings);
+  }
+
+  /**
+   * A batch write takes the session's settings, not options: a {@code consistent.*} write option (a streaming query's
+   * option given to a batch write, or a typo) would be ignored, so it is refused naming the setting it is nearest to.
+   */
+  private static void checkWriteOptions(V2WriteCommand write) {
+    scala.collection.Map<String, String> options = null;
+    if (write instanceof AppendData) {
+      options = ((AppendData) write).writeOptions();
+    } else if (write instanceof org.apache.spark.sql.catalyst.plans.logical.OverwriteByExpression) {
+      options = ((org.apache.spark.sql.catalyst.plans.logical.OverwriteByExpression) write).writeOptions();
+    } else if (write instanceof org.apache.spark.sql.catalyst.plans.logical.OverwritePartitionsDynamic) {
+      options = ((org.apache.spark.sql.catalyst.plans.logical.OverwritePartitionsDynamic) write).writeOptions();
+    }
+    if (options == null) {
+      return;
+    }
+    for (String key : JavaConverters.mapAsJavaMap(options).keySet()) {
+      if (key.toLowerCase(java.util.Locale.ROOT).startsWith("consistent.")) {
+        String setting = Settings.nearest(key.substring("consistent.".length()));
+        throw Errors.raise(Errors.analysis("CONSISTENT_WRITE.INVALID_OPTION", "option " + key + " is not an option of a "
+            + "batch write through the consistent catalog: a batch write takes session settings" + (setting == null
+            ? " (SET " + Settings.PREFIX + "...)" : "; did you mean SET " + Settings.PREFIX + setting + "=...?")));
+      }
+    }
   }
 
   private static TableState state(String name, Table table) {
