@@ -400,6 +400,12 @@ def test_a_forgotten_job_is_refused_and_the_fix_reads_every_order(env: Any, ns: 
     message = error_of(spark, f"INSERT OVERWRITE lake_consistent.{ns}.fresh {query}")
     assert message.startswith(f"[CONSISTENT_WRITE.REFUSED] lake_consistent.{ns}.fresh is a new, empty table"), message
     assert "SET spark.sql.consistent.job=<job> makes this table that job's sink" in message, message
+    with pytest.raises(Exception) as caught:  # a DataFrame write is held to the same rule as the INSERT
+        spark.table(f"lake_consistent.{ns}.orders").selectExpr("customer", "amount AS total") \
+            .writeTo(f"lake_consistent.{ns}.fresh").append()
+    message = str(caught.value).strip().splitlines()[0]
+    assert f"fresh is a new, empty table (no job, no ingest yet) and the statement reads lake_consistent.{ns}.orders" \
+        in message, message
 
     sql(spark, "SET spark.sql.consistent.job=by-customer")
     sql(spark, f"INSERT OVERWRITE lake_consistent.{ns}.by_customer {query}")
