@@ -416,6 +416,11 @@ def test_a_forgotten_job_is_refused_and_the_fix_reads_every_order(env: Any, ns: 
     assert message.startswith(f"[CONSISTENT_WRITE.REFUSED] lake_consistent.{ns}.orders is a root (it holds ingests, "
                               "no job): RESET spark.sql.consistent.job to ingest into it"), message
     sql(spark, "RESET spark.sql.consistent.job")
+    message = error_of(spark, f"INSERT INTO lake_consistent.{ns}.orders SELECT customer, total FROM "
+                              f"lake_consistent.{ns}.by_customer")  # into a root that holds ingests: a new table
+    assert message.startswith(f"[CONSISTENT_WRITE.REFUSED] lake_consistent.{ns}.orders is a root (it holds ingests, "
+                              f"no job) and the statement reads lake_consistent.{ns}.by_customer"), message
+    assert "SET spark.sql.consistent.job=<job> and write a new table" in message, message
 
     recount = cc.catalog.load_table(f"{ns}.orders").scan().to_arrow()
     expected: dict[str, int] = {}

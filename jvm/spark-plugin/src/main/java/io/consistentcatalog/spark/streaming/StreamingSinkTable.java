@@ -257,8 +257,9 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
     java.util.Set<String> reads = lakeReads(queryId);
     if (!reads.isEmpty()) {
       throw refusedAs(" and the query reads " + String.join(", ", reads) + " with no job: set the write option "
-          + JOB + "=<job> to make it that job's derived table, or " + INGEST_FROM_LAKE + "=true to ingest the rows "
-          + "as a root on purpose");
+          + JOB + "=<job> " + (Roles.isNew(state()) ? "to make it that job's derived table"
+          : "and write a new table (a root keeps its ingests)") + ", or " + INGEST_FROM_LAKE + "=true to ingest the "
+          + "rows as a root on purpose");
     }
   }
 

@@ -373,7 +373,8 @@ public final class EpochWrites {
     java.util.TreeSet<String> reads = Roles.lakeReads(write.query(), context.catalogName());
     if (!reads.isEmpty() && !settings.ingestFromLake) { // a forgotten job setting (issue 42): never a silent root
       throw refusedAs(sink, state, " and the statement reads " + String.join(", ", reads) + " with no job set: SET "
-          + Settings.PREFIX + Settings.JOB + "=<job> to make it that job's derived table, or SET " + Settings.PREFIX
+          + Settings.PREFIX + Settings.JOB + "=<job> " + (Roles.isNew(state) ? "to make it that job's derived table"
+          : "and write a new table (a root keeps its ingests)") + ", or SET " + Settings.PREFIX
           + Settings.INGEST_FROM_LAKE + "=true to ingest the rows as a root on purpose");
     }
     EventTime eventTime = settings.eventTimeColumn == null ? null : EventTime.of(table, sink, settings.eventTimeColumn);
