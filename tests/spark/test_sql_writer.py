@@ -415,6 +415,9 @@ def test_a_forgotten_job_is_refused_and_the_fix_reads_every_order(env: Any, ns: 
     message = error_of(spark, f"INSERT INTO lake_consistent.{ns}.orders VALUES ('cy', 1)")
     assert message.startswith(f"[CONSISTENT_WRITE.REFUSED] lake_consistent.{ns}.orders is a root (it holds ingests, "
                               "no job): RESET spark.sql.consistent.job to ingest into it"), message
+    message = error_of(spark, f"INSERT INTO lake_consistent.{ns}.fresh VALUES ('cy', 1)")  # and into a new table
+    assert message.startswith(f"[CONSISTENT_WRITE.REFUSED] lake_consistent.{ns}.fresh is a new, empty table"), message
+    assert message.endswith("RESET spark.sql.consistent.job to ingest into it as a root"), message
     sql(spark, "RESET spark.sql.consistent.job")
     message = error_of(spark, f"INSERT INTO lake_consistent.{ns}.orders SELECT customer, total FROM "
                               f"lake_consistent.{ns}.by_customer")  # into a root that holds ingests: a new table
