@@ -65,8 +65,12 @@ import scala.runtime.AbstractPartialFunction;
  *       sources are the tables of this catalog it reads; registration ({@link JobRegistration}) when this
  *       instance does not hold the sink with those sources yet; the plan of §5.1 ({@link EpochPlanner});
  *       the source reads replaced by the plan's inputs, or the query by no rows when the action runs none;
- *   <li>a root: an ingest (§5.6), skipped when its idempotency key already landed.
+ *   <li>a root: an ingest (§5.6), skipped when its idempotency key already landed; refused when it reads tables of
+ *       this catalog, unless {@code spark.sql.consistent.ingestFromLake} says so (a forgotten job would make a table
+ *       computed from others a root without lineage, issue 42).
  * </ul>
+ *
+ * <p>Refusals start with the sink's role as the catalog sees it ({@link Roles#describe}), then the way out that fits.
  *
  * <p>With OpenLineage configured, an epoch with work gets its run ({@link EpochEmitter}, protocol §5.8), which
  * {@link EpochCommit} reports; a plan that fails after the registration sends its {@code FAIL} from here (as
