@@ -58,7 +58,7 @@ def ns(env: tuple[ConsistentCatalog, Any], request: pytest.FixtureRequest) -> st
     cc.catalog.create_namespace(name)
     cc.catalog.create_table(f"{name}.words", schema=WORDS)
     cc.catalog.create_table(f"{name}.word_counts", schema=COUNTS)
-    for key in ("job", "takeover", "lease", "ingestKey", "eventTimeColumn", "rebuild", "version"):
+    for key in ("job", "takeover", "lease", "ingestKey", "eventTimeColumn", "rebuild", "version", "ingestFromLake"):
         spark.conf.unset(f"spark.sql.consistent.{key}")
     return name
 
@@ -415,7 +415,82 @@ def test_refusals_name_the_problem_and_the_way_out(env: Any, ns: str) -> None:
         message = error_of(spark, f"INSERT INTO lake_consistent.{ns}.words VALUES ('x')")
         assert message.startswith("[CONSISTENT_CUT.INVALID_SETTING]") and text in message, message
         spark.conf.unset(f"spark.sql.consistent.{bad.split('=')[0]}")
+    assert "did you mean spark.sql.consistent.job?" in message, message  # the misspelt setting's nearest name
+    with pytest.raises(Exception) as caught:  # a batch write's consistent.* option (a typo, or a stream's): named
+        spark.createDataFrame([("x",)], "word string").writeTo(f"lake_consistent.{ns}.words") \
+            .option("consistent.jb", "word-count").append()
+    message = str(caught.value).strip().splitlines()[0]
+    assert message.startswith("[CONSISTENT_WRITE.INVALID_OPTION] option consistent.jb"), message
+    assert "did you mean SET spark.sql.consistent.job=...?" in message, message
     assert cc.catalog.load_table(f"{ns}.word_counts").metadata.metadata_log == before
+
+
+def test_a_forgotten_job_is_refused_and_the_fix_reads_every_order(env: Any, ns: str) -> None:
+    """Issue 42, item 1 as the user met it: orders ingested through lake_consistent, then a total per customer written
+    into a new table with no job. Refused (it would make by_customer a root without lineage), naming both ways out;
+    the job set, the same overwrite is an epoch, and a new session reads every order and totals that agree with a
+    recount (pyiceberg). With the on-purpose setting the same INSERT is an ingest. Item 5: a job left set, then an
+    INSERT INTO a root, is told to RESET it; an overwrite of a new table with no job, that the job makes it its sink."""
+    cc, spark = env
+    orders = Schema(NestedField(1, "customer", StringType(), required=False), NestedField(2, "amount", LongType(), required=False))
+    totals = Schema(NestedField(1, "customer", StringType(), required=False), NestedField(2, "total", LongType(), required=False))
+    for table, schema in (("orders", orders), ("by_customer", totals), ("copied", totals), ("fresh", totals)):
+        cc.catalog.create_table(f"{ns}.{table}", schema=schema)
+    sql(spark, f"INSERT INTO lake_consistent.{ns}.orders VALUES ('ann', 5), ('bob', 7), ('ann', 3)")
+    query = f"SELECT customer, sum(amount) AS total FROM lake_consistent.{ns}.orders GROUP BY customer"
+    message = error_of(spark, f"INSERT INTO lake_consistent.{ns}.by_customer {query}")
+    assert message.startswith(f"[CONSISTENT_WRITE.REFUSED] lake_consistent.{ns}.by_customer is a new, empty table"), message
+    assert f"reads lake_consistent.{ns}.orders with no job set" in message, message
+    assert "SET spark.sql.consistent.job=<job>" in message and "SET spark.sql.consistent.ingestFromLake=true" in message
+    refused = cc.catalog.load_table(f"{ns}.by_customer")
+    assert refused.metadata.snapshots == [] and P.JOB not in refused.metadata.properties  # nothing written, no role
+    # item 5: an overwrite of a new table with no job names the setting that makes it the job's sink
+    message = error_of(spark, f"INSERT OVERWRITE lake_consistent.{ns}.fresh {query}")
+    assert message.startswith(f"[CONSISTENT_WRITE.REFUSED] lake_consistent.{ns}.fresh is a new, empty table"), message
+    assert "SET spark.sql.consistent.job=<job> makes this table that job's sink" in message, message
+    with pytest.raises(Exception) as caught:  # a DataFrame write is held to the same rule as the INSERT
+        spark.table(f"lake_consistent.{ns}.orders").selectExpr("customer", "amount AS total") \
+            .writeTo(f"lake_consistent.{ns}.fresh").append()
+    message = str(caught.value).strip().splitlines()[0]
+    assert f"fresh is a new, empty table (no job, no ingest yet) and the statement reads lake_consistent.{ns}.orders" \
+        in message, message
+
+    sql(spark, "SET spark.sql.consistent.job=by-customer")
+    sql(spark, f"INSERT OVERWRITE lake_consistent.{ns}.by_customer {query}")
+    props = cc.catalog.load_table(f"{ns}.by_customer").metadata.properties
+    assert props[P.JOB] == "by-customer" and json.loads(props[P.SOURCES]) == [f"{ns}.orders"]
+    # item 5: the job left set, an INSERT INTO the root orders (reading nothing) is told to RESET it
+    message = error_of(spark, f"INSERT INTO lake_consistent.{ns}.orders VALUES ('cy', 1)")
+    assert message.startswith(f"[CONSISTENT_WRITE.REFUSED] lake_consistent.{ns}.orders is a root (it holds ingests, "
+                              "no job): RESET spark.sql.consistent.job to ingest into it"), message
+    message = error_of(spark, f"INSERT INTO lake_consistent.{ns}.fresh VALUES ('cy', 1)")  # and into a new table
+    assert message.startswith(f"[CONSISTENT_WRITE.REFUSED] lake_consistent.{ns}.fresh is a new, empty table"), message
+    assert message.endswith("RESET spark.sql.consistent.job to ingest into it as a root"), message
+    sql(spark, "RESET spark.sql.consistent.job")
+    message = error_of(spark, f"INSERT INTO lake_consistent.{ns}.orders SELECT customer, total FROM "
+                              f"lake_consistent.{ns}.by_customer")  # into a root that holds ingests: a new table
+    assert message.startswith(f"[CONSISTENT_WRITE.REFUSED] lake_consistent.{ns}.orders is a root (it holds ingests, "
+                              f"no job) and the statement reads lake_consistent.{ns}.by_customer"), message
+    assert "SET spark.sql.consistent.job=<job> and write a new table" in message, message
+
+    recount = cc.catalog.load_table(f"{ns}.orders").scan().to_arrow()
+    expected: dict[str, int] = {}
+    for customer, amount in zip(recount["customer"].to_pylist(), recount["amount"].to_pylist()):
+        expected[customer] = expected.get(customer, 0) + amount
+    fresh = spark.newSession()  # a new session: a cut of its own, no settings
+    assert fresh.sql(f"SELECT count(*) FROM lake_consistent.{ns}.orders").collect()[0][0] == recount.num_rows == 3
+    read = {r["customer"]: r["total"] for r in fresh.sql(f"SELECT * FROM lake_consistent.{ns}.by_customer").collect()}
+    assert read == expected == {"ann": 8, "bob": 7}
+
+    # said on purpose: the same INSERT is an ingest (a root with a barrier, no job, no sources)
+    sql(spark, "SET spark.sql.consistent.ingestFromLake=true")
+    sql(spark, f"INSERT INTO lake_consistent.{ns}.copied {query}")
+    sql(spark, "RESET spark.sql.consistent.ingestFromLake")
+    copied = cc.catalog.load_table(f"{ns}.copied")
+    assert P.JOB not in copied.metadata.properties and P.SOURCES not in copied.metadata.properties
+    assert P.BARRIER in summary(main_chain(cc, f"{ns}.copied")[-1])
+    rows = copied.scan().to_arrow()
+    assert dict(zip(rows["customer"].to_pylist(), rows["total"].to_pylist())) == expected
 
 
 def test_a_sink_with_data_written_outside_any_job_is_refused(env: Any, ns: str) -> None:

@@ -328,9 +328,35 @@ def test_native_sink_refuses_with_the_way_out(env, ns):
         return " ".join(str(raised.value).split())
 
     message = failure(stream.selectExpr("word", "1L AS cnt"), table=counts)
-    assert "CONSISTENT_WRITE.REFUSED" in message and "consistent.job=<job>" in message and "root table" in message
+    assert "CONSISTENT_WRITE.REFUSED" in message and f"{counts} is derived (owned by job '{name}-count'" in message
+    assert f"set the write option consistent.job={name}-count" in message
     message = failure(stream.groupBy("word").count().selectExpr("word"), mode="complete")
     assert "CONSISTENT_WRITE.REFUSED" in message and "complete output mode" in message and "append mode" in message
+    # issue 42: a stream of a table of lake_consistent into a new table with no job is refused, both ways out named
+    catalog.create_table(f"{name}.copied", schema=WORDS_SCHEMA)
+    message = failure(spark.readStream.table(f"lake_consistent.{words}"), table=f"{name}.copied")
+    assert f"[CONSISTENT_WRITE.REFUSED] lake_consistent.{name}.copied is a new, empty table" in message, message
+    assert f"reads lake_consistent.{words} with no job" in message and "consistent.job=<job>" in message
+    assert "consistent.ingestFromLake=true" in message
+    import pyarrow as pa
+
+    source = f"{name}.source"  # said on purpose, the same kind of query is an ingest of the rows it reads
+    catalog.create_table(source, schema=WORDS_SCHEMA)
+    cc.ingest(source, pa.table({"word": ["x", "y"]}))
+    copy = (spark.readStream.table(f"lake_consistent.{source}").writeStream.option("checkpointLocation", str(base / "chk-copy"))
+            .option("consistent.ingestFromLake", "true").trigger(availableNow=True).toTable(f"lake_consistent.{name}.copied"))
+    copy.awaitTermination(120)
+    assert copy.exception() is None
+    assert Counter(r["word"] for r in rows(catalog, f"{name}.copied")) == {"x": 1, "y": 1}
+    assert P.INGEST_KEY in summaries(catalog, f"{name}.copied")[-1]
+    assert P.SOURCES not in catalog.load_table(f"{name}.copied").metadata.properties
+    # item 7: a misspelt write option is named with the nearest one, a misspelt read option when the query is defined
+    message = failure(stream, **{"consistent.jb": "count"})
+    assert "[CONSISTENT_WRITE.INVALID_OPTION] option consistent.jb" in message and "did you mean consistent.job?" in message
+    with pytest.raises(Exception) as misspelt:
+        spark.readStream.option("consistent.waitFr", "1s").table(f"lake_consistent.{words}")
+    assert str(misspelt.value).startswith("[CONSISTENT_READ.INVALID_OPTION] option consistent.waitFr"), misspelt.value
+    assert "did you mean consistent.waitFor?" in str(misspelt.value)
     message = failure(stream, **{"consistent.eventTimeDelay": "2s"})
     assert "consistent.eventTimeDelay=2s needs consistent.eventTimeColumn" in message
     with pytest.raises(Exception, match="consistent.waitFor=5 is not a duration with a unit"):
@@ -544,20 +570,13 @@ def test_a_native_job_keeps_moving_with_an_idle_source_and_refuses_a_rewritten_s
     for table, job in ((counts, f"{name}-count"), (recounts, f"{name}-recount")):  # complete mode; an overwrite job
         chain = main_chain(catalog.load_table(table))
         rewrite = [s for s in chain if s.summary.operation.value not in ("append", "replace")][-1]
-        reading = (spark.readStream.table(f"lake_consistent.{table}").writeStream.format("noop")
-                   .option("checkpointLocation", str(base / f"chk-refused-{job}")).start())
-        try:
-            with pytest.raises(StreamingQueryException) as refused:
-                reading.awaitTermination(120)
-            assert reading.lastProgress is None  # refused at its start: no micro-batch ran
-        finally:
-            reading.stop()
-        text = str(refused.value)
-        start = text.find(f"CONSISTENT_READ.NOT_INCREMENTAL] lake_consistent.{table}: its job {job} rewrites")
-        assert start >= 0, text
-        message = text[start:].splitlines()[0]
+        with pytest.raises(Exception) as refused:  # refused when the query is defined (issue 42, item 7): no query
+            spark.readStream.table(f"lake_consistent.{table}")
+        message = str(refused.value)
+        assert message.startswith(f"[CONSISTENT_READ.NOT_INCREMENTAL] lake_consistent.{table}: its job {job} rewrites")
+        assert "\n" not in message.strip() and len(message.replace(table, "t").replace(job, "j")) < 400, message  # one line, one way out
         assert f"committed snapshot {rewrite.snapshot_id} as {rewrite.summary.operation.value}" in message
-        assert f"CALL lake_consistent.system.create_changes_view(table => '{table}'" in message  # the batch way out
+        assert f'spark.readStream.option("consistent.read", "changes").table("lake_consistent.{table}")' in message
         assert rewrite.summary.additional_properties[P.BARRIER] in message
 
 

@@ -223,7 +223,8 @@ def test_update_mode_is_refused_with_the_way_out(env):
                   .withColumnRenamed("count", "amount").writeStream.outputMode("update").option("checkpointLocation", str(root / name / "chk-root"))
                   .toTable(f"lake_consistent.{orders}"))
     message = refusal(root_query)
-    assert "CONSISTENT_WRITE.REFUSED" in message and "update output mode" in message and "append mode" in message
+    assert "CONSISTENT_WRITE.REFUSED" in message and f"{orders} is a root (it holds ingests, no job)" in message
+    assert "update output mode" in message and "consistent.job=<job> and write into a new table" in message
     assert epochs(catalog, unmerged) == []  # nothing was written
     assert len(main_chain(catalog.load_table(orders))) == 1
 

@@ -3,9 +3,12 @@ package io.consistentcatalog.spark;
 import io.consistentcatalog.spark.context.ChangesReads;
 import io.consistentcatalog.spark.context.Errors;
 import io.consistentcatalog.spark.context.Names;
+import io.consistentcatalog.spark.context.Roles;
 import io.consistentcatalog.spark.context.WriteStatements;
+import io.consistentcatalog.spark.read.EmptyTable;
 import io.consistentcatalog.spark.read.PinnedTable;
 import io.consistentcatalog.spark.streaming.ChangesTable;
+import io.consistentcatalog.spark.streaming.RewrittenSource;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute$;
@@ -22,6 +25,7 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias;
 import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.catalyst.streaming.StreamingRelationV2;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 import org.apache.spark.sql.types.DataTypes;
@@ -69,6 +73,9 @@ final class ChangesRule extends Rule<LogicalPlan> {
   static final String FROM_BARRIER = "consistent.fromBarrier";
   /** Option: the range's last barrier (epoch milliseconds; default the table's watermark). */
   static final String TO_BARRIER = "consistent.toBarrier";
+  /** Every read option of a table of the catalog; any other {@code consistent.*} option is a typo and is refused. */
+  static final List<String> READ_OPTIONS = java.util.Arrays.asList(ChangesTable.READ, FROM_BARRIER, TO_BARRIER,
+      ChangesTable.KEY, "consistent.waitFor", ChangesReads.SHAPED);
 
   /**
    * A parsed SQL statement with every batch read of changes ({@code FROM t WITH ('consistent.read' = 'changes', ...)})
@@ -169,6 +176,7 @@ final class ChangesRule extends Rule<LogicalPlan> {
     }
     ConsistentSparkCatalog catalog = (ConsistentSparkCatalog) relation.catalog().get();
     CaseInsensitiveStringMap options = relation.options();
+    Roles.checkOptions(options.asCaseSensitiveMap(), READ_OPTIONS, "CONSISTENT_READ.INVALID_OPTION", "read");
     String read = options.get(ChangesTable.READ);
     String from = options.get(FROM_BARRIER);
     String to = options.get(TO_BARRIER);
@@ -253,6 +261,19 @@ final class ChangesRule extends Rule<LogicalPlan> {
         options = (CaseInsensitiveStringMap) args[i];
       } else if (args[i] instanceof scala.collection.Seq && outputAt < 0 && attributes(args[i])) {
         outputAt = i;
+      }
+    }
+    if (tableAt >= 0 && options != null && (args[tableAt] instanceof PinnedTable || args[tableAt] instanceof EmptyTable)) {
+      Roles.checkOptions(options.asCaseSensitiveMap(), READ_OPTIONS, "CONSISTENT_READ.INVALID_OPTION", "streaming read");
+    }
+    if (tableAt >= 0 && options != null && args[tableAt] instanceof PinnedTable
+        && options.get(ChangesTable.READ) == null && node instanceof StreamingRelationV2) {
+      // a stream of a table its job rewrites: refused here, when the query is defined, not at its first trigger
+      StreamingRelationV2 stream = (StreamingRelationV2) node;
+      if (stream.catalog().isDefined() && stream.catalog().get() instanceof ConsistentSparkCatalog) {
+        PinnedTable pinned = (PinnedTable) args[tableAt];
+        RewrittenSource.refuse(((ConsistentSparkCatalog) stream.catalog().get()).catalogName(), pinned.table(),
+            pinned.tableName());
       }
     }
     if (tableAt < 0 || outputAt < 0 || options == null || !(args[tableAt] instanceof PinnedTable)

@@ -46,10 +46,12 @@ public final class Settings {
   static final String VERSION = "version";
   /** {@code true}: an epoch reads each source's rows appended since the sink's last epoch (§5.5; dbt incremental). */
   static final String INCREMENTAL = "incremental";
+  /** {@code true}: a write into a root or new table that reads tables of the catalog is an ingest on purpose (§5.9). */
+  public static final String INGEST_FROM_LAKE = Roles.INGEST_FROM_LAKE;
   /** Every setting name; any other {@code spark.sql.consistent.*} key is a typo and is refused. */
   static final List<String> NAMES =
       Arrays.asList(LEVEL, AS_OF, AS_OF_ALIASES[0], AS_OF_ALIASES[1], TAG, REFRESH, CUT, JOB, TAKEOVER, LEASE, INGEST_KEY, EVENT_TIME_COLUMN, REBUILD,
-          VERSION, INCREMENTAL);
+          VERSION, INCREMENTAL, INGEST_FROM_LAKE);
 
   public final String level;
   public final Long asOf;
@@ -95,6 +97,11 @@ public final class Settings {
     return session.conf().get(key, null);
   }
 
+  /** The setting name nearest to {@code name} (without the prefix), or null when none is near. */
+  public static String nearest(String name) {
+    return Roles.nearest(name, NAMES);
+  }
+
   /** Refuse a {@code spark.sql.consistent.*} key that is not a setting (a typo would otherwise be ignored). */
   static void checkNames(SparkSession session) {
     if (session == null) {
@@ -102,11 +109,13 @@ public final class Settings {
     }
     for (String key : JavaConverters.mapAsJavaMap(session.conf().getAll()).keySet()) {
       if (key.startsWith(PREFIX) && !NAMES.contains(key.substring(PREFIX.length()))) {
+        String near = nearest(key.substring(PREFIX.length()));
         throw Errors.raise(Errors.setting(key + " is not a setting of the consistent catalog; the settings are "
             + PREFIX + LEVEL + ", " + PREFIX + AS_OF + ", " + PREFIX + TAG + ", " + PREFIX + REFRESH + ", "
             + PREFIX + CUT + " (reads) and " + PREFIX + JOB + ", " + PREFIX + TAKEOVER + ", " + PREFIX + LEASE + ", "
             + PREFIX + INGEST_KEY + ", " + PREFIX + EVENT_TIME_COLUMN + ", " + PREFIX + REBUILD + ", " + PREFIX + VERSION
-            + ", " + PREFIX + INCREMENTAL + " (writes) — RESET " + key));
+            + ", " + PREFIX + INCREMENTAL + ", " + PREFIX + INGEST_FROM_LAKE + " (writes) — RESET " + key
+            + (near == null ? "" : " (did you mean " + PREFIX + near + "?)")));
       }
     }
   }
@@ -171,6 +180,8 @@ public final class Settings {
     public String version;
     /** {@code spark.sql.consistent.incremental=true}: the sources are read as their appends since the last epoch. */
     public boolean incremental;
+    /** {@code spark.sql.consistent.ingestFromLake=true}: a root ingest that reads tables of the catalog, on purpose. */
+    public boolean ingestFromLake;
 
     private Writes(String job, boolean takeover, long leaseMs, String ingestKey, String eventTimeColumn) {
       this.job = job;
@@ -201,6 +212,7 @@ public final class Settings {
       writes.rebuild = flag(value(session, none, REBUILD), REBUILD);
       writes.version = value(session, none, VERSION);
       writes.incremental = flag(value(session, none, INCREMENTAL), INCREMENTAL);
+      writes.ingestFromLake = flag(value(session, none, INGEST_FROM_LAKE), INGEST_FROM_LAKE);
       return writes;
     }
 

@@ -245,9 +245,8 @@ final class BarrierStream implements MicroBatchStream {
     if (from.snapshot == null) {
       return;
     }
-    String way = "stream its changes between barriers instead (the read option " + ChangesTable.READ + "="
-        + ChangesTable.CHANGES + "), read this table in batch at its cut (a streaming epoch job in complete output mode recomputes its "
-        + "sink from the whole input), or stream the tables it is computed from";
+    String way = "stream its changes instead (the read option " + ChangesTable.READ + "=" + ChangesTable.CHANGES
+        + ", with a new checkpoint location)";
     if (to.snapshot == null) {
       throw notIncremental("it holds nothing at barrier " + Barriers.format(to.barrier) + " any more, but the stream "
           + "read snapshot " + from.snapshot + " at " + describe(from.barrier) + " (a revision emptied it); " + way);

@@ -29,13 +29,9 @@ public final class RewrittenSource {
       return;
     }
     throw Errors.raise(Errors.analysis("CONSISTENT_READ.NOT_INCREMENTAL", catalog + "." + name + ": " + rewrite
-        + ", and a streaming read holds only the rows appended between two barriers (its second micro-batch would be "
-        + "refused); stream its changes between barriers instead (spark.readStream.option(\"" + ChangesTable.READ
-        + "\", \"" + ChangesTable.CHANGES + "\").table(\"" + catalog + "." + name + "\"): _change_type and _barrier per row), "
-        + "read this table in batch at its cut (a streaming epoch job in complete output mode recomputes its "
-        + "sink from the whole input), read its changes between two barriers in batch (CALL " + catalog
-        + ".system.create_changes_view(table => '" + name + "', from_barrier => ...)), or stream the tables it is "
-        + "computed from (`consistent-catalog lineage " + name + "` lists them)"));
+        + ", and a stream holds only rows appended between barriers — stream its changes instead: spark.readStream"
+        + ".option(\"" + ChangesTable.READ + "\", \"" + ChangesTable.CHANGES + "\").table(\"" + catalog + "." + name
+        + "\")"));
   }
 
   /** How the newest epoch on main rewrote a derived table, or null (a root, no epoch yet, an appending epoch). */

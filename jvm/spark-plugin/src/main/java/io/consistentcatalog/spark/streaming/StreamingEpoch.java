@@ -80,11 +80,12 @@ public final class StreamingEpoch implements StreamingWrite {
       if (BatchFiles.rows(messages) == 0) {
         return; // a batch Spark ran without new input (its watermark moved): the sources' barrier did not move either
       }
+      boolean streamsSources = !sink.lakeReads(queryId).isEmpty(); // then a batch without new input (a watermark's)
       throw sink.refused("job '" + options.job + "': micro-batch " + epochId + " wrote rows but read no table of "
-          + sink.catalogName() + " as a stream, so it has no barrier to be the epoch of. An epoch job reads its "
-          + "sources with spark.readStream.table(\"" + sink.catalogName() + ".ns.t\") and nothing else; with a "
-          + "watermark, Spark also runs batches without new input — set spark.sql.streaming.noDataMicroBatches.enabled"
-          + "=false so that what they would emit comes with the next batch of input");
+          + sink.catalogName() + " as a stream, so it has no barrier to be the epoch of — " + (streamsSources
+          ? "Spark ran it without new input (a watermark moved): SET spark.sql.streaming.noDataMicroBatches.enabled="
+              + "false, so that what it would emit comes with the next batch of input"
+          : "read the job's sources with spark.readStream.table(\"" + sink.catalogName() + ".ns.t\") and nothing else"));
     }
     Long barrier = null;
     for (BarrierStream.Range range : inputs.values()) {
@@ -208,9 +209,8 @@ public final class StreamingEpoch implements StreamingWrite {
             + ", and this batch starts " + input.getKey() + " at snapshot " + start + " where the "
             + "sink's last epoch read snapshot " + previous + ": this checkpoint does not continue the sink's epochs "
             + "(another checkpoint or deployment, a Python run or a revision came between), so the "
-            + (options.update ? "merge" : "append") + " would double or lose rows. Restart the query from the checkpoint that wrote the sink's last epoch, or let a job that "
-            + "reads its increments from the catalog (consistent_catalog.spark.streaming.start_streaming_job with "
-            + "incremental=True) continue it, or recompute the sink in complete output mode");
+            + (options.update ? "merge" : "append") + " would double or lose rows — restart the query from the "
+            + "checkpoint that wrote the sink's last epoch");
       }
     }
   }

@@ -10,6 +10,7 @@ import io.consistentcatalog.spark.context.FencedCommit;
 import io.consistentcatalog.spark.context.JobRegistration;
 import io.consistentcatalog.spark.context.Names;
 import io.consistentcatalog.spark.context.PlanFingerprint;
+import io.consistentcatalog.spark.context.Roles;
 import io.consistentcatalog.spark.context.RootIngest;
 import io.consistentcatalog.spark.context.StreamingFence;
 import io.consistentcatalog.spark.context.WriterInstance;
@@ -66,6 +67,11 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
   static final String VERSION = "consistent.version";
   /** Update mode: a predicate over the sink's columns; a key whose new row satisfies it is deleted (a neutral value). */
   static final String DELETE_WHERE = "consistent.deleteWhere";
+  /** {@code true}: a query that reads tables of the catalog into a root or new table ingests on purpose (§5.7). */
+  static final String INGEST_FROM_LAKE = "consistent." + io.consistentcatalog.spark.context.Roles.INGEST_FROM_LAKE;
+  /** Every write option of the sink; any other {@code consistent.*} option is a typo and is refused. */
+  static final java.util.List<String> OPTIONS = java.util.Arrays.asList(JOB, LEASE, VERSION, DELETE_WHERE,
+      EVENT_TIME_COLUMN, EVENT_TIME_DELAY, IDLE_AFTER, INGEST_FROM_LAKE);
 
   private final CatalogContext context;
   private final org.apache.iceberg.Table table;
@@ -110,6 +116,27 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
   /** The table as the plain catalog (where DDL goes) names it, {@code <plain catalog>.ns.t}. */
   String plainName() {
     return context.plainCatalogName() + "." + name;
+  }
+
+  private TableState state() {
+    return FencedCommit.state(name, table);
+  }
+
+  /** A refusal that starts with the sink's role as the catalog sees it ({@link Roles#describe}). */
+  RuntimeException refusedAs(String problem) {
+    return Errors.raise(Errors.analysis("CONSISTENT_WRITE.REFUSED", Roles.describe(context.catalogName(), name, state())
+        + problem));
+  }
+
+  private static boolean flag(String option, String text) {
+    if (text == null) {
+      return false;
+    }
+    String t = text.trim().toLowerCase(java.util.Locale.ROOT);
+    if (!t.equals("true") && !t.equals("false")) {
+      throw Errors.raise(Errors.setting("option " + option + "=" + text + " is not true or false"));
+    }
+    return t.equals("true");
   }
 
   RuntimeException refused(String problem) {
@@ -160,6 +187,8 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
     String version;
     /** Update output mode (each batch merges its rows by key into the sink); set when the write is built. */
     boolean update;
+    /** The option {@value StreamingSinkTable#INGEST_FROM_LAKE}: a query reading the catalog's tables ingests on purpose. */
+    boolean ingestFromLake;
     /** Update mode's {@value StreamingSinkTable#DELETE_WHERE}, as Iceberg evaluates it; null: none. */
     org.apache.iceberg.expressions.Expression deleteWhere;
     /** A job's sink: its required columns the query writes as nullable, checked at each batch ({@link RequiredColumns}). */
@@ -180,11 +209,13 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
       out.update = update;
       out.deleteWhere = deleteWhere;
       out.required = required;
+      out.ingestFromLake = ingestFromLake;
       return out;
     }
   }
 
   private Options options(CaseInsensitiveStringMap options) {
+    Roles.checkOptions(options.asCaseSensitiveMap(), OPTIONS, "CONSISTENT_WRITE.INVALID_OPTION", "streaming write");
     String column = options.get(EVENT_TIME_COLUMN);
     String delay = options.get(EVENT_TIME_DELAY);
     String idle = options.get(IDLE_AFTER);
@@ -194,9 +225,8 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
       throw Errors.raise(Errors.setting("option " + JOB + " is empty; name the job the query's batches are epochs of"));
     }
     if (derived && job == null) {
-      throw refused("it is derived from " + String.join(", ", FencedCommit.state(name, table).sources()) + "; a "
-          + "streaming query writes it as the epochs of its job — set the query's option " + JOB + "=<job> (and read "
-          + "its sources with spark.readStream.table), or write the stream's rows to a root table");
+      throw refusedAs(": a streaming query writes it as the epochs of its job — set the write option " + JOB + "="
+          + (state().owner() == null ? "<job>" : state().owner()));
     }
     if (job != null && (column != null || delay != null || idle != null)) {
       throw Errors.raise(Errors.setting("options " + EVENT_TIME_COLUMN + ", " + EVENT_TIME_DELAY + " and " + IDLE_AFTER
@@ -219,7 +249,41 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
         idle == null ? null : duration(IDLE_AFTER, idle), job == null ? null : job.trim(),
         lease == null ? JobRegistration.DEFAULT_LEASE_MS : duration(LEASE, lease), false);
     out.version = version;
+    out.ingestFromLake = flag(INGEST_FROM_LAKE, options.get(INGEST_FROM_LAKE));
     return out;
+  }
+
+  /**
+   * A query with no job that reads tables of the catalog into a root or new table: refused (issue 42: a forgotten
+   * {@value #JOB} would make a table computed from others a root without lineage), unless {@value #INGEST_FROM_LAKE}.
+   */
+  private void checkLakeReads(String queryId, Options options) {
+    if (derived || options.job != null || options.ingestFromLake) {
+      return;
+    }
+    java.util.Set<String> reads = lakeReads(queryId);
+    if (!reads.isEmpty()) {
+      throw refusedAs(" and the query reads " + String.join(", ", reads) + " with no job: set the write option "
+          + JOB + "=<job> " + (Roles.isNew(state()) ? "to make it that job's derived table"
+          : "and write a new table (a root keeps its ingests)") + ", or " + INGEST_FROM_LAKE + "=true to ingest the "
+          + "rows as a root on purpose");
+    }
+  }
+
+  /** The tables of the catalog the running query {@code queryId} reads (empty: none, or the query is not found). */
+  java.util.Set<String> lakeReads(String queryId) {
+    StreamingQuery query = session.streams().get(java.util.UUID.fromString(queryId));
+    org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan = query == null ? null : LineSpark.analyzedPlan(query);
+    return plan == null ? java.util.Collections.emptySet() : Roles.lakeReads(plan, context.catalogName());
+  }
+
+  /** The one way out of an update or complete mode query into a root or new table with no job. */
+  private String rewriteWayOut(String queryId) {
+    if (lakeReads(queryId).isEmpty()) {
+      return "write its rows in append mode";
+    }
+    return Roles.isNew(state()) ? "set the write option " + JOB + "=<job> to make this table that job's derived table"
+        : "set the write option " + JOB + "=<job> and write into a new table (a root keeps its ingests)";
   }
 
   static long duration(String option, String text) {
@@ -237,9 +301,8 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
     options.update = "update".equalsIgnoreCase(outputMode(info.queryId()));
     if (options.update) {
       if (options.job == null) {
-        throw refused("a streaming query in update output mode rewrites the rows of keys it saw before, and a root only "
-            + "takes appends (completed barriers never change); write its rows in append mode, or make the aggregate a "
-            + "job's derived table (option " + JOB + ")");
+        throw refusedAs(": update output mode rewrites the rows of keys it saw before, and a root only takes appends"
+            + " — " + rewriteWayOut(info.queryId()));
       }
       KeyedMerge.check(this, table);
       checkGroupingKey(info.queryId());
@@ -252,6 +315,7 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
           + "update output mode only (a batch in " + outputMode(info.queryId()).toLowerCase(java.util.Locale.ROOT)
           + " mode does not merge by key); write in update output mode, or remove the option"));
     }
+    checkLakeReads(info.queryId(), options);
     FencedCommit committer = context.committer();
     org.apache.iceberg.Table loaded = table; // as toTable loaded it: Iceberg refreshes it when it commits a batch
     LogicalWriteInfo attempt = new AttemptWriteInfo(info, true);
@@ -403,9 +467,8 @@ public final class StreamingSinkTable implements org.apache.spark.sql.connector.
     @Override
     public WriteBuilder truncate() {
       if (fence == null) {
-        throw sink.refused("a streaming query in complete output mode rewrites the whole table every batch, and a root "
-            + "only takes appends (completed barriers never change); write its rows in append mode, or make the "
-            + "aggregate a job's derived table (option " + JOB + ")");
+        throw sink.refusedAs(": complete output mode rewrites the whole table every batch, and a root only takes "
+            + "appends — " + sink.rewriteWayOut(queryId));
       }
       ((SupportsTruncate) delegate).truncate();
       options = options.completeMode();

@@ -7,6 +7,7 @@ import io.consistentcatalog.spark.context.FencedCommit;
 import io.consistentcatalog.spark.context.JobRegistration;
 import io.consistentcatalog.spark.context.Names;
 import io.consistentcatalog.spark.context.PlanFingerprint;
+import io.consistentcatalog.spark.context.Roles;
 import io.consistentcatalog.spark.context.Settings;
 import io.consistentcatalog.spark.context.EpochCommit;
 import io.consistentcatalog.spark.context.IngestCommit;
@@ -64,8 +65,12 @@ import scala.runtime.AbstractPartialFunction;
  *       sources are the tables of this catalog it reads; registration ({@link JobRegistration}) when this
  *       instance does not hold the sink with those sources yet; the plan of §5.1 ({@link EpochPlanner});
  *       the source reads replaced by the plan's inputs, or the query by no rows when the action runs none;
- *   <li>a root: an ingest (§5.6), skipped when its idempotency key already landed.
+ *   <li>a root: an ingest (§5.6), skipped when its idempotency key already landed; refused when it reads tables of
+ *       this catalog, unless {@code spark.sql.consistent.ingestFromLake} says so (a forgotten job would make a table
+ *       computed from others a root without lineage, issue 42).
  * </ul>
+ *
+ * <p>Refusals start with the sink's role as the catalog sees it ({@link Roles#describe}), then the way out that fits.
  *
  * <p>With OpenLineage configured, an epoch with work gets its run ({@link EpochEmitter}, protocol §5.8), which
  * {@link EpochCommit} reports; a plan that fails after the registration sends its {@code FAIL} from here (as
@@ -95,14 +100,44 @@ public final class EpochWrites {
     Identifier ident = target.identifier().get();
     String sink = Names.tableName(ident);
     Settings.Writes settings = Settings.Writes.read(spark);
+    checkWriteOptions(write);
     TableIdentifier sinkIdent = Names.icebergIdentifier(sink);
     String text = WriteStatements.takeText(context.catalogName(), sink);
     Table table = committer.load(sinkIdent);
     TableState state = state(sink, table);
     if (!state.isRoot() || settings.job != null) {
+      if (state.isRoot() && !Roles.readsTables(write.query())) {
+        throw leftoverJob(sink, state, settings.job);
+      }
       return derived(write, target, sink, sinkIdent, table, state, settings, definition(settings, text, write.query()));
     }
     return ingest(write, target, sink, sinkIdent, table, state, settings);
+  }
+
+  /**
+   * A batch write takes the session's settings, not options: a {@code consistent.*} write option (a streaming query's
+   * option given to a batch write, or a typo) would be ignored, so it is refused naming the setting it is nearest to.
+   */
+  private static void checkWriteOptions(V2WriteCommand write) {
+    scala.collection.Map<String, String> options = null;
+    if (write instanceof AppendData) {
+      options = ((AppendData) write).writeOptions();
+    } else if (write instanceof org.apache.spark.sql.catalyst.plans.logical.OverwriteByExpression) {
+      options = ((org.apache.spark.sql.catalyst.plans.logical.OverwriteByExpression) write).writeOptions();
+    } else if (write instanceof org.apache.spark.sql.catalyst.plans.logical.OverwritePartitionsDynamic) {
+      options = ((org.apache.spark.sql.catalyst.plans.logical.OverwritePartitionsDynamic) write).writeOptions();
+    }
+    if (options == null) {
+      return;
+    }
+    for (String key : JavaConverters.mapAsJavaMap(options).keySet()) {
+      if (key.toLowerCase(java.util.Locale.ROOT).startsWith("consistent.")) {
+        String setting = Settings.nearest(key.substring("consistent.".length()));
+        throw Errors.raise(Errors.analysis("CONSISTENT_WRITE.INVALID_OPTION", "option " + key + " is not an option of a "
+            + "batch write through the consistent catalog: a batch write takes session settings" + (setting == null
+            ? " (SET " + Settings.PREFIX + "...)" : "; did you mean SET " + Settings.PREFIX + setting + "=...?")));
+      }
+    }
   }
 
   private static TableState state(String name, Table table) {
@@ -111,6 +146,26 @@ public final class EpochWrites {
 
   private RuntimeException refused(String sink, String problem) {
     return Errors.raise(Errors.analysis("CONSISTENT_WRITE.REFUSED", context.catalogName() + "." + sink + ": " + problem));
+  }
+
+  /** A refusal that starts with the sink's role as the catalog sees it ({@link Roles#describe}). */
+  private RuntimeException refusedAs(String sink, TableState state, String problem) {
+    return Errors.raise(Errors.analysis("CONSISTENT_WRITE.REFUSED", Roles.describe(context.catalogName(), sink, state)
+        + problem));
+  }
+
+  /**
+   * {@code spark.sql.consistent.job} set (often left from an earlier statement) and a write into a root or new table
+   * that reads no table of the catalog: an epoch would have no sources; the statement is an ingest once the job is
+   * reset.
+   */
+  private RuntimeException leftoverJob(String sink, TableState state, String job) {
+    return refusedAs(sink, state, Roles.isNew(state)
+        ? " and the statement reads no table of " + context.catalogName() + ", while " + Settings.PREFIX + Settings.JOB
+            + "=" + job + " makes it an epoch of that job, computed from its sources — RESET " + Settings.PREFIX
+            + Settings.JOB + " to ingest into it as a root"
+        : ": RESET " + Settings.PREFIX + Settings.JOB + " to ingest into it (" + Settings.PREFIX + Settings.JOB + "="
+            + job + " is still set, e.g. from an earlier statement)");
   }
 
   private RuntimeException failed(ConsistentException e) {
@@ -156,9 +211,8 @@ public final class EpochWrites {
       LogicalPlan reads, String sink, TableIdentifier sinkIdent, Table table, TableState state, Settings.Writes settings,
       String definition) {
     if (settings.job == null) {
-      String owner = state.job();
-      throw refused(sink, "it is derived from " + String.join(", ", state.sources()) + (owner == null ? "" : " (job '"
-          + owner + "')") + "; a write to it is an epoch of its job — SET " + Settings.PREFIX + Settings.JOB + "="
+      String owner = state.owner();
+      throw refusedAs(sink, state, ": a write to it is an epoch of its job — SET " + Settings.PREFIX + Settings.JOB + "="
           + (owner == null ? "<job>" : owner) + " first");
     }
     String job = settings.job;
@@ -277,7 +331,7 @@ public final class EpochWrites {
     Table table = committer.load(sinkIdent);
     TableState state = state(sink, table);
     if (state.isRoot() && settings.job == null) {
-      throw refused(sink, "it is a root: an ingest appends rows (INSERT INTO, DataFrame append()); MERGE INTO would "
+      throw refusedAs(sink, state, ": an ingest appends rows (INSERT INTO, DataFrame append()); MERGE INTO would "
           + "change barriers already complete — MERGE INTO is an epoch of a job's derived table (SET "
           + Settings.PREFIX + Settings.JOB + "=<job>)");
     }
@@ -312,9 +366,20 @@ public final class EpochWrites {
       V2WriteCommand write, DataSourceV2Relation target, String sink, TableIdentifier sinkIdent, Table table,
       TableState state, Settings.Writes settings) {
     if (!(write instanceof AppendData)) {
-      throw refused(sink, "it is a root: an ingest appends rows (INSERT INTO, DataFrame append()); overwriting a root "
-          + "would change barriers already complete — to compute it from other tables, make it a job's sink (SET "
-          + Settings.PREFIX + Settings.JOB + "=<job>) in a new table");
+      if (Roles.isNew(state)) {
+        throw refusedAs(sink, state, ": an overwrite is an epoch of a job — SET " + Settings.PREFIX + Settings.JOB
+            + "=<job> makes this table that job's sink (an ingest into a root appends: INSERT INTO)");
+      }
+      throw refusedAs(sink, state, ": an ingest appends rows (INSERT INTO, DataFrame append()); overwriting a root "
+          + "would change barriers already complete — to compute a table from others, SET " + Settings.PREFIX
+          + Settings.JOB + "=<job> and write a new table");
+    }
+    java.util.TreeSet<String> reads = Roles.lakeReads(write.query(), context.catalogName());
+    if (!reads.isEmpty() && !settings.ingestFromLake) { // a forgotten job setting (issue 42): never a silent root
+      throw refusedAs(sink, state, " and the statement reads " + String.join(", ", reads) + " with no job set: SET "
+          + Settings.PREFIX + Settings.JOB + "=<job> " + (Roles.isNew(state) ? "to make it that job's derived table"
+          : "and write a new table (a root keeps its ingests)") + ", or SET " + Settings.PREFIX
+          + Settings.INGEST_FROM_LAKE + "=true to ingest the rows as a root on purpose");
     }
     EventTime eventTime = settings.eventTimeColumn == null ? null : EventTime.of(table, sink, settings.eventTimeColumn);
     IngestCommit epoch = IngestCommit.statement(writer, sink, sinkIdent, table, state, settings.ingestKey, eventTime,
