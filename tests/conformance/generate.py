@@ -587,13 +587,15 @@ def h16_write_commits() -> Case:
 
 
 def h15_faults_and_durations() -> Case:
-    """Catalog faults (protocol §6.8) as PostgreSQL's and SQLite's drivers raise them, and the duration grammar."""
-    return ("fault classes of PostgreSQL's and SQLite's errors (§6.8) and durations: one classification, one grammar",
+    """Catalog faults (protocol §6.8) as PostgreSQL's and SQLite's drivers raise them, the duration grammar and the
+    barrier grammar (§3.8)."""
+    return ("fault classes of PostgreSQL's and SQLite's errors (§6.8), durations and barriers (§3.8): one "
+            "classification, one grammar of each",
             {}, [query for query, _ in fault_cases.CASES])
 
 
 HAND: dict[str, dict[int, Callable[[dict[str, Any]], bool]]] = {
-    # the protocol's answer for every fault and duration query (fault_cases.CASES)
+    # the protocol's answer for every fault, duration and barrier query (fault_cases.CASES)
     "h15_faults_and_durations": {
         index: (lambda a, want=want: a == want) for index, (_, want) in enumerate(fault_cases.CASES)
     },
