@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,12 @@ def test_revise_cli(cc, catalog, pipeline, tmp_path):
         "PYICEBERG_CATALOG__LAKE__WAREHOUSE": f"file://{directory}/warehouse",
     }
     exe = str(Path(sys.executable).parent / "consistent-catalog")
+    # the barrier grammar (protocol §3.8) on --as-of: a relative time and an ISO-8601 one (computed here by datetime)
+    for as_of, barrier in [("-1s", B + 4000), ("now-1m", B + 4000),
+                           (datetime.fromtimestamp((B + 2500) / 1000, tz=timezone.utc).isoformat(), B + 2000)]:
+        out = subprocess.run([exe, "-c", "lake", "-o", "json", "resolve", WORDS, "--as-of", as_of],
+                             env=env, capture_output=True, text=True, check=True).stdout
+        assert json.loads(out)["tables"][WORDS]["barrier"] == barrier, (as_of, out)
     out = subprocess.run([exe, "-c", "lake", "-o", "json", "revise", WORDS, "--to-barrier", str(B + 1000)],
                          env=env, capture_output=True, text=True, check=True).stdout
     result = json.loads(out)
