@@ -1254,6 +1254,9 @@ def h17_change_ranges() -> Case:
     queries += [change_ranges.query(name, T0 + 100) for name in sorted(tables)]  # to: the watermark
     queries += [change_ranges.query("db.events", T0 + 300, T0 + 200), change_ranges.query("db.events", -1),
                 change_ranges.query("db.events", T0, T0 + 10**6)]
+    # a from_barrier in seconds (an int a program passed) before the first barrier is refused (protocol §3.8); 0, the
+    # start of time, reads everything
+    queries += [change_ranges.query("db.events", T0 // 1000), change_ranges.query("db.events", 0)]
     return "changes between two barriers: their range", tables, queries
 
 
