@@ -193,7 +193,8 @@ final class ChangesRule extends Rule<LogicalPlan> {
     }
     if (from == null) {
       throw Errors.raise(Errors.analysis("CONSISTENT_READ.INVALID_RANGE", table + ": a batch read of changes needs "
-          + "the read option " + FROM_BARRIER + " (the first barrier of the range, epoch milliseconds): " + usage));
+          + "the read option " + FROM_BARRIER + " (the first barrier of the range: ms, ISO-8601, now-1h; protocol §3.8): "
+          + usage));
     }
     long fromBarrier = barrier(table, FROM_BARRIER, from, usage);
     Long toBarrier = to == null ? null : barrier(table, TO_BARRIER, to, usage);
