@@ -7,6 +7,7 @@ milliseconds and by property-based tests. ``state.py`` turns pyiceberg metadata 
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
@@ -18,10 +19,12 @@ from consistent_catalog import properties as P
 from consistent_catalog.exceptions import (
     HistoryExpiredError,
     InvalidBarrierError,
+    InvalidInputError,
     MalformedMetadataError,
     UntrackedWriteError,
 )
-from consistent_catalog.util.time import fmt_barrier
+from consistent_catalog.util.durations import parse_duration
+from consistent_catalog.util.time import fmt_barrier, fmt_ms, now_ms
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _EMPTY_OVERRIDES: Mapping[int, int] = MappingProxyType({})
@@ -100,8 +103,78 @@ def parse_barrier_value(value: object, *, where: str) -> int:
     return int(text)
 
 
-def to_barrier(value: BarrierLike) -> int:
-    """Turn a caller's barrier (ms, datetime, ISO-8601 or digit string) into integer milliseconds."""
+#: The plausible range of a barrier a person writes (protocol §3.8): 1973-03-03T09:46:40Z (10**11 ms; below it a
+#: barrier is far more often seconds than real) up to 2200-01-01T00:00:00Z (above it, microseconds or nanoseconds).
+#: 0, the start of time, is allowed too (a changes read from the beginning).
+PLAUSIBLE_MIN_MS = 10**11
+PLAUSIBLE_MAX_MS = 7_258_118_400_000
+
+_RELATIVE = re.compile(r"^now\s*([+-])\s*(.+)$", re.IGNORECASE | re.ASCII)
+_BEFORE_NOW = re.compile(r"^-\s*(\d+(?:\.\d+)?\s*(?:ms|s|m|min|h|d|w))$", re.IGNORECASE | re.ASCII)
+_FORMS = "milliseconds since the epoch, an ISO-8601 time, now, now-5m or -5m (e.g. 1700000000000 or 2023-11-14T22:13:20Z)"
+_NOT_UNDERSTOOD = ("is neither milliseconds since the epoch nor an ISO-8601 time, now, now-5m or -5m "
+                   "(e.g. 1700000000000 or 2023-11-14T22:13:20Z)")
+
+
+def _readable(ms: int) -> str:
+    return fmt_ms(ms) if -62_135_596_800_000 < ms < 253_402_300_800_000 else "beyond year 9999"
+
+
+def implausible(ms: int) -> str | None:
+    """Why ``ms`` is not a plausible barrier, with its value in milliseconds if it was seconds or microseconds; None
+    when it is plausible (0 or within ``PLAUSIBLE_MIN_MS``..``PLAUSIBLE_MAX_MS``)."""
+    if ms == 0 or PLAUSIBLE_MIN_MS <= ms < PLAUSIBLE_MAX_MS:
+        return None
+    where = f"{ms} ms is {_readable(ms)}, outside the plausible barriers (1973-03-03 to 2200-01-01)"
+    for unit, ms_of in (("seconds", ms * 1000), ("microseconds", ms // 1000), ("nanoseconds", ms // 1_000_000)):
+        if PLAUSIBLE_MIN_MS <= ms_of < PLAUSIBLE_MAX_MS:
+            return f"{where}: barriers are milliseconds — in {unit} {ms} would be {ms_of} ({fmt_ms(ms_of)})"
+    return f"{where}; give {_FORMS}"
+
+
+def parse_barrier(text: str, *, now: int | None = None) -> int:
+    """The barrier grammar (protocol §3.8): what every barrier a person writes goes through (the CLI, the Spark
+    settings, read options and procedures, a string given to the library).
+
+    ``1700000000000`` (ms), an ISO-8601 time (``2023-11-14T22:13:20Z``; without a zone, UTC), ``now``, ``now-5m`` /
+    ``now+30s`` (``now`` and a duration of ``util.durations``), ``-5m`` (``now-5m``; a unit is required). ``now`` is
+    the caller's clock (``now`` given, else ``now_ms()``). A value outside the plausible range (``implausible``) is
+    refused with its value in milliseconds. The JVM port is ``io.consistentcatalog.core.Barriers.parse``.
+    """
+    raw = text
+    text = text.strip()
+    if text.isascii() and text.isdigit():
+        ms = int(text)
+    elif text.lower() == "now":
+        ms = now_ms() if now is None else now
+    elif (relative := _RELATIVE.match(text)) or (relative := _BEFORE_NOW.match(text)):
+        sign, duration = ("-", relative.group(1)) if relative.re is _BEFORE_NOW else relative.groups()
+        try:
+            offset = parse_duration(duration)
+        except InvalidInputError as exc:
+            raise InvalidBarrierError(f"barrier {raw!r}: {exc}") from None
+        ms = (now_ms() if now is None else now) + (offset if sign == "+" else -offset)
+    else:
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidBarrierError(f"barrier {raw!r} {_NOT_UNDERSTOOD}") from None
+        aware = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+        ms = (aware - _UNIX_EPOCH) // timedelta(milliseconds=1)
+    why = implausible(ms)
+    if why is not None:
+        raise InvalidBarrierError(f"barrier {raw!r}: {why}")
+    return ms
+
+
+def to_barrier(value: BarrierLike, *, now: int | None = None) -> int:
+    """Turn a caller's barrier into integer milliseconds: a string through the grammar (``parse_barrier``), a datetime
+    (naive means UTC) or date (midnight UTC), or an int of milliseconds.
+
+    An int is a value a program computed and is taken as given when non-negative: the plausible range is for what
+    people write (tests and simulations use small logical clocks); ``FreshnessTarget`` and the as-of guard of the
+    resolver still refuse one in seconds.
+    """
     if isinstance(value, bool):
         raise InvalidBarrierError(f"barrier {value!r} is a boolean; give milliseconds since the epoch or a datetime")
     if isinstance(value, int):
@@ -114,17 +187,7 @@ def to_barrier(value: BarrierLike) -> int:
     if isinstance(value, date):
         return to_barrier(datetime(value.year, value.month, value.day, tzinfo=timezone.utc))
     if isinstance(value, str):
-        text = value.strip()
-        if text.isascii() and text.isdigit():
-            return int(text)
-        try:
-            return to_barrier(datetime.fromisoformat(text.replace("Z", "+00:00")))
-        except ValueError:
-            pass
-        raise InvalidBarrierError(
-            f"barrier {value!r} is neither milliseconds since the epoch nor an ISO-8601 time "
-            "(e.g. 1700000000000 or 2023-11-14T22:13:20Z)"
-        )
+        return parse_barrier(value, now=now)
     raise InvalidBarrierError(f"barrier {value!r} has type {type(value).__name__}; give an int or a datetime")
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from consistent_catalog import properties as P
-from consistent_catalog.barrier import BarrierLike, to_barrier
+from consistent_catalog.barrier import BarrierLike, implausible, to_barrier
 from consistent_catalog.exceptions import (
     HistoryExpiredError,
     InvalidBarrierError,
@@ -85,6 +85,15 @@ def plan_changes(state: TableState, from_barrier: BarrierLike, to_barrier: Barri
         raise InvalidBarrierError(
             f"{name}: from_barrier {first} lies after to_barrier {last}; changes run forward — give "
             "from_barrier <= to_barrier",
+            table=name,
+        )
+    oldest_barrier = state.first_barrier()
+    why = implausible(first)
+    if why is not None and oldest_barrier is not None and first < oldest_barrier and not implausible(oldest_barrier):
+        # an int in seconds (text never gets here: the grammar refuses it) would read the whole table as inserts
+        raise InvalidBarrierError(
+            f"{name}: from_barrier {first} is before the table's first barrier {fmt_barrier(oldest_barrier)}, and "
+            f"{why}",
             table=name,
         )
     history = state.branch(P.MAIN_BRANCH)

@@ -9,7 +9,7 @@ table); errors of the resolver also carry the table and barrier they are about (
     ├── NotInstalledError           an optional part needs a package that is not installed (an ImportError)
     ├── TableNotFoundError          a named table does not exist
     ├── InvalidInputError           an argument given by the caller is wrong
-    │   └── InvalidBarrierError     a barrier that is not a non-negative integer / datetime
+    │   └── InvalidBarrierError     a barrier outside the grammar (§3.8) or refused where used
     ├── MalformedMetadataError      a consistent.* property or summary value cannot be parsed
     ├── ResolutionError             no consistent cut can be computed
     │   ├── NoWatermarkError        a table is empty and has no watermark: it blocks every cut
@@ -63,7 +63,9 @@ class InvalidInputError(ConsistentCatalogError, ValueError):
 
 
 class InvalidBarrierError(InvalidInputError):
-    """A barrier is not a non-negative integer of milliseconds (or a datetime)."""
+    """A barrier is not a form of the barrier grammar (protocol §3.8: ms, ISO-8601, ``now``, ``now-5m``), lies outside
+    its plausible range (seconds or microseconds given; the message says the value in milliseconds), or is refused
+    where it is used (in the future, before the first barrier, a watermark moving back)."""
 
 
 class MalformedMetadataError(ConsistentCatalogError):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from consistent_catalog import properties as P
-from consistent_catalog.barrier import BarrierLike, to_barrier
+from consistent_catalog.barrier import PLAUSIBLE_MIN_MS, BarrierLike, to_barrier
 from consistent_catalog.completeness import Completeness
 from consistent_catalog.exceptions import (
     ConsistentCatalogError,
@@ -381,8 +381,8 @@ def component_cut(
         return ComponentCut(None, {**blocked, **{m.identifier: exc for m in members}})
 
 
-#: Barriers below this (1973-03-03 in milliseconds) are seconds far more often than they are real.
-PROBABLY_SECONDS = 10**11
+#: Barriers below this (1973-03-03 in milliseconds) are seconds far more often than they are real (protocol §3.8).
+PROBABLY_SECONDS = PLAUSIBLE_MIN_MS
 
 
 def check_as_of(states: Iterable[TableState], as_of: int) -> None:

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from consistent_catalog.demo import count_words, histogram
 from tests.harness.lake import words
 
 WORDS, COUNTS, HIST = "demo.words", "demo.word_counts", "demo.count_histogram"
+B = 1_700_000_000_000  # barriers are plausible times: the CLI refuses text in seconds (protocol §3.8)
 
 
 def rows_at(catalog, table, snapshot_id):
@@ -45,7 +47,7 @@ def pipeline(cc, catalog, flip_tables):
     hist.register()
     batches = [["a", "b"], ["a", "c"], ["bad", "bad", "bad"], ["b"]]
     for i, batch in enumerate(batches):
-        cc.ingest(WORDS, words(*batch), barrier=(i + 1) * 1000)
+        cc.ingest(WORDS, words(*batch), barrier=B + (i + 1) * 1000)
         counter.run_epoch()
         hist.run_epoch()
     return counter, hist
@@ -54,23 +56,23 @@ def pipeline(cc, catalog, flip_tables):
 def test_incremental_revision_rolls_back_downstream_and_jobs_replay(cc, catalog, pipeline):
     counter, hist = pipeline
     before = cc.resolve([WORDS, COUNTS, HIST])
-    assert before.barrier == 4000
-    result = cc.revise(WORDS, 2_000)
+    assert before.barrier == B + 4000
+    result = cc.revise(WORDS, B + 2_000)
     assert [s.table for s in result.steps] == [WORDS, COUNTS, HIST]  # upstream first
     assert all(s.action == "rolled-back" and s.revision == 1 for s in result.steps)
     for table in (WORDS, COUNTS, HIST):
         props = catalog.load_table(table).metadata.properties
-        assert props[P.REVISION] == "1" and props[P.WATERMARK] == "2000"
+        assert props[P.REVISION] == "1" and props[P.WATERMARK] == str(B + 2000)
     after = cc.resolve([WORDS, COUNTS, HIST])
-    assert after.barrier == 2_000 and after.revisions == {WORDS: 1, COUNTS: 1, HIST: 1}
+    assert after.barrier == B + 2_000 and after.revisions == {WORDS: 1, COUNTS: 1, HIST: 1}
     assert sorted(check_flip(catalog, after.snapshot_ids)) == ["a", "a", "b", "c"]
 
     # the corrected data arrives; the jobs replay incrementally from barrier 2000
-    cc.ingest(WORDS, words("good"), barrier=3_000)
+    cc.ingest(WORDS, words("good"), barrier=B + 3_000)
     counter.run_until_caught_up()
     hist.run_until_caught_up()
     final = cc.resolve([WORDS, COUNTS, HIST])
-    assert final.barrier == 3_000
+    assert final.barrier == B + 3_000
     assert sorted(check_flip(catalog, final.snapshot_ids)) == ["a", "a", "b", "c", "good"]
     # the revised-away epochs stay readable by snapshot id but are no longer on main
     head = catalog.load_table(COUNTS).metadata.snapshot_by_name("main")
@@ -79,7 +81,7 @@ def test_incremental_revision_rolls_back_downstream_and_jobs_replay(cc, catalog,
 
 def test_full_revision_rebuilds_downstream_from_scratch(cc, catalog, pipeline):
     counter, hist = pipeline
-    result = cc.revise(COUNTS, 2_000, mode="full")
+    result = cc.revise(COUNTS, B + 2_000, mode="full")
     assert [(s.table, s.action) for s in result.steps] == [(COUNTS, "truncated"), (HIST, "truncated")]
     for table in (COUNTS, HIST):
         t = catalog.load_table(table)
@@ -89,18 +91,18 @@ def test_full_revision_rebuilds_downstream_from_scratch(cc, catalog, pipeline):
     counter.run_until_caught_up()
     hist.run_until_caught_up()
     cut = cc.resolve([WORDS, COUNTS, HIST])
-    assert cut.barrier == 4_000
+    assert cut.barrier == B + 4_000
     assert len(check_flip(catalog, cut.snapshot_ids)) == 8
     assert cut.revisions == {WORDS: 0, COUNTS: 1, HIST: 1}
 
 
 def test_a_job_mid_epoch_during_a_revision_re_plans(cc, catalog, pipeline):
     counter, hist = pipeline
-    cc.ingest(WORDS, words("late"), barrier=5_000)
+    cc.ingest(WORDS, words("late"), barrier=B + 5_000)
     plan = counter.plan()
     data = counter.run_transform(plan)[COUNTS]
     staged = counter.stage(COUNTS, plan, data)  # staged from pre-revision data...
-    cc.revise(WORDS, 2_000)  # ...then the revision discards it
+    cc.revise(WORDS, B + 2_000)  # ...then the revision discards it
     assert catalog.load_table(COUNTS).metadata.snapshot_by_name(P.STAGED_BRANCH).snapshot_id != staged.head
     result = counter.run_epoch()
     assert result.actions[COUNTS] in ("published", "done")
@@ -118,11 +120,23 @@ def test_revise_cli(cc, catalog, pipeline, tmp_path):
         "PYICEBERG_CATALOG__LAKE__WAREHOUSE": f"file://{directory}/warehouse",
     }
     exe = str(Path(sys.executable).parent / "consistent-catalog")
-    out = subprocess.run([exe, "-c", "lake", "-o", "json", "revise", WORDS, "--to-barrier", "1000"],
+    # the barrier grammar (protocol §3.8) on --as-of: a relative time and an ISO-8601 one (computed here by datetime)
+    for as_of, barrier in [("-1s", B + 4000), ("now-1m", B + 4000),
+                           (datetime.fromtimestamp((B + 2500) / 1000, tz=timezone.utc).isoformat(), B + 2000)]:
+        out = subprocess.run([exe, "-c", "lake", "-o", "json", "resolve", WORDS, "--as-of", as_of],
+                             env=env, capture_output=True, text=True, check=True).stdout
+        assert json.loads(out)["tables"][WORDS]["barrier"] == barrier, (as_of, out)
+    out = subprocess.run([exe, "-c", "lake", "-o", "json", "revise", WORDS, "--to-barrier", str(B + 1000)],
                          env=env, capture_output=True, text=True, check=True).stdout
     result = json.loads(out)
-    assert result["barrier"] == 1000 and [s["table"] for s in result["steps"]] == [WORDS, COUNTS, HIST]
+    assert result["barrier"] == B + 1000 and [s["table"] for s in result["steps"]] == [WORDS, COUNTS, HIST]
     first = catalog.load_table(WORDS).snapshots()[0].snapshot_id
     assert catalog.load_table(WORDS).metadata.snapshot_by_name("main").snapshot_id == first
     bad = subprocess.run([exe, "-c", "lake", "revise", WORDS, "--to-barrier", "-3"], env=env, capture_output=True, text=True)
     assert bad.returncode == 1 and ("negative" in bad.stderr or "neither" in bad.stderr), bad.stderr
+    # the user's trap: a barrier in seconds is refused, naming it in milliseconds
+    seconds = str((B + 2000) // 1000)
+    bad = subprocess.run([exe, "-c", "lake", "revise", WORDS, "--to-barrier", seconds], env=env, capture_output=True,
+                         text=True)
+    assert bad.returncode == 1 and f"in seconds {seconds} would be {B + 2000}" in bad.stderr, bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr

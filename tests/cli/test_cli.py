@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -122,14 +123,20 @@ def test_advance_watermark(lake, tmp_path):
     out = json.loads(run(env, "-c", "lake", "-o", "json", "advance-watermark", "demo.idle", "1700000005000").stdout)
     assert out == {"table": "demo.idle", "watermark": 1_700_000_005_000}
     assert catalog.load_table("demo.idle").metadata.properties[P.WATERMARK] == "1700000005000"
-    back = run(env, "-c", "lake", "advance-watermark", "demo.idle", "5", check=False)
+    back = run(env, "-c", "lake", "advance-watermark", "demo.idle", "1700000004000", check=False)
     assert back.returncode == 1 and "never moves back" in back.stderr
+    # protocol §3.8: seconds are refused naming their milliseconds; now-D is the clock minus D
+    seconds = run(env, "-c", "lake", "advance-watermark", "demo.idle", "1700000006", check=False)
+    assert seconds.returncode == 1 and "in seconds 1700000006 would be 1700000006000" in seconds.stderr, seconds.stderr
+    before = int(time.time() * 1000)
+    out = json.loads(run(env, "-c", "lake", "-o", "json", "advance-watermark", "demo.idle", "now-1h").stdout)
+    assert before - 3_600_000 <= out["watermark"] <= int(time.time() * 1000) - 3_600_000
 
 
 def test_advance_watermark_allow_future(lake):
     catalog, env, _ = lake
     catalog.create_table("demo.future", schema=WORDS_SCHEMA)
-    far = "2999-01-01T00:00:00Z"
+    far = "2199-01-01T00:00:00Z"  # the last plausible years (protocol §3.8)
     plain = run(env, "-c", "lake", "advance-watermark", "demo.future", far, check=False)
     assert plain.returncode == 1 and "in the future" in plain.stderr and "Traceback" not in plain.stderr
     assert P.WATERMARK not in catalog.load_table("demo.future").metadata.properties
@@ -141,8 +148,8 @@ def test_advance_watermark_allow_future(lake):
     assert "--allow-future" in run(env, "advance-watermark", "--help").stdout
 
     out = json.loads(run(env, "-c", "lake", "-o", "json", "advance-watermark", "demo.future", far, "--allow-future").stdout)
-    assert out == {"table": "demo.future", "watermark": 32_472_144_000_000}
-    assert catalog.load_table("demo.future").metadata.properties[P.WATERMARK] == "32472144000000"
+    assert out == {"table": "demo.future", "watermark": 7_226_582_400_000}
+    assert catalog.load_table("demo.future").metadata.properties[P.WATERMARK] == "7226582400000"
 
 
 @pytest.mark.parametrize(

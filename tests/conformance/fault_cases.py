@@ -14,7 +14,9 @@ driver raises it:
 
 The answer is ``{"fault": "unavailable" | "unknown" | null}`` (protocol §6.8). A query ``{"kind": "duration",
 "text"}`` is answered ``{"ms": N}`` or ``{"error": "InvalidInputError"}`` (``util.durations.parse_duration`` /
-``core.Durations.parseMs``). The JVM side is ``io.consistentcatalog.conformance.FaultCases``.
+``core.Durations.parseMs``). A query ``{"kind": "barrier", "text", "now"}`` is a barrier as a person writes it
+(protocol §3.8), read at the fixed clock ``now``: answered ``{"ms": N}`` or ``{"error": "InvalidBarrierError"}``
+(``barrier.parse_barrier`` / ``core.Barriers.parse``). The JVM side is ``io.consistentcatalog.conformance.FaultCases``.
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from consistent_catalog.exceptions import InvalidInputError
+from consistent_catalog.barrier import parse_barrier
+from consistent_catalog.exceptions import InvalidBarrierError, InvalidInputError
 from consistent_catalog.faults import fault_of, sql_fault
 from consistent_catalog.util.durations import parse_duration
 
-KINDS = ("fault", "duration")
+KINDS = ("fault", "duration", "barrier")
 
 
 class _PostgresDriverError(Exception):
@@ -54,6 +57,11 @@ def error_of(query: Mapping[str, Any]) -> BaseException:
 
 
 def answer(query: Mapping[str, Any]) -> dict[str, Any]:
+    if query["kind"] == "barrier":
+        try:
+            return {"ms": parse_barrier(query["text"], now=query["now"])}
+        except InvalidBarrierError:
+            return {"error": "InvalidBarrierError"}
     if query["kind"] == "duration":
         try:
             return {"ms": parse_duration(query["text"])}
@@ -75,6 +83,16 @@ def fault(driver: str, sqlstate: str | None, message: str, io: str | None = None
 
 def duration(text: str) -> dict[str, Any]:
     return {"kind": "duration", "text": text}
+
+
+NOW = 1_700_000_000_000  # 2023-11-14T22:13:20Z: the clock of the barrier queries
+
+
+def barrier(text: str) -> dict[str, Any]:
+    return {"kind": "barrier", "text": text, "now": NOW}
+
+
+REFUSED = {"error": "InvalidBarrierError"}
 
 
 UNAVAILABLE, UNKNOWN = "unavailable", "unknown"
@@ -152,4 +170,47 @@ CASES: list[tuple[dict[str, Any], dict[str, Any]]] = [
     (duration(".5s"), {"error": "InvalidInputError"}),
     (duration("1,5s"), {"error": "InvalidInputError"}),
     (duration("\u0661\u0662s"), {"error": "InvalidInputError"}),  # Arabic-Indic digits: ASCII digits only
+    # barriers: the one grammar (protocol §3.8), at the clock NOW
+    (barrier("1700000000000"), {"ms": NOW}),
+    (barrier(" 1700000000123 "), {"ms": NOW + 123}),
+    (barrier("0"), {"ms": 0}),  # the start of time: a changes read from the beginning
+    (barrier("100000000000"), {"ms": 100_000_000_000}),  # the first plausible one, 1973-03-03T09:46:40Z
+    (barrier("7258117399999"), {"ms": 7_258_117_399_999}),
+    (barrier("now"), {"ms": NOW}),
+    (barrier("NOW"), {"ms": NOW}),
+    (barrier("now-5m"), {"ms": NOW - 300_000}),
+    (barrier("now - 90s"), {"ms": NOW - 90_000}),
+    (barrier("now+30s"), {"ms": NOW + 30_000}),
+    (barrier("now-500"), {"ms": NOW - 500}),
+    (barrier("-5m"), {"ms": NOW - 300_000}),
+    (barrier("-1.5h"), {"ms": NOW - 5_400_000}),
+    (barrier("-2D"), {"ms": NOW - 172_800_000}),
+    (barrier("2023-11-14T22:13:20Z"), {"ms": NOW}),
+    (barrier("2023-11-14T22:13:20.150Z"), {"ms": NOW + 150}),
+    (barrier("2023-11-14T23:13:20+01:00"), {"ms": NOW}),
+    (barrier("2023-11-14T22:13:20"), {"ms": NOW}),  # no zone: UTC
+    (barrier("2023-11-14 22:13:20.500"), {"ms": NOW + 500}),
+    (barrier("2023-11-14"), {"ms": 1_699_920_000_000}),
+    # refused: implausible magnitudes (seconds, microseconds, nanoseconds, out of 1973..2200), and what is no barrier
+    (barrier("1700000000"), REFUSED),
+    (barrier("1700000000000000"), REFUSED),
+    (barrier("1700000000000000000"), REFUSED),
+    (barrier("99999999999"), REFUSED),
+    (barrier("7258118400000"), REFUSED),
+    (barrier("99999999999999999999999"), REFUSED),
+    (barrier("1"), REFUSED),
+    (barrier("1970-01-01T00:00:01Z"), REFUSED),
+    (barrier("1969-12-31T23:59:59Z"), REFUSED),
+    (barrier("2200-01-01T00:00:00Z"), REFUSED),
+    (barrier("now-3000w"), REFUSED),  # 1966
+    (barrier("-5"), REFUSED),  # the short form needs a unit
+    (barrier("-3"), REFUSED),
+    (barrier("now-"), REFUSED),
+    (barrier("now-5y"), REFUSED),
+    (barrier("now*2"), REFUSED),
+    (barrier("yesterday"), REFUSED),
+    (barrier(""), REFUSED),
+    (barrier("1.7e12"), REFUSED),
+    (barrier("1700000000000.5"), REFUSED),
+    (barrier("\u0661\u0667\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660"), REFUSED),
 ]

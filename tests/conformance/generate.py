@@ -587,13 +587,15 @@ def h16_write_commits() -> Case:
 
 
 def h15_faults_and_durations() -> Case:
-    """Catalog faults (protocol §6.8) as PostgreSQL's and SQLite's drivers raise them, and the duration grammar."""
-    return ("fault classes of PostgreSQL's and SQLite's errors (§6.8) and durations: one classification, one grammar",
+    """Catalog faults (protocol §6.8) as PostgreSQL's and SQLite's drivers raise them, the duration grammar and the
+    barrier grammar (§3.8)."""
+    return ("fault classes of PostgreSQL's and SQLite's errors (§6.8), durations and barriers (§3.8): one "
+            "classification, one grammar of each",
             {}, [query for query, _ in fault_cases.CASES])
 
 
 HAND: dict[str, dict[int, Callable[[dict[str, Any]], bool]]] = {
-    # the protocol's answer for every fault and duration query (fault_cases.CASES)
+    # the protocol's answer for every fault, duration and barrier query (fault_cases.CASES)
     "h15_faults_and_durations": {
         index: (lambda a, want=want: a == want) for index, (_, want) in enumerate(fault_cases.CASES)
     },
@@ -1264,6 +1266,9 @@ def h17_change_ranges() -> Case:
     queries += [change_ranges.query(name, T0 + 100) for name in sorted(tables)]  # to: the watermark
     queries += [change_ranges.query("db.events", T0 + 300, T0 + 200), change_ranges.query("db.events", -1),
                 change_ranges.query("db.events", T0, T0 + 10**6)]
+    # a from_barrier in seconds (an int a program passed) before the first barrier is refused (protocol §3.8); 0, the
+    # start of time, reads everything
+    queries += [change_ranges.query("db.events", T0 // 1000), change_ranges.query("db.events", 0)]
     return "changes between two barriers: their range", tables, queries
 
 

@@ -583,6 +583,8 @@ def test_the_component_cut_is_what_resolve_component_answers(lake: Lake) -> None
         ("level", "serializable", "repeatable-read, read-committed, read-uncommitted"),
         ("refresh", "auto", "use statement"),
         ("asOf", "2030-01-01T00:00:00Z", "lies in the future"),
+        # protocol §3.8: a barrier in seconds is refused naming its milliseconds
+        ("asOf", "1700000000", "in seconds 1700000000 would be 1700000000000 (2023-11-14 22:13:20.000Z)"),
         ("cut", "soon", "spark.sql.consistent.cut=latest takes a new cut"),
     ],
 )

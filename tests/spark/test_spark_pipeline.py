@@ -268,14 +268,16 @@ def test_spark_sql_shell_reads_the_cut(env, tables, tmp_path):
     root, catalog, spark = env
     cc = ConsistentCatalog(catalog)
     words = tables["words"]
-    ingest_dataframe(cc, df(spark, "p", "q"), words, barrier=100)
-    ingest_dataframe(cc, df(spark, "r"), words, barrier=200)
+    t0 = 1_700_000_000_000  # a plausible time: the CLI's --as-of refuses one in seconds (protocol §3.8)
+    ingest_dataframe(cc, df(spark, "p", "q"), words, barrier=t0 + 100)
+    ingest_dataframe(cc, df(spark, "r"), words, barrier=t0 + 200)
     conf = tmp_path / "spark-defaults.conf"
     write_spark_defaults(conf, f"sqlite:///{root}/catalog.db", root / "warehouse")
     environment = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}",
                    "PYICEBERG_CATALOG__LAKE__URI": f"sqlite:///{root}/catalog.db",
                    "PYICEBERG_CATALOG__LAKE__WAREHOUSE": f"file://{root}/warehouse"}
-    sql = subprocess.run([str(VENV_BIN / "consistent-catalog"), "-c", "lake", "resolve", words, "--as-of", "150", "--sql"],
+    sql = subprocess.run([str(VENV_BIN / "consistent-catalog"), "-c", "lake", "resolve", words, "--as-of", str(t0 + 150),
+                          "--sql"],
                          env=environment, capture_output=True, text=True, check=True).stdout
     script = tmp_path / "cut.sql"
     script.write_text(sql + "SELECT count(*) FROM words;\n")

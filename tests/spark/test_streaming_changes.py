@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -355,6 +356,21 @@ def test_batch_read_option_gives_the_changes_between_two_barriers(env, request):
     assert message.startswith("[CONSISTENT_READ.INVALID_RANGE]"), message
     message = failure(lambda: spark.read.option("consistent.read", "changes").option("consistent.fromBarrier", "yesterday").table(counts))
     assert message.startswith("[CONSISTENT_READ.INVALID_OPTION]") and "consistent.fromBarrier is 'yesterday'" in message, message
+    # the user's trap (issue 42.2): fromBarrier in seconds once read the whole table as INSERTs; it is refused naming
+    # its milliseconds, by the option and by the procedure; an ISO-8601 time reads the same rows as its milliseconds
+    seconds = first // 1000
+    for refused in (lambda: read(f"{ns}.counts", seconds).collect(),
+                    lambda: sql(spark, f"CALL lake_consistent.system.create_changes_view(table => '{ns}.counts', "
+                                       f"from_barrier => {seconds})")):
+        message = failure(refused)
+        assert message.startswith("[CONSISTENT_READ.INVALID_") and ("fromBarrier" in message or "from_barrier" in message), \
+            message
+        assert f"in seconds {seconds} would be {seconds * 1000} (" in message, message
+    iso = datetime.fromtimestamp(first / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    assert Counter(tuple(r) for r in read(f"{ns}.counts", iso, second).collect()) == rows_of[(f"{ns}.counts", None, first)]
+    sql(spark, f"CALL lake_consistent.system.create_changes_view(table => '{ns}.counts', from_barrier => '{iso}', "
+               f"to_barrier => '{second}', changes_view => 'bchg_iso')")
+    assert Counter(tuple(r) for r in spark.table("bchg_iso").collect()) == rows_of[(f"{ns}.counts", None, first)]
     message = failure(lambda: read(f"{ns}.counts", first, key="nope"))
     assert message.startswith("[CONSISTENT_READ.INVALID_KEY]") and "word, cnt" in message, message
     message = failure(lambda: spark.read.option("consistent.read", "everything").option("consistent.fromBarrier", first).table(counts))

@@ -6,6 +6,7 @@ the code under test.
 
 from __future__ import annotations
 
+import time
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
@@ -13,7 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consistent_catalog import properties as P
-from consistent_catalog.barrier import SnapshotRecord, parse_barrier_value, to_barrier, watermark
+from consistent_catalog.barrier import (
+    PLAUSIBLE_MAX_MS,
+    PLAUSIBLE_MIN_MS,
+    SnapshotRecord,
+    parse_barrier,
+    parse_barrier_value,
+    to_barrier,
+    watermark,
+)
 from consistent_catalog.exceptions import (
     HistoryExpiredError,
     InvalidBarrierError,
@@ -392,11 +401,11 @@ T_2023 = 1_700_000_000_000
         ("2023-11-14T22:13:20", T_2023),  # naive ISO = UTC
         ("2023-11-14", T_2023 - (22 * 3600 + 13 * 60 + 20) * 1000),
         ("1700000000123", T_2023 + 123),
-        (" 42 ", 42),
+        (" 1700000000123 ", T_2023 + 123),
         ("0", 0),
+        (42, 42),  # an int a program computed is taken as given (logical clocks); text must be plausible
         # float arithmetic on timestamp() must not lose the millisecond
         (datetime(1970, 1, 1, 0, 0, 1, 1000, tzinfo=UTC), 1001),
-        ("1970-01-01T00:00:01.001Z", 1001),
         (datetime(2004, 5, 31, 13, 17, 20, 909000, tzinfo=UTC), 1_086_009_440_909),
         ("2004-05-31T13:17:20.909Z", 1_086_009_440_909),
     ],
@@ -421,6 +430,13 @@ def test_to_barrier_accepts(value: object, expected: int) -> None:
         datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC),
         "yesterday",
         pytest.param("²", id="superscript-2"),  # str.isdigit() is True, int() fails
+        # text outside the plausible range (protocol §3.8): seconds, microseconds, before 1973, from 2200
+        " 42 ",
+        "1700000000",
+        "1700000000000000",
+        "1970-01-01T00:00:01.001Z",
+        "2200-01-01T00:00:00Z",
+        "-5",
     ],
 )
 def test_to_barrier_rejects(value: object) -> None:
@@ -437,11 +453,63 @@ def test_to_barrier_is_exact_for_millisecond_datetimes(ms: int) -> None:
     moment = EPOCH + timedelta(milliseconds=ms)
     assert to_barrier(moment) == ms
     assert to_barrier(moment.replace(tzinfo=None)) == ms
-    assert to_barrier(moment.isoformat()) == ms
+    if ms == 0 or PLAUSIBLE_MIN_MS <= ms < PLAUSIBLE_MAX_MS:  # 0: the start of time
+        assert to_barrier(moment.isoformat()) == ms
+    else:
+        with pytest.raises(InvalidBarrierError, match="outside the plausible barriers"):
+            to_barrier(moment.isoformat())
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.integers(min_value=0, max_value=2**62))
-def test_to_barrier_keeps_integers_and_digit_strings(ms: int) -> None:
+def test_to_barrier_keeps_integers_and_plausible_digit_strings(ms: int) -> None:
     assert to_barrier(ms) == ms
-    assert to_barrier(str(ms)) == ms
+    if ms == 0 or PLAUSIBLE_MIN_MS <= ms < PLAUSIBLE_MAX_MS:
+        assert to_barrier(str(ms)) == ms
+    else:
+        with pytest.raises(InvalidBarrierError, match=f"^barrier '{ms}': {ms} ms is "):
+            to_barrier(str(ms))
+
+
+# --- parse_barrier: the grammar of protocol §3.8 (the corpus's barrier queries hold more forms) ----------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=PLAUSIBLE_MIN_MS, max_value=PLAUSIBLE_MAX_MS - 1))
+def test_a_barrier_in_seconds_or_microseconds_is_refused_with_its_milliseconds(ms: int) -> None:
+    """The user's trap: seconds (or microseconds) where milliseconds belong. The refusal names the value in ms and
+    its UTC time, computed here with datetime, not with the module's formatter."""
+    readable = (EPOCH + timedelta(milliseconds=ms)).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    seconds, micros = ms // 1000, ms * 1000
+    if seconds < PLAUSIBLE_MIN_MS and seconds > 0:
+        with pytest.raises(InvalidBarrierError, match=rf"in seconds {seconds} would be {seconds * 1000} \("):
+            parse_barrier(str(seconds))
+    with pytest.raises(InvalidBarrierError, match=rf"in microseconds {micros} would be {ms} \({readable}\)"):
+        parse_barrier(str(micros))
+    assert parse_barrier(str(ms)) == ms
+
+
+def test_the_seconds_refusal_reads_as_the_cli_user_met_it() -> None:
+    with pytest.raises(InvalidBarrierError) as caught:
+        parse_barrier("1700000000")
+    assert str(caught.value) == (
+        "barrier '1700000000': 1700000000 ms is 1970-01-20 16:13:20.000Z, outside the plausible barriers (1973-03-03 "
+        "to 2200-01-01): barriers are milliseconds — in seconds 1700000000 would be 1700000000000 "
+        "(2023-11-14 22:13:20.000Z)")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("now", T_2023), ("Now ", T_2023), ("now-5m", T_2023 - 300_000), ("now + 2h", T_2023 + 7_200_000),
+     ("-1d", T_2023 - 86_400_000), ("-90s", T_2023 - 90_000), ("now-250", T_2023 - 250)],
+)
+def test_now_and_relative_barriers_read_the_clock_given(text: str, expected: int) -> None:
+    assert parse_barrier(text, now=T_2023) == expected
+    assert to_barrier(text, now=T_2023) == expected
+
+
+def test_now_without_a_clock_given_is_the_wall_clock() -> None:
+    before = int(time.time() * 1000)
+    got = parse_barrier("now-1m")
+    after = int(time.time() * 1000)
+    assert before - 60_000 <= got <= after - 60_000

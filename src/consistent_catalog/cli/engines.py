@@ -138,7 +138,7 @@ def _note_missing_plugin(conf: dict[str, str], name: str) -> None:
 @click.argument("tables", nargs=-1, required=True)
 @click.option("--level", "-l", type=click.Choice(LEVELS), default=DEFAULT_LEVEL, show_default=True,
               help="isolation level of the cut")
-@click.option("--as-of", "as_of", default=None, help="read the cut at or before this barrier (ms) or ISO-8601 time")
+@click.option("--as-of", "as_of", default=None, help="read the cut at or before this barrier: ms, ISO-8601 time, now, now-1h or -1h (protocol §3.8)")
 @click.option("--with-secret", is_flag=True, help="include the S3 secret (it holds the keys!)")
 @click.pass_obj
 @command_errors

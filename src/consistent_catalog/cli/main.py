@@ -24,7 +24,6 @@ from consistent_catalog.cli.output import (
 from consistent_catalog.exceptions import InvalidInputError, NotFreshError
 from consistent_catalog.report import Freshness, HistoryEntry
 from consistent_catalog.resolver import DEFAULT_LEVEL, LEVELS
-from consistent_catalog.util.time import now_ms
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -67,7 +66,7 @@ def show_warnings() -> None:
 @click.argument("tables", nargs=-1, required=True)
 @click.option("--level", "-l", type=click.Choice(LEVELS), default=DEFAULT_LEVEL, show_default=True,
               help="repeatable-read: published epochs; read-committed: also staged ones; read-uncommitted: newest of each")
-@click.option("--as-of", "as_of", default=None, help="read the cut at or before this barrier (ms) or ISO-8601 time")
+@click.option("--as-of", "as_of", default=None, help="read the cut at or before this barrier: ms, ISO-8601 time, now, now-1h or -1h (protocol §3.8)")
 @click.option("--component", is_flag=True,
               help="the cut of the TABLES' whole lineage component: what Spark's lake_consistent serves")
 @click.option("--sql", "sql", is_flag=True, help="print Spark SQL (VERSION AS OF) statements that read the cut")
@@ -118,7 +117,7 @@ EXIT_INTERRUPTED = 130
 @click.option("--fresher-than", "fresher_than", default=None, metavar="D",
               help="fresh when now minus the cut's barrier is at most D (with a unit: 90s, 5m, 2h)")
 @click.option("--barrier", "barrier", default=None, metavar="B",
-              help="fresh when the cut's barrier is at least B (ms or ISO-8601 time, like --as-of)")
+              help="fresh when the cut's barrier is at least B (ms, ISO-8601 time, now-5m..., like --as-of)")
 @click.option("--timeout", default=None, metavar="D",
               help="give up after D with exit code 75 (0: check once); default: wait for as long as it takes")
 @click.option("--interval", default="5s", show_default=True, metavar="D", help="pause between the first polls")
@@ -317,7 +316,7 @@ def _sources(sources: dict[str, int | None]) -> str | None:
 @click.pass_obj
 @command_errors
 def advance_watermark(ctx: Context, table: str, barrier: str, allow_future: bool, output: str | None) -> None:
-    """Declare an idle root TABLE complete up to BARRIER (ms, ISO-8601 or `now`), so it stops holding back the DAG.
+    """Declare an idle root TABLE complete up to BARRIER (ms, ISO-8601, `now` or `now-5m`: protocol §3.8), so it stops holding back the DAG.
 
     A barrier in the future is refused unless --allow-future; a watermark never moves back.
 
@@ -326,8 +325,7 @@ def advance_watermark(ctx: Context, table: str, barrier: str, allow_future: bool
       consistent-catalog --catalog lake advance-watermark demo.words 2024-01-01T00:00:00Z
       consistent-catalog --catalog lake advance-watermark demo.words now
     """
-    at: str | int = now_ms() if barrier.strip().lower() == "now" else barrier
-    watermark = ctx.catalog.advance_watermark(table, at, allow_future=allow_future)
+    watermark = ctx.catalog.advance_watermark(table, barrier, allow_future=allow_future)
     ctx.out(output).emit({"table": table, "watermark": watermark},
          lambda: click.echo(f"{table}: watermark {fmt_barrier(watermark)}"))
 
@@ -364,7 +362,7 @@ def reassign(ctx: Context, table: str, job: str, takeover: bool, output: str | N
 
 @cli.command()
 @click.argument("table")
-@click.option("--to-barrier", "barrier", required=True, help="barrier (ms) or ISO-8601 time to roll back to")
+@click.option("--to-barrier", "barrier", required=True, help="barrier to roll back to: ms, ISO-8601 time, now-1h ... (protocol §3.8)")
 @click.option("--mode", type=click.Choice(["incremental", "full"]), default="incremental", show_default=True,
               help="incremental: downstream jobs replay from the barrier; full: downstream tables are rebuilt")
 @output_option

@@ -173,7 +173,7 @@ def retain(ctx: Context, tables: tuple[str, ...], hourly: int, daily: int, weekl
 @click.argument("tables", nargs=-1, required=True)
 @click.option("--ttl", default="1h", show_default=True, help="how long the pin lives (30m, 2h, 1d); it expires by itself")
 @click.option("--level", "-l", type=click.Choice(LEVELS), default=DEFAULT_LEVEL, show_default=True, help="isolation level of the pinned cut")
-@click.option("--as-of", "as_of", default=None, help="pin the cut at or before this barrier (ms) or ISO-8601 time")
+@click.option("--as-of", "as_of", default=None, help="pin the cut at or before this barrier: ms, ISO-8601 time, now, now-1h or -1h (protocol §3.8)")
 @click.option("--spark-catalog", default="lake", show_default=True, help="Spark catalog name used in the printed SQL")
 @output_option
 @click.pass_obj

@@ -65,9 +65,100 @@ public final class Barriers {
   // --- barriers given by callers (as-of) ---------------------------------------------------------
 
   /**
-   * {@code to_barrier}: ms since the epoch (a non-negative integer or digit string) or an ISO-8601
-   * time (naive means UTC). Accepts a Long/Integer, a String, or anything else (which is refused the
-   * way Python refuses a float or a boolean).
+   * The plausible range of a barrier a person writes (protocol §3.8, {@code PLAUSIBLE_MIN_MS}/{@code _MAX_MS}):
+   * 1973-03-03T09:46:40Z up to 2200-01-01T00:00:00Z; 0, the start of time, too.
+   */
+  public static final long PLAUSIBLE_MIN_MS = 100_000_000_000L;
+
+  public static final long PLAUSIBLE_MAX_MS = 7_258_118_400_000L;
+
+  private static final Pattern RELATIVE = Pattern.compile("now\\s*([+-])\\s*(.+)", Pattern.CASE_INSENSITIVE);
+  private static final Pattern BEFORE_NOW =
+      Pattern.compile("-\\s*(\\d+(?:\\.\\d+)?\\s*(?:ms|s|m|min|h|d|w))", Pattern.CASE_INSENSITIVE);
+  private static final String FORMS = "milliseconds since the epoch, an ISO-8601 time, now, now-5m or -5m "
+      + "(e.g. 1700000000000 or 2023-11-14T22:13:20Z)";
+  private static final String NOT_UNDERSTOOD = "is neither milliseconds since the epoch nor an ISO-8601 time, now, "
+      + "now-5m or -5m (e.g. 1700000000000 or 2023-11-14T22:13:20Z)";
+
+  /** {@code fmt_ms}: {@code 2026-11-22 22:44:27.123Z}. */
+  static String readable(long ms) {
+    if (ms <= -62_135_596_800_000L || ms >= 253_402_300_800_000L) {
+      return "beyond year 9999";
+    }
+    java.time.format.DateTimeFormatter f =
+        java.time.format.DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm:ss.SSS").withZone(ZoneOffset.UTC);
+    return f.format(java.time.Instant.ofEpochMilli(ms)) + "Z";
+  }
+
+  private static boolean plausible(long ms) {
+    return PLAUSIBLE_MIN_MS <= ms && ms < PLAUSIBLE_MAX_MS;
+  }
+
+  /** {@code implausible}: why {@code ms} is no plausible barrier (with its value in ms if it was seconds...), or null. */
+  public static String implausible(long ms) {
+    if (ms == 0 || plausible(ms)) {
+      return null;
+    }
+    String where = ms + " ms is " + readable(ms) + ", outside the plausible barriers (1973-03-03 to 2200-01-01)";
+    String[] units = {"seconds", "microseconds", "nanoseconds"};
+    boolean fits = Math.abs(ms) < Long.MAX_VALUE / 1000;
+    long[] values = {fits ? ms * 1000 : -1, Math.floorDiv(ms, 1000L), Math.floorDiv(ms, 1_000_000L)};
+    for (int i = 0; i < units.length; i++) {
+      if (plausible(values[i])) {
+        return where + ": barriers are milliseconds \u2014 in " + units[i] + " " + ms + " would be " + values[i] + " ("
+            + readable(values[i]) + ")";
+      }
+    }
+    return where + "; give " + FORMS;
+  }
+
+  /**
+   * {@code parse_barrier}: the barrier grammar of protocol §3.8, what every barrier a person writes goes through
+   * (the settings, read options and procedures): ms, ISO-8601 (without a zone: UTC), {@code now}, {@code now-5m} /
+   * {@code now+30s}, {@code -5m}; an implausible magnitude is refused with its value in milliseconds.
+   */
+  public static long parse(String value, long now) {
+    String raw = value;
+    String text = Py.strip(value);
+    long ms;
+    Matcher relative = RELATIVE.matcher(text);
+    Matcher beforeNow = BEFORE_NOW.matcher(text);
+    if (Py.isAsciiDigits(text)) {
+      try {
+        ms = Long.parseLong(text);
+      } catch (NumberFormatException e) {
+        throw invalidBarrier("barrier " + Py.repr(raw) + ": " + text + " ms is beyond year 9999, outside the plausible "
+            + "barriers (1973-03-03 to 2200-01-01); give " + FORMS);
+      }
+    } else if (text.equalsIgnoreCase("now")) {
+      ms = now;
+    } else if (relative.matches() || beforeNow.matches()) {
+      boolean before = beforeNow.matches() || relative.group(1).equals("-");
+      long offset;
+      try {
+        offset = Durations.parseMs(beforeNow.matches() ? beforeNow.group(1) : relative.group(2));
+      } catch (IllegalArgumentException e) {
+        throw invalidBarrier("barrier " + Py.repr(raw) + ": " + e.getMessage());
+      }
+      ms = before ? now - offset : now + offset;
+    } else {
+      Long parsed = parseIsoMillis(text.replace("Z", "+00:00"));
+      if (parsed == null) {
+        throw invalidBarrier("barrier " + Py.repr(raw) + " " + NOT_UNDERSTOOD);
+      }
+      ms = parsed;
+    }
+    String why = implausible(ms);
+    if (why != null) {
+      throw invalidBarrier("barrier " + Py.repr(raw) + ": " + why);
+    }
+    return ms;
+  }
+
+  /**
+   * {@code to_barrier}: a String through the grammar ({@link #parse}, now the wall clock), or a non-negative Long or
+   * Integer of ms taken as given (a value a program computed); anything else is refused the way Python refuses a
+   * float or a boolean.
    */
   public static long toBarrier(Object value) {
     if (value instanceof Boolean) {
@@ -82,24 +173,7 @@ public final class Barriers {
       return ms;
     }
     if (value instanceof String) {
-      String raw = (String) value;
-      String text = Py.strip(raw);
-      if (Py.isAsciiDigits(text)) {
-        try {
-          return Long.parseLong(text);
-        } catch (NumberFormatException e) {
-          throw invalidBarrier("barrier " + Py.repr(raw) + " is too large");
-        }
-      }
-      Long parsed = parseIsoMillis(text.replace("Z", "+00:00"));
-      if (parsed != null) {
-        if (parsed < 0) {
-          throw invalidBarrier("barrier " + parsed + " is negative; give milliseconds since 1970-01-01 UTC");
-        }
-        return parsed;
-      }
-      throw invalidBarrier("barrier " + Py.repr(raw)
-          + " is neither milliseconds since the epoch nor an ISO-8601 time (e.g. 1700000000000 or 2023-11-14T22:13:20Z)");
+      return parse((String) value, System.currentTimeMillis());
     }
     String type = value == null ? "NoneType" : (value instanceof Number ? "float" : value.getClass().getSimpleName());
     throw invalidBarrier("barrier " + value + " has type " + type + "; give an int or a datetime");

@@ -72,6 +72,13 @@ public final class ChangeRange {
       throw new ConsistentException(ErrorKind.INVALID_BARRIER, name, name + ": from_barrier " + fromBarrier
           + " lies after to_barrier " + last + "; changes run forward — give from_barrier <= to_barrier");
     }
+    Long oldestBarrier = state.firstBarrier();
+    String why = Barriers.implausible(fromBarrier);
+    if (why != null && oldestBarrier != null && fromBarrier < oldestBarrier && Barriers.implausible(oldestBarrier) == null) {
+      // a long in seconds (text never gets here: the grammar refuses it) would read the whole table as inserts
+      throw new ConsistentException(ErrorKind.INVALID_BARRIER, name, name + ": from_barrier " + fromBarrier
+          + " is before the table's first barrier " + Barriers.format(oldestBarrier) + ", and " + why);
+    }
     BranchBarriers history = state.branch(Keys.MAIN_BRANCH);
     long[] start;
     try {

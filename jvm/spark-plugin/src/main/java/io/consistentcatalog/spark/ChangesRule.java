@@ -1,5 +1,7 @@
 package io.consistentcatalog.spark;
 
+import io.consistentcatalog.core.Barriers;
+import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.spark.context.ChangesReads;
 import io.consistentcatalog.spark.context.Errors;
 import io.consistentcatalog.spark.context.Names;
@@ -186,7 +188,7 @@ final class ChangesRule extends Rule<LogicalPlan> {
     String name = Names.tableName(relation.identifier().get());
     String table = catalog.catalogName() + "." + name;
     String usage = "spark.read.option(\"" + ChangesTable.READ + "\", \"" + ChangesTable.CHANGES + "\").option(\""
-        + FROM_BARRIER + "\", <ms>)[.option(\"" + TO_BARRIER + "\", <ms>)][.option(\"" + ChangesTable.KEY
+        + FROM_BARRIER + "\", <barrier>)[.option(\"" + TO_BARRIER + "\", <barrier>)][.option(\"" + ChangesTable.KEY
         + "\", \"col,...\")].table(\"" + table + "\")";
     if (read == null || !ChangesTable.asked(options.asCaseSensitiveMap())) {
       throw Errors.raise(Errors.analysis("CONSISTENT_READ.INVALID_OPTION", table + ": "
@@ -199,7 +201,8 @@ final class ChangesRule extends Rule<LogicalPlan> {
     }
     if (from == null) {
       throw Errors.raise(Errors.analysis("CONSISTENT_READ.INVALID_RANGE", table + ": a batch read of changes needs "
-          + "the read option " + FROM_BARRIER + " (the first barrier of the range, epoch milliseconds): " + usage));
+          + "the read option " + FROM_BARRIER + " (the first barrier of the range: ms, ISO-8601, now-1h; protocol §3.8): "
+          + usage));
     }
     long fromBarrier = barrier(table, FROM_BARRIER, from, usage);
     Long toBarrier = to == null ? null : barrier(table, TO_BARRIER, to, usage);
@@ -232,14 +235,13 @@ final class ChangesRule extends Rule<LogicalPlan> {
     return new Project(JavaConverters.asScalaBufferConverter(projected).asScala().toList(), changes);
   }
 
-  /** A barrier option's value: epoch milliseconds, as the procedure's {@code from_barrier} takes them. */
+  /** A barrier option's value, through the barrier grammar (protocol §3.8), as the procedure's {@code from_barrier}. */
   private static long barrier(String table, String option, String value, String usage) {
     try {
-      return Long.parseLong(value.trim());
-    } catch (NumberFormatException e) {
+      return Barriers.parse(value, System.currentTimeMillis());
+    } catch (ConsistentException e) {
       throw Errors.raise(Errors.analysis("CONSISTENT_READ.INVALID_OPTION", table + ": the read option " + option
-          + " is '" + value + "', not a barrier; barriers are milliseconds since 1970-01-01 UTC (a long, e.g. "
-          + "cc.status()'s watermark): " + usage));
+          + " is '" + value + "', not a barrier: " + e.getMessage() + " (protocol §3.8): " + usage));
     }
   }
 

@@ -1,5 +1,6 @@
 package io.consistentcatalog.spark;
 
+import io.consistentcatalog.core.Barriers;
 import io.consistentcatalog.core.ChangeRange;
 import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.core.TableState;
@@ -59,8 +60,9 @@ final class ChangesView implements Procedure {
   public ProcedureParameter[] parameters() {
     return new ProcedureParameter[] {
       ProcedureParameter.required("table", DataTypes.StringType),
-      ProcedureParameter.required("from_barrier", DataTypes.LongType),
-      ProcedureParameter.optional("to_barrier", DataTypes.LongType),
+      // strings: a barrier of the grammar (protocol §3.8); a long given is cast to its digits
+      ProcedureParameter.required("from_barrier", DataTypes.StringType),
+      ProcedureParameter.optional("to_barrier", DataTypes.StringType),
       ProcedureParameter.optional("key", DataTypes.createArrayType(DataTypes.StringType)),
       ProcedureParameter.optional("changes_view", DataTypes.StringType),
     };
@@ -73,8 +75,8 @@ final class ChangesView implements Procedure {
 
   @Override
   public InternalRow[] call(InternalRow args) {
-    String usage = "CALL " + catalog.catalogName() + ".system." + NAME + "(table => 'ns.t', from_barrier => <ms>"
-        + " [, to_barrier => <ms>] [, key => array('col', ...)] [, changes_view => 'name'])";
+    String usage = "CALL " + catalog.catalogName() + ".system." + NAME + "(table => 'ns.t', from_barrier => <barrier>"
+        + " [, to_barrier => <barrier>] [, key => array('col', ...)] [, changes_view => 'name'])";
     String table = args.isNullAt(0) ? "" : args.getUTF8String(0).toString().trim();
     if (table.isEmpty() || args.isNullAt(1)) {
       throw Errors.raise(Errors.analysis("CONSISTENT_READ.INVALID_RANGE", NAME + " needs a table and a from_barrier: "
@@ -82,8 +84,9 @@ final class ChangesView implements Procedure {
     }
     String prefix = catalog.catalogName() + ".";
     String name = table.startsWith(prefix) ? table.substring(prefix.length()) : table;
-    long from = args.getLong(1);
-    Long to = args.numFields() > 2 && !args.isNullAt(2) ? args.getLong(2) : null;
+    long from = barrier("from_barrier", args.getUTF8String(1).toString(), usage);
+    Long to = args.numFields() > 2 && !args.isNullAt(2) ? barrier("to_barrier", args.getUTF8String(2).toString(), usage)
+        : null;
     List<String> declared = null;
     if (args.numFields() > 3 && !args.isNullAt(3)) {
       declared = new ArrayList<>();
@@ -104,6 +107,16 @@ final class ChangesView implements Procedure {
         range.barrier, UTF8String.fromString(range.read.label())
       })
     };
+  }
+
+  /** A barrier argument through the barrier grammar (protocol §3.8), refused with the argument's name. */
+  private static long barrier(String argument, String value, String usage) {
+    try {
+      return Barriers.parse(value, System.currentTimeMillis());
+    } catch (ConsistentException e) {
+      throw Errors.raise(Errors.analysis("CONSISTENT_READ.INVALID_RANGE", NAME + ": " + argument + " '" + value
+          + "' is not a barrier: " + e.getMessage() + " (protocol §3.8): " + usage));
+    }
   }
 
   /** A read of changes: its range and its rows. */

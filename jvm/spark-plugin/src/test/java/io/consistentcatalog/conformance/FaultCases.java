@@ -1,6 +1,8 @@
 package io.consistentcatalog.conformance;
 
+import io.consistentcatalog.core.Barriers;
 import io.consistentcatalog.core.CatalogFaults;
+import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.core.Durations;
 import java.io.EOFException;
 import java.net.SocketException;
@@ -11,9 +13,9 @@ import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.JsonNodeFac
 import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ObjectNode;
 
 /**
- * The JVM's answers to the corpus's {@code fault} and {@code duration} queries (tests/conformance/fault_cases.py):
- * how {@link CatalogFaults} classifies an error as a JDBC driver raises it under Iceberg's JDBC catalog, and what
- * {@link Durations} makes of a duration.
+ * The JVM's answers to the corpus's {@code fault}, {@code duration} and {@code barrier} queries
+ * (tests/conformance/fault_cases.py): how {@link CatalogFaults} classifies an error as a JDBC driver raises it under
+ * Iceberg's JDBC catalog, what {@link Durations} makes of a duration and {@link Barriers#parse} of a barrier.
  */
 final class FaultCases {
   private static final JsonNodeFactory NODES = JsonNodeFactory.instance;
@@ -22,11 +24,19 @@ final class FaultCases {
 
   static boolean handles(JsonNode query) {
     String kind = query.path("kind").asText("");
-    return kind.equals("fault") || kind.equals("duration");
+    return kind.equals("fault") || kind.equals("duration") || kind.equals("barrier");
   }
 
   static JsonNode answer(JsonNode query) {
     ObjectNode node = NODES.objectNode();
+    if (query.path("kind").asText().equals("barrier")) {
+      try {
+        node.put("ms", Barriers.parse(query.path("text").asText(), query.path("now").asLong()));
+      } catch (ConsistentException e) {
+        node.put("error", e.kind().pythonName());
+      }
+      return node;
+    }
     if (query.path("kind").asText().equals("duration")) {
       try {
         node.put("ms", Durations.parseMs(query.path("text").asText()));

@@ -17,8 +17,8 @@ import scala.collection.JavaConverters;
  *
  * <ul>
  *   <li>{@code spark.sql.consistent.level}: repeatable-read (default), read-committed, read-uncommitted
- *   <li>{@code spark.sql.consistent.asOf}: a historical cut, ms since the epoch or an ISO-8601 time
- *       (empty or {@code latest}: the newest cut)
+ *   <li>{@code spark.sql.consistent.asOf}: a historical cut, a barrier of the grammar of protocol §3.8 (ms, an
+ *       ISO-8601 time, {@code now-1h}, ...; {@code latest}: the newest cut)
  *   <li>{@code spark.sql.consistent.tag}: read every table at a reader pin or retained-cut tag
  *   <li>{@code spark.sql.consistent.refresh}: {@code statement} (default: a fresh cut for every
  *       statement) or {@code manual} (the cut is held until {@code CALL <catalog>.system.refresh_cut()})
@@ -139,13 +139,13 @@ public final class Settings {
     }
     Long asOf = null;
     if (asOfText != null) {
+      long now = System.currentTimeMillis();
       try {
-        asOf = Barriers.toBarrier(asOfText);
+        asOf = Barriers.parse(asOfText, now);
       } catch (ConsistentException e) {
         throw Errors.raise(Errors.setting(PREFIX + AS_OF + "=" + asOfText + ": " + e.getMessage()
             + "; or RESET " + PREFIX + AS_OF + " for the newest cut"));
       }
-      long now = System.currentTimeMillis();
       if (asOf > now + Keys.DEFAULT_CLOCK_SKEW_MS) { // protocol §4.4, as the Python readers refuse it
         throw Errors.raise(Errors.setting(PREFIX + AS_OF + "=" + asOfText + " lies in the future (" + asOf + " ms, now is "
             + now + "): it would read the newest cut now and another one later — give a past time, or RESET "
