@@ -513,6 +513,7 @@ def test_a_root_holding_ingests_never_becomes_a_jobs_sink(env: Any, ns: str) -> 
     before = cc.catalog.load_table(f"{ns}.word_counts").metadata.metadata_log
     sql(spark, "SET spark.sql.consistent.job=word-count")
     message = error_of(spark, f"INSERT OVERWRITE lake_consistent.{ns}.word_counts {COUNT_WORDS.format(ns=ns)}")
+    assert message.startswith("[CONSISTENT_WRITE.REFUSED]"), message
     assert f"{ns}.word_counts is a root: it holds rows ingested outside any job" in message, message
     assert "write job 'word-count' into a new table" in message and "RESET spark.sql.consistent.job" in message
     after = cc.catalog.load_table(f"{ns}.word_counts").metadata

@@ -239,6 +239,9 @@ public final class EpochWrites {
         state = TableState.fromMetadata(sink, committed);
       }
     } catch (ConsistentException e) {
+      if (e.kind() == ErrorKind.INVALID_INPUT) { // the sink cannot be the job's (a root holding rows): the write is refused
+        throw Errors.raise(Errors.analysis("CONSISTENT_WRITE.REFUSED", e.getMessage()));
+      }
       throw failed(e);
     }
     EpochRun lineage = writer.lineage(job, sources, sink, reads);
