@@ -193,6 +193,20 @@ def test_the_sensor_times_out_naming_the_bottleneck(airflow_home, lake, monkeypa
     assert_no_secret(airflow_home, capfd.readouterr(), caplog)
 
 
+def test_a_deferrable_sensor_defers_for_a_barrier_ahead_of_now_within_its_timeout(airflow_home, lake):
+    """A barrier up to the timeout ahead is reachable (as for the blocking wait): the sensor defers, it does not
+    refuse the barrier as lying in the future."""
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from consistent_catalog.airflow import ConsistentCutSensor
+
+    sensor = ConsistentCutSensor(task_id="ahead", tables=[WORDS, COUNTS], catalog_conn_id="lake",
+                                 at_least_barrier="now+10m", timeout=3600, poke_interval=1)
+    with pytest.raises(TaskDeferred) as deferred_by:
+        sensor.execute({})
+    assert deferred_by.value.trigger.barrier > time.time() * 1000 + 9 * 60_000
+
+
 class AssetState:
     """What Airflow's triggerer hands an asset watcher's trigger (``asset_state_store``): values kept per asset
     in the metadata DB across triggerer restarts; here a dict outliving the trigger instances."""

@@ -6,11 +6,11 @@ from consistent_catalog.exceptions import NotInstalledError
 
 try:
     from airflow.sdk import BaseHook, BaseSensorOperator
-    from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
+    from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout, AirflowSkipException
     from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 except ImportError as exc:  # pragma: no cover - the message is the point
     raise NotInstalledError(
         f"consistent_catalog.airflow needs Airflow 3 ({exc}): pip install 'consistent-catalog[airflow]'"
     ) from exc
 
-__all__ = ["AirflowSensorTimeout", "AirflowSkipException", "BaseEventTrigger", "BaseHook", "BaseSensorOperator", "BaseTrigger", "TriggerEvent"]
+__all__ = ["AirflowException", "AirflowSensorTimeout", "AirflowSkipException", "BaseEventTrigger", "BaseHook", "BaseSensorOperator", "BaseTrigger", "TriggerEvent"]

@@ -81,7 +81,7 @@ class PinnedCut:
         if part.snapshot_id is None:
             from pyiceberg.expressions import AlwaysFalse
 
-            return loaded.scan(row_filter=AlwaysFalse(), **options)
+            return loaded.scan(**{**options, "row_filter": AlwaysFalse()})  # nothing, whatever filter was given
         return loaded.scan(snapshot_id=part.snapshot_id, **options)
 
     def spark_read(self, spark: SparkSession, table: str, spark_catalog: str = "lake") -> DataFrame:

@@ -6,12 +6,17 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from consistent_catalog.airflow._compat import AirflowSensorTimeout, AirflowSkipException, BaseSensorOperator
+from consistent_catalog.airflow._compat import (
+    AirflowException,
+    AirflowSensorTimeout,
+    AirflowSkipException,
+    BaseSensorOperator,
+)
 from consistent_catalog.airflow.hooks import ConsistentCatalogHook
 from consistent_catalog.airflow.payload import cut_payload
 from consistent_catalog.airflow.triggers import ConsistentCutTrigger, check_level
 from consistent_catalog.barrier import BarrierLike, to_barrier
-from consistent_catalog.exceptions import ConsistentCatalogError, InvalidInputError, NotFreshError
+from consistent_catalog.exceptions import InvalidInputError, NotFreshError
 from consistent_catalog.read import Duration, FreshnessWait
 from consistent_catalog.resolver import DEFAULT_LEVEL
 from consistent_catalog.util.durations import parse_duration
@@ -85,7 +90,7 @@ class ConsistentCutSensor(BaseSensorOperator):
         timeout_ms = self._timeout_ms()
         deadline_ms = None if timeout_ms is None else now_ms() + timeout_ms
         if self.deferrable:
-            found = self._wait(cc.store, 0).poll()  # fresh already: no deferral
+            found = self._wait(cc.store, timeout_ms).poll()  # fresh already: no deferral (a poll never sleeps)
             if found.fresh:
                 assert found.cut is not None
                 return self._done(cut_payload(found.cut, cc.name), found.describe())
@@ -116,7 +121,8 @@ class ConsistentCutSensor(BaseSensorOperator):
             return self._done(event["cut"], f"barrier {event['cut']['barrier']}")
         if status == "not_fresh":
             raise AirflowSensorTimeout(event["message"])
-        raise ConsistentCatalogError(f"{event.get('error_type', 'error')}: {event.get('message', event)}")
+        # an AirflowException, so that Airflow applies soft_fail and never_fail to it as to its own sensors' errors
+        raise AirflowException(f"{event.get('error_type', 'error')}: {event.get('message', event)}")
 
     def _done(self, payload: dict[str, Any], how: str) -> dict[str, Any]:
         self.log.info("fresh: %s", how)

@@ -149,9 +149,18 @@ class ConsistentCutAssetTrigger(BaseEventTrigger):
         """The watched asset's state, which the triggerer hands an asset watcher's trigger (Airflow 3.3+)."""
         return getattr(self, "asset_state_store", None)
 
+    async def _store_call(self, method: str, *args: Any) -> Any:
+        try:
+            return await getattr(self._state_store(), method)(*args)
+        except ValueError as exc:  # Airflow runs one trigger for identical watchers of several assets
+            raise InvalidInputError(
+                f"one ConsistentCutAssetTrigger watches several assets ({exc}); give each asset's watcher its own "
+                "trigger (a different interval_ms or after_barrier makes them distinct)"
+            ) from None
+
     async def _last_emitted(self) -> int | None:
         store = self._state_store()
-        stored = None if store is None else await store.aget(LAST_BARRIER_KEY)
+        stored = None if store is None else await self._store_call("aget", LAST_BARRIER_KEY)
         known = [int(b) for b in (stored, self.after_barrier) if b is not None]
         return max(known) if known else None
 
@@ -161,10 +170,14 @@ class ConsistentCutAssetTrigger(BaseEventTrigger):
         while True:
             try:
                 cut = await asyncio.to_thread(cc.resolve, self.tables, self.level)
-            except ResolutionError as exc:
-                if type(exc) is not ResolutionError and not isinstance(exc, NoWatermarkError):
-                    raise  # untracked writes, expired history: no new cut will come by waiting
-                cut = None  # no cut resolves yet
+            except InvalidInputError:
+                raise  # the watcher's own arguments: polling again will not help
+            except (ConsistentCatalogError, OSError) as exc:
+                # no cut yet, or a fault an operator fixes (an untracked write revised, the catalog back): the watcher
+                # keeps polling, so the DAG runs once the next cut resolves
+                if not isinstance(exc, NoWatermarkError) and type(exc) is not ResolutionError:
+                    self.log.warning("no cut of %s: %s", ", ".join(self.tables), exc)
+                cut = None
             if cut is not None and cut.barrier is not None and (last is None or cut.barrier > last):
                 self.log.info("new %s cut of %s at barrier %s", cut.level, ", ".join(self.tables), cut.barrier)
                 try:
@@ -173,5 +186,5 @@ class ConsistentCutAssetTrigger(BaseEventTrigger):
                     last = cut.barrier
                     store = self._state_store()
                     if store is not None:
-                        await store.aset(LAST_BARRIER_KEY, last)
+                        await self._store_call("aset", LAST_BARRIER_KEY, last)
             await asyncio.sleep(self.interval_ms / 1000)
