@@ -491,6 +491,11 @@ def test_a_forgotten_job_is_refused_and_the_fix_reads_every_order(env: Any, ns: 
     assert P.BARRIER in summary(main_chain(cc, f"{ns}.copied")[-1])
     rows = copied.scan().to_arrow()
     assert dict(zip(rows["customer"].to_pylist(), rows["total"].to_pylist())) == expected
+    # an ingest that reads only its own root (new rows by anti-join) is an ingest, not a forgotten job
+    sql(spark, f"INSERT INTO lake_consistent.{ns}.orders SELECT * FROM VALUES ('dee', 4), ('ann', 5) AS v(customer, amount) "
+               f"WHERE customer NOT IN (SELECT customer FROM lake_consistent.{ns}.orders)")
+    landed = cc.catalog.load_table(f"{ns}.orders").scan().to_arrow()
+    assert sorted(landed["customer"].to_pylist()) == ["ann", "ann", "bob", "dee"]
 
 
 def test_a_sink_with_data_written_outside_any_job_is_refused(env: Any, ns: str) -> None:

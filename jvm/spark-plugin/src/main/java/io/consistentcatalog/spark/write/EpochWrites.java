@@ -378,6 +378,7 @@ public final class EpochWrites {
           + Settings.JOB + "=<job> and write a new table");
     }
     java.util.TreeSet<String> reads = Roles.lakeReads(write.query(), context.catalogName());
+    reads.remove(context.catalogName() + "." + sink); // an ingest that reads its own root (`WHERE id NOT IN (...)`)
     if (!reads.isEmpty() && !settings.ingestFromLake) { // a forgotten job setting (issue 42): never a silent root
       throw refusedAs(sink, state, " and the statement reads " + String.join(", ", reads) + " with no job set: SET "
           + Settings.PREFIX + Settings.JOB + "=<job> " + (Roles.isNew(state) ? "to make it that job's derived table"
