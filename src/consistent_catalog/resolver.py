@@ -98,8 +98,8 @@ def no_watermark_error(state: TableState, known: Mapping[str, TableState] | None
     if job is not None and state.lease_holder is None:  # registered once; its run ended before its first epoch
         return NoWatermarkError(
             f"{state.identifier} is the derived table of job {job}, which registered but has not published an epoch "
-            "and has no running instance (its query stopped or failed before its first epoch), so it blocks every "
-            "consistent cut that includes it; fix what stopped the job and start it again",
+            "and has no running instance (it stopped, failed or was killed before its first epoch), so it blocks "
+            "every consistent cut that includes it; start the job again (if it failed, fix what failed first)",
             table=state.identifier,
         )
     return NoWatermarkError(

@@ -131,6 +131,9 @@ def test_advance_watermark(lake, tmp_path):
     before = int(time.time() * 1000)
     out = json.loads(run(env, "-c", "lake", "-o", "json", "advance-watermark", "demo.idle", "now-1h").stdout)
     assert before - 3_600_000 <= out["watermark"] <= int(time.time() * 1000) - 3_600_000
+    before = int(time.time() * 1000)  # the short form, which click would take for an option
+    out = json.loads(run(env, "-c", "lake", "-o", "json", "advance-watermark", "demo.idle", "-30m").stdout)
+    assert before - 1_800_000 <= out["watermark"] <= int(time.time() * 1000) - 1_800_000
 
 
 def test_advance_watermark_allow_future(lake):

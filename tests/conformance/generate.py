@@ -638,6 +638,9 @@ HAND: dict[str, dict[int, Callable[[dict[str, Any]], bool]]] = {
         3: lambda a: a["cut"]["barrier"] == T0 + 99 and set(a["blocked"]) == {"shop.by_customer", "shop.marked"},
         4: lambda a: a == {"error": "StrandedDataError"},
         5: lambda a: a["barrier"] == T0 + 99 and a["tables"]["shop.newer"]["snapshot_id"] is None,
+        6: lambda a: a == {"error": "StrandedDataError"},
+        7: lambda a: a["barrier"] is None and a["tables"]["shop.by_customer"]["snapshot_id"] == 11
+        and a["tables"]["shop.orders"]["snapshot_id"] == 3,
         8: lambda a: a == {"error": "InvalidInputError"},
         9: lambda a: a == {"error": "InvalidInputError"},
         10: lambda a: "error" not in a,

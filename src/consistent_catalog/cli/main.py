@@ -307,7 +307,7 @@ def _sources(sources: dict[str, int | None]) -> str | None:
     return ", ".join(f"{t}@{'-' if s is None else s}" for t, s in sources.items()) or None
 
 
-@cli.command("advance-watermark")
+@cli.command("advance-watermark", context_settings={"ignore_unknown_options": True})  # BARRIER may be -5m (§3.8)
 @click.argument("table")
 @click.argument("barrier")
 @click.option("--allow-future", is_flag=True,

@@ -66,8 +66,8 @@ public final class Resolver {
           ErrorKind.NO_WATERMARK,
           state.identifier,
           state.identifier + " is the derived table of job " + job + ", which registered but has not published an "
-              + "epoch and has no running instance (its query stopped or failed before its first epoch), so it blocks "
-              + "every consistent cut that includes it; fix what stopped the job and start it again",
+              + "epoch and has no running instance (it stopped, failed or was killed before its first epoch), so it "
+              + "blocks every consistent cut that includes it; start the job again (if it failed, fix what failed first)",
           null,
           false);
     }
