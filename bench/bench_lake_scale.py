@@ -33,7 +33,12 @@ table); each job's freshness (median and p95 of its samples; then the median and
 time; resolve and ``status`` times; catalog connections in use (PostgreSQL: ``pg_stat_activity`` sampled every
 second: peak and median); errors (target 0), with the first few messages; the checks' findings.
 
-``--spark-writers K`` is not implemented yet (issue 45's second part): the option is refused.
+``--spark-writers K`` adds K PySpark drivers (``build_session``: the consistent catalog, ``local[1]``), each running
+the SQL epochs of ``--spark-jobs-each`` jobs of layer 2 (which the Python writers then leave alone): per sink,
+``SET spark.sql.consistent.job=<job>`` and ``INSERT OVERWRITE lake_consistent.scale.<sink> SELECT ...`` (the same
+counts in SQL), round robin; in the plain phase the same statements through the plain Iceberg catalog
+(``lake.plain.<sink>``). What each protocol statement did is read back from
+``CALL lake_consistent.system.recent_results()`` (published or not). PostgreSQL only.
 
 Usage:
     .venv/bin/python -m bench.bench_lake_scale [--tables 1000] [--jobs 200] [--writers 1,8,32] [--backend postgres]
@@ -183,6 +188,21 @@ def qualified(namespace: str, name: str) -> str:
     return f"{namespace}.{name}"
 
 
+def spark_jobs(shape: LakeShape, spark_writers: int, per_writer: int) -> list[list[JobSpec]]:
+    """The jobs each Spark writer runs: ``per_writer`` each, from layer 2 (dimensions and facts, read by the layers
+    above), then layer 3 and on when layer 2 has too few."""
+    pool = sorted(shape.jobs, key=lambda j: (j.layer != 2, j.layer < 2, j.layer, j.name))
+    if spark_writers * per_writer > len(pool):
+        raise ValueError(f"{spark_writers} Spark writers x {per_writer} jobs each is more than the {len(pool)} jobs")
+    return [pool[i * per_writer:(i + 1) * per_writer] for i in range(spark_writers)]
+
+
+def python_jobs(shape: LakeShape, writer: int, writers: int, taken: Iterable[str]) -> list[JobSpec]:
+    """The jobs of Python writer ``writer``: every ``writers``-th of those no Spark writer runs."""
+    skip = set(taken)
+    return [j for i, j in enumerate(j for j in shape.jobs if j.name not in skip) if i % writers == writer]
+
+
 # --- the catalog ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CatalogArgs:
@@ -262,6 +282,8 @@ class CountRoots:
 class PhaseReport:
     writer: int
     phase: str
+    kind: str = "python"
+    """``python`` (ingests and ``EpochJob`` epochs) or ``spark`` (SQL epochs through ``lake_consistent``)."""
     seconds: float = 0.0
     ingests: int = 0
     epochs: int = 0
@@ -301,12 +323,12 @@ def _schedule(writer: int, seed: int, roots: Sequence[str], ingest_every: int) -
 
 
 def _protocol_phase(catalog_args: CatalogArgs, shape: LakeShape, writer: int, writers: int, duration: float,
-                    ingest_every: int, rows: int, seed: int, ready: Any) -> PhaseReport:
+                    ingest_every: int, rows: int, seed: int, ready: Any, taken: Sequence[str]) -> PhaseReport:
     from consistent_catalog import ConsistentCatalog
 
     report = PhaseReport(writer, "protocol")
     cc = ConsistentCatalog(catalog_args.open())
-    mine = [j for i, j in enumerate(shape.jobs) if i % writers == writer]
+    mine = python_jobs(shape, writer, writers, taken)
     started = time.perf_counter()
     jobs = []
     for spec in mine:
@@ -368,10 +390,10 @@ def _protocol_phase(catalog_args: CatalogArgs, shape: LakeShape, writer: int, wr
 
 
 def _plain_phase(catalog_args: CatalogArgs, shape: LakeShape, writer: int, writers: int, duration: float,
-                 ingest_every: int, rows: int, seed: int, ready: Any) -> PhaseReport:
+                 ingest_every: int, rows: int, seed: int, ready: Any, taken: Sequence[str]) -> PhaseReport:
     report = PhaseReport(writer, "plain")
     catalog = catalog_args.open()
-    mine = [j for i, j in enumerate(shape.jobs) if i % writers == writer]
+    mine = python_jobs(shape, writer, writers, taken)
     roots = set(shape.roots)
     last_inputs: dict[str, dict[str, int | None]] = {}
     ready.wait(600)
@@ -425,7 +447,8 @@ def _plain_phase(catalog_args: CatalogArgs, shape: LakeShape, writer: int, write
 
 
 def writer_process(catalog_args: CatalogArgs, raw_shape: dict, writer: int, writers: int, duration: float,
-                   ingest_every: int, rows: int, seed: int, barriers: tuple[Any, Any], out: Any) -> None:
+                   ingest_every: int, rows: int, seed: int, barriers: tuple[Any, ...], out: Any,
+                   taken: Sequence[str] = ()) -> None:
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)  # commit retries are expected under contention
     logging.getLogger("consistent_catalog").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", "Delete operation did not match any records")  # an overwrite of an empty sink
@@ -433,12 +456,84 @@ def writer_process(catalog_args: CatalogArgs, raw_shape: dict, writer: int, writ
     phases = (_protocol_phase, _plain_phase)[:len(barriers)]
     for phase, ready in zip(phases, barriers):
         try:
-            report = phase(catalog_args, shape, writer, writers, duration, ingest_every, rows, seed, ready)
+            report = phase(catalog_args, shape, writer, writers, duration, ingest_every, rows, seed, ready, taken)
         except Exception:  # noqa: BLE001 - the whole phase failed: reported as one error
             report = PhaseReport(writer, phase.__name__.strip("_").split("_")[0], error_count=1,
                                  errors=[f"writer {writer}: {traceback.format_exc()[-600:]}"])
             ready.abort()
         out.put(asdict(report))
+
+
+def job_sql(catalog: str, job: JobSpec, sink: str, roots: Iterable[str]) -> str:
+    """The SQL of a job's epoch into one sink: what ``CountRoots`` computes, per root upstream the larger count."""
+    roots = set(roots)
+    parts = [f"SELECT '{s}' AS root, count(*) AS n FROM {catalog}.{s}" if s in roots
+             else f"SELECT root, n FROM {catalog}.{s}" for s in job.sources]
+    union = "\n  UNION ALL ".join(parts)
+    return f"INSERT OVERWRITE {catalog}.{sink}\nSELECT root, max(n) AS n FROM (\n  {union}\n) GROUP BY root"
+
+
+def _spark_phase(spark: Any, phase: str, index: int, jobs: Sequence[JobSpec], roots: Sequence[str], duration: float,
+                 ready: Any) -> PhaseReport:
+    report = PhaseReport(1000 + index, phase, kind="spark")
+    catalog = f"lake_consistent.{PROTOCOL_NS}" if phase == "protocol" else f"lake.{PLAIN_NS}"
+    work = [(job, sink, job_sql(catalog, job, sink, roots)) for job in jobs for sink in job.sinks]
+    ready.wait(600)
+    t0 = time.perf_counter()
+    deadline = t0 + duration
+    step = 0
+    while time.perf_counter() < deadline and work:
+        job, sink, sql = work[step % len(work)]
+        step += 1
+        started = time.perf_counter()
+        try:
+            if phase == "protocol":
+                spark.sql(f"SET spark.sql.consistent.job={job.name}")
+            spark.sql(sql)
+        except Exception as exc:  # noqa: BLE001 - counted: the target is none
+            report.error(f"SQL epoch of {job.name} into {sink}", exc)
+            continue
+        if time.perf_counter() <= deadline:
+            report.epoch_seconds.setdefault(job.name, []).append(time.perf_counter() - started)
+            if phase == "plain":
+                report.epochs += 1
+                report.sink_commits += 1
+    if phase == "protocol":  # what each statement did, from the plugin's own record of the session's writes
+        results = spark.sql("CALL lake_consistent.system.recent_results()").collect()
+        for row in results:
+            if row["action"] in ("published", "republished"):
+                report.epochs += 1
+                report.sink_commits += 1
+            else:
+                report.noops += 1
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def spark_writer_process(catalog_args: CatalogArgs, raw_shape: dict, index: int, job_names: Sequence[str],
+                         duration: float, barriers: tuple[Any, ...], out: Any) -> None:
+    """A PySpark driver with the consistent catalog running SQL epochs of its jobs (protocol), then the same SQL
+    through the plain Iceberg catalog (``lake.plain.*``)."""
+    from tests.harness.sql_writer import DRIVER_CONF, _exit_jvm
+
+    shape = LakeShape.from_dict(raw_shape)
+    jobs = [j for j in shape.jobs if j.name in set(job_names)]
+    spark = None
+    try:
+        from consistent_catalog.spark.session import build_session
+
+        spark = build_session(catalog_args.uri, catalog_args.warehouse, app_name=f"lake-scale-spark-{index}",
+                              master="local[1]", extra_conf=DRIVER_CONF)
+        for phase, ready in zip(("protocol", "plain"), barriers):
+            out.put(asdict(_spark_phase(spark, phase, index, jobs, shape.roots, duration, ready)))
+    except Exception:  # noqa: BLE001 - the whole process failed: one error per phase not yet reported
+        for ready in barriers:
+            ready.abort()
+        out.put(asdict(PhaseReport(1000 + index, "protocol", kind="spark", error_count=1,
+                                   errors=[f"spark writer {index}: {traceback.format_exc()[-600:]}"])))
+    finally:
+        if spark is not None:
+            _exit_jvm(spark)
 
 
 # --- the reader process ---------------------------------------------------------------------------------
@@ -455,6 +550,8 @@ def reader_process(catalog_args: CatalogArgs, raw_shape: dict, check_every: int,
     freshness: dict[str, list[float]] = {}
     errors: list[str] = []
     error_count, not_yet, cuts_checked = 0, 0, 0
+    why: Counter[str] = Counter()
+    why_lines: list[str] = []
     problems: list[str] = []
     catalog = catalog_args.open()
     warm = ConsistentCatalog(catalog)
@@ -472,8 +569,11 @@ def reader_process(catalog_args: CatalogArgs, raw_shape: dict, check_every: int,
                 started = time.perf_counter()
                 try:
                     cut = cc.resolve(tables)
-                except (NoWatermarkError, ResolutionError):
+                except (NoWatermarkError, ResolutionError) as exc:
                     not_yet += 1  # a table without an epoch yet: no cut, not an error
+                    why[f"{label}: {type(exc).__name__}"] += 1
+                    if len(why_lines) < 3 and round_no > 20:
+                        why_lines.append(f"round {round_no} {label} {kind}: {str(exc)[:300]}")
                     continue
                 except Exception as exc:  # noqa: BLE001
                     error_count += 1
@@ -500,7 +600,7 @@ def reader_process(catalog_args: CatalogArgs, raw_shape: dict, check_every: int,
                 freshness.setdefault(job, []).append(delays[sink] / 1000)
     out.put({"times": times, "freshness": freshness, "errors": errors, "error_count": error_count,
              "not_yet": not_yet, "cuts_checked": cuts_checked, "problems": problems[:20],
-             "problem_count": len(problems), "rounds": round_no})
+             "problem_count": len(problems), "rounds": round_no, "not_yet_why": dict(why), "not_yet_lines": why_lines})
 
 
 # --- the checks -----------------------------------------------------------------------------------------
@@ -607,19 +707,24 @@ class ConnectionSampler(threading.Thread):
 # --- one run ----------------------------------------------------------------------------------------------
 def run_lake(catalog_args: CatalogArgs, shape: LakeShape, *, writers: int, duration: float, ingest_every: int = 3,
              rows: int = 5, seed: int = 45, check_every: int = 10, pg: bool = False, plain: bool = True,
-             timeout: float = 1800) -> dict[str, Any]:
+             spark_writers: int = 0, spark_jobs_each: int = 3, timeout: float = 1800) -> dict[str, Any]:
     """One run at ``writers`` writers: the protocol phase, then (``plain``) the plain one; the tables must exist
     (``create_lake``)."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     reader_out = ctx.Queue()
     stop = ctx.Event()
-    ready = ctx.Barrier(writers + 2)  # the writers, the reader and this process: the protocol phase starts together
-    plain_ready = ctx.Barrier(writers + 1)  # the plain phase starts once every writer ended the protocol phase
+    on_spark = spark_jobs(shape, spark_writers, spark_jobs_each) if spark_writers else []
+    taken = [j.name for jobs in on_spark for j in jobs]
+    processes = writers + spark_writers
+    ready = ctx.Barrier(processes + 2)  # the writers, the reader and this process: the protocol phase starts together
+    plain_ready = ctx.Barrier(processes + 1)  # the plain phase starts once every writer ended the protocol phase
+    barriers = (ready, plain_ready) if plain else (ready,)
     raw = shape.to_dict()
     procs = [ctx.Process(target=writer_process, args=(catalog_args, raw, w, writers, duration, ingest_every, rows,
-                                                      seed, (ready, plain_ready) if plain else (ready,), out))
-             for w in range(writers)]
+                                                      seed, barriers, out, taken)) for w in range(writers)]
+    procs += [ctx.Process(target=spark_writer_process, args=(catalog_args, raw, i, [j.name for j in jobs], duration,
+                                                             barriers, out)) for i, jobs in enumerate(on_spark)]
     reader = ctx.Process(target=reader_process, args=(catalog_args, raw, check_every, ready, stop, reader_out))
     sampler = ConnectionSampler(catalog_args.uri if pg else None)
     for p in [*procs, reader]:
@@ -630,7 +735,7 @@ def run_lake(catalog_args: CatalogArgs, shape: LakeShape, *, writers: int, durat
         ready.wait(timeout)  # every writer registered its jobs
         sampler.start()
         phases["protocol"] = (time.time(), 0.0)
-        while len(reports) < writers:
+        while len(reports) < processes:
             reports.append(out.get(timeout=timeout))
         stop.set()
         reader_report = reader_out.get(timeout=timeout)
@@ -639,7 +744,7 @@ def run_lake(catalog_args: CatalogArgs, shape: LakeShape, *, writers: int, durat
         if plain:
             plain_ready.wait(timeout)
             phases["plain"] = (time.time(), 0.0)
-            while len(reports) < 2 * writers:
+            while len(reports) < 2 * processes:
                 reports.append(out.get(timeout=timeout))
             phases["plain"] = (phases["plain"][0], time.time())
     except (queue.Empty, threading.BrokenBarrierError):
@@ -651,7 +756,8 @@ def run_lake(catalog_args: CatalogArgs, shape: LakeShape, *, writers: int, durat
             p.join(30)
             if p.is_alive():
                 p.terminate()
-    return {"reports": reports, "reader": reader_report, "phases": phases, "connections": sampler.samples}
+    return {"reports": reports, "reader": reader_report, "phases": phases, "connections": sampler.samples,
+            "spark_jobs": taken}
 
 
 def final_checks(catalog_args: CatalogArgs, shape: LakeShape, keys: Iterable[tuple[str, str]]) -> dict[str, Any]:
@@ -691,6 +797,10 @@ def summarise(run: dict[str, Any], checks: dict[str, Any], shape: LakeShape, dur
         figures[phase]["errors"] = sum(r["error_count"] for r in reports)
         figures[phase]["error_lines"] = [line for r in reports for line in r["errors"]][:5]
         figures[phase]["inconsistent"] = [line for r in reports for line in r["inconsistent"]]
+        spark = [r for r in reports if r["kind"] == "spark"]
+        figures[phase]["spark_sinks"] = sum(r["sink_commits"] for r in spark) / duration
+        figures[phase]["spark_statement_s"] = [v for r in spark for vs in r["epoch_seconds"].values() for v in vs]
+    figures["spark_writers"] = sum(1 for r in by_phase["protocol"] if r["kind"] == "spark")
     figures["setup_s"] = max((r["setup_seconds"] for r in by_phase["protocol"]), default=0.0)
     reader = run["reader"]
     figures["reader"] = reader
@@ -749,6 +859,11 @@ def print_results(results: dict[int, dict[str, Any]], shape: LakeShape, args: ar
         f"{f['plain']['sink_commits']:.1f} ({_ratio(f['protocol']['sink_commits'], f['plain']['sink_commits'])})")
     row("**commit rate** (ingests + sinks)/s: protocol / plain", lambda f: f"**{f['protocol']['commits']:.1f} / "
         f"{f['plain']['commits']:.1f} ({_ratio(f['protocol']['commits'], f['plain']['commits'])})**")
+    if any(f["spark_writers"] for f in results.values()):
+        row("of which Spark SQL sinks/s: protocol / plain", lambda f: f"{f['protocol']['spark_sinks']:.2f} / "
+            f"{f['plain']['spark_sinks']:.2f} ({_ratio(f['protocol']['spark_sinks'], f['plain']['spark_sinks'])})")
+        row("Spark SQL statement s median: protocol / plain", lambda f: f"{_med(f['protocol']['spark_statement_s']):.2f}"
+            f" / {_med(f['plain']['spark_statement_s']):.2f}")
     row("no-op epochs/s: protocol / plain", lambda f: f"{f['protocol']['noops']:.1f} / {f['plain']['noops']:.1f}")
     row("catalog commits (metadata files): protocol / plain", lambda f: f"{f['checks']['protocol_commits']} / "
         f"{f['checks']['plain_commits']}")
@@ -823,11 +938,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=45)
     parser.add_argument("--check-every", type=int, default=10, help="recount every Nth warm cut of all tables (0: none)")
     parser.add_argument("--max-connections", type=int, default=300, help="PostgreSQL's max_connections")
-    parser.add_argument("--spark-writers", type=int, default=0, help="spark-sql writer processes (not yet implemented)")
+    parser.add_argument("--spark-writers", type=int, default=0,
+                        help="PySpark drivers running SQL epochs through lake_consistent (PostgreSQL only)")
+    parser.add_argument("--spark-jobs-each", type=int, default=3, help="jobs each Spark writer runs (from layer 2)")
     parser.add_argument("--markdown", action="store_true", help="(the output is always Markdown; kept for make bench-all)")
     args = parser.parse_args(argv)
-    if args.spark_writers:
-        parser.error("--spark-writers is not implemented yet (issue 45's second part); run without it")
+    if args.spark_writers and args.backend != "postgres":
+        parser.error("--spark-writers needs --backend postgres (Spark's JDBC catalog holds a SQLite catalog's lock)")
     counts = [int(x) for x in args.writers.split(",") if x.strip()]
     if not counts or min(counts) < 1:
         parser.error(f"--writers takes positive counts, e.g. 1,8,32; got {args.writers!r}")
@@ -852,7 +969,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{writers} writers: {2 * len(shape.tables)} tables created in {created:.0f}s", file=sys.stderr)
                 run = run_lake(catalog_args, shape, writers=writers, duration=args.duration,
                                ingest_every=args.ingest_every, rows=args.rows, seed=args.seed,
-                               check_every=args.check_every, pg=pg is not None)
+                               check_every=args.check_every, pg=pg is not None, spark_writers=args.spark_writers,
+                               spark_jobs_each=args.spark_jobs_each)
                 keys = [tuple(k) for r in run["reports"] if r["phase"] == "protocol" for k in r["keys"]]
                 checks = final_checks(catalog_args, shape, keys)
                 results[writers] = summarise(run, checks, shape, args.duration)
