@@ -18,7 +18,9 @@ fresh catalog (``--backend postgres``: a database of the throwaway PostgreSQL se
    tables (each job's freshness: now - W(its sinks)), and, every ``--check-every``-th cut of all tables, recounts it;
 3. the plain phase, in the same processes right after: the same mix with plain pyiceberg on ``plain.*`` (an ingest is
    ``table.append``; a job loads its sources, and when one moved, recomputes and ``table.overwrite``s each sink);
-4. checks, through a client of its own: every sink's ``main`` holds each barrier once, from one attempt
+4. (``--hot-root S``) every writer ingesting into one root for S seconds, the protocol's keyed ingests then plain
+   appends: where a single table's commits serialise;
+5. checks, through a client of its own: every sink's ``main`` holds each barrier once, from one attempt
    (``tests/harness/main_epochs.exactly_once_problems``); every ingest key the writers reported is on its root's
    ``main`` exactly once and no other is; the cut of all tables, recounted (below).
 
@@ -43,7 +45,8 @@ counts in SQL), round robin; in the plain phase the same statements through the 
 Usage:
     .venv/bin/python -m bench.bench_lake_scale [--tables 1000] [--jobs 200] [--writers 1,8,32] [--backend postgres]
                                                [--duration 60] [--ingest-every 3] [--rows 5] [--depth 7]
-                                               [--max-fan-in 10] [--seed 45] [--check-every 10] [--markdown]
+                                               [--max-fan-in 10] [--seed 45] [--check-every 10] [--hot-root 0]
+                                               [--spark-writers 0 [--spark-jobs-each 3]] [--markdown]
 """
 
 from __future__ import annotations
@@ -536,6 +539,68 @@ def spark_writer_process(catalog_args: CatalogArgs, raw_shape: dict, index: int,
             _exit_jvm(spark)
 
 
+def hot_root_process(catalog_args: CatalogArgs, root: str, writer: int, seconds: float, barriers: tuple[Any, Any],
+                     out: Any) -> None:
+    """One writer of the hot-root run: keyed ingests into ``scale.<root>`` for ``seconds``, then plain appends into
+    ``plain.<root>`` for as long."""
+    logging.getLogger("pyiceberg").setLevel(logging.ERROR)
+    from consistent_catalog import ConsistentCatalog
+
+    catalog = catalog_args.open()
+    cc = ConsistentCatalog(catalog)
+    for phase, ready in zip(("protocol", "plain"), barriers):
+        report = PhaseReport(writer, phase)
+        ready.wait(600)
+        t0 = time.perf_counter()
+        seq = 0
+        while time.perf_counter() < t0 + seconds:
+            started = time.perf_counter()
+            try:
+                if phase == "protocol":
+                    cc.ingest(qualified(PROTOCOL_NS, root), ingest_batch(writer, 10_000 + seq, 1), key=f"hot-w{writer}-{seq}")
+                else:
+                    catalog.load_table(qualified(PLAIN_NS, root)).append(ingest_batch(writer, 10_000 + seq, 1))
+            except Exception as exc:  # noqa: BLE001 - counted
+                report.error(f"hot {phase} ingest", exc)
+            else:
+                if time.perf_counter() <= t0 + seconds:
+                    report.ingests += 1
+                    report.ingest_seconds.append(time.perf_counter() - started)
+            seq += 1
+        out.put(asdict(report))
+
+
+def run_hot_root(catalog_args: CatalogArgs, root: str, writers: int, seconds: float,
+                 timeout: float = 600) -> dict[str, Any]:
+    """``writers`` processes ingesting into one root at once: the protocol's keyed ingests, then plain appends."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    barriers = (ctx.Barrier(writers + 1), ctx.Barrier(writers + 1))
+    procs = [ctx.Process(target=hot_root_process, args=(catalog_args, root, w, seconds, barriers, out))
+             for w in range(writers)]
+    for p in procs:
+        p.start()
+    reports: list[dict[str, Any]] = []
+    try:
+        for ready in barriers:
+            ready.wait(timeout)
+            while len(reports) < writers * (1 + barriers.index(ready)):
+                reports.append(out.get(timeout=timeout))
+    finally:
+        for p in procs:
+            p.join(30)
+            if p.is_alive():
+                p.terminate()
+    figures: dict[str, Any] = {}
+    for phase in ("protocol", "plain"):
+        mine = [r for r in reports if r["phase"] == phase]
+        figures[phase] = {"rate": sum(r["ingests"] for r in mine) / seconds,
+                          "ms": [v * 1000 for r in mine for v in r["ingest_seconds"]],
+                          "errors": sum(r["error_count"] for r in mine),
+                          "error_lines": [e for r in mine for e in r["errors"]][:3]}
+    return figures
+
+
 # --- the reader process ---------------------------------------------------------------------------------
 def reader_process(catalog_args: CatalogArgs, raw_shape: dict, check_every: int, ready: Any, stop: Any,
                    out: Any) -> None:
@@ -882,6 +947,12 @@ def print_results(results: dict[int, dict[str, Any]], shape: LakeShape, args: ar
     row("registering the jobs (s, slowest writer)", lambda f: f"{f['setup_s']:.1f}")
     row("catalog connections peak / median: protocol / plain", lambda f: f"{_conn(f['protocol'])} / {_conn(f['plain'])}")
     row("load average (1 min) start → end: protocol / plain", lambda f: f"{_load(f['protocol'])} / {_load(f['plain'])}")
+    if args.hot_root:
+        row(f"hot root: all writers ingest into {shape.roots[0]}, ingests/s: protocol / plain", lambda f:
+            f"{f['hot']['protocol']['rate']:.1f} / {f['hot']['plain']['rate']:.1f} "
+            f"({_ratio(f['hot']['protocol']['rate'], f['hot']['plain']['rate'])})")
+        row("hot root ingest ms median/p95: protocol / plain", lambda f: f"{_q(f['hot']['protocol']['ms'])} / "
+            f"{_q(f['hot']['plain']['ms'])}")
     row("**errors**", lambda f: f"**{f['errors']}**")
     row("epochs checked once / problems", lambda f: f"{f['checks']['epochs_checked']} / {len(f['checks']['problems'])}")
     row("cuts recounted (during + after) / inconsistent", lambda f: f"{f['reader']['cuts_checked']} + "
@@ -890,7 +961,8 @@ def print_results(results: dict[int, dict[str, Any]], shape: LakeShape, args: ar
     for n in cols:
         f = results[n]
         for line in [*f["protocol"]["error_lines"], *f["plain"]["error_lines"], *f["reader"]["errors"],
-                     *f["checks"]["problems"][:5], *f["reader"]["problems"][:3], *f["protocol"]["inconsistent"][:3]]:
+                     *f["checks"]["problems"][:5], *f["reader"]["problems"][:3], *f["protocol"]["inconsistent"][:3],
+                     *[e for p in ("protocol", "plain") for e in f.get("hot", {}).get(p, {}).get("error_lines", [])]]:
             print(f"- {n} writers: {line}")
 
 
@@ -941,6 +1013,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spark-writers", type=int, default=0,
                         help="PySpark drivers running SQL epochs through lake_consistent (PostgreSQL only)")
     parser.add_argument("--spark-jobs-each", type=int, default=3, help="jobs each Spark writer runs (from layer 2)")
+    parser.add_argument("--hot-root", type=float, default=0.0, metavar="SECONDS",
+                        help="after each run, every writer ingests into one root for SECONDS (protocol, then plain)")
     parser.add_argument("--markdown", action="store_true", help="(the output is always Markdown; kept for make bench-all)")
     args = parser.parse_args(argv)
     if args.spark_writers and args.backend != "postgres":
@@ -974,6 +1048,9 @@ def main(argv: list[str] | None = None) -> int:
                 keys = [tuple(k) for r in run["reports"] if r["phase"] == "protocol" for k in r["keys"]]
                 checks = final_checks(catalog_args, shape, keys)
                 results[writers] = summarise(run, checks, shape, args.duration)
+                if args.hot_root:
+                    results[writers]["hot"] = run_hot_root(catalog_args, shape.roots[0], writers, args.hot_root)
+                    results[writers]["errors"] += sum(results[writers]["hot"][p]["errors"] for p in ("protocol", "plain"))
                 print(f"{writers} writers: done, {results[writers]['errors']} errors, "
                       f"{len(checks['problems'])} problems", file=sys.stderr)
     finally:
