@@ -25,7 +25,7 @@ def test_a_lake_of_200_tables_and_8_writers_stays_consistent(postgres_server: Po
     args = CatalogArgs(postgres_server.uri(postgres_server.create_database()), f"file://{tmp_path}/warehouse")
     create_lake(args, shape, threads=2)
 
-    run = run_lake(args, shape, writers=8, duration=12, ingest_every=3, rows=3, check_every=1, pg=True, plain=False,
+    run = run_lake(args, shape, writers=8, duration=12, ingest_every=4, rows=3, check_every=1, pg=True, plain=False,
                    timeout=300)
     writers, reader = run["reports"], run["reader"]
     keys = [tuple(k) for r in writers for k in r["keys"]]
