@@ -613,6 +613,8 @@ def reader_process(catalog_args: CatalogArgs, raw_shape: dict, check_every: int,
     shape = LakeShape.from_dict(raw_shape)
     times: dict[str, list[float]] = {k: [] for k in ("deep cold", "deep warm", "all cold", "all warm", "status")}
     freshness: dict[str, list[float]] = {}
+    own: dict[str, list[float]] = {}
+    """Per job: W(slowest source) - W(its sink), the job's own share of the delay."""
     errors: list[str] = []
     error_count, not_yet, cuts_checked = 0, 0, 0
     why: Counter[str] = Counter()
@@ -659,11 +661,14 @@ def reader_process(catalog_args: CatalogArgs, raw_shape: dict, check_every: int,
                 errors.append(f"reader status: {type(exc).__name__}: {str(exc)[:300]}")
             continue
         times["status"].append(time.perf_counter() - started)
-        delays = {r.table: r.delay_ms for r in rows}
+        by_table = {r.table: r for r in rows}
         for job, sink in sink_of_job.items():
-            if delays.get(sink) is not None:
-                freshness.setdefault(job, []).append(delays[sink] / 1000)
-    out.put({"times": times, "freshness": freshness, "errors": errors, "error_count": error_count,
+            found = by_table.get(sink)
+            if found is not None and found.delay_ms is not None:
+                freshness.setdefault(job, []).append(found.delay_ms / 1000)
+            if found is not None and found.own_delay_ms is not None:
+                own.setdefault(job, []).append(found.own_delay_ms / 1000)
+    out.put({"times": times, "freshness": freshness, "own": own, "errors": errors, "error_count": error_count,
              "not_yet": not_yet, "cuts_checked": cuts_checked, "problems": problems[:20],
              "problem_count": len(problems), "rounds": round_no, "not_yet_why": dict(why), "not_yet_lines": why_lines})
 
@@ -873,6 +878,15 @@ def summarise(run: dict[str, Any], checks: dict[str, Any], shape: LakeShape, dur
     figures["freshness"] = fresh
     epoch_s = figures["protocol"]["epoch_s"]
     figures["fresh_within"] = sum(1 for job, (_, p95) in fresh.items() if job in epoch_s and p95 <= 2 * epoch_s[job])
+    runs: Counter[str] = Counter()
+    for r in by_phase["protocol"]:
+        for job, values in r["epoch_seconds"].items():
+            runs[job] += len(values)
+    period = {job: duration / n for job, n in runs.items()}  # seconds between a job's epochs that did work
+    own = {job: quantile(v, 0.95) for job, v in reader.get("own", {}).items() if v}
+    figures["own_p95"] = own
+    figures["period"] = period
+    figures["own_within"] = sum(1 for job, p95 in own.items() if job in period and p95 <= 2 * period[job])
     for phase in by_phase:
         figures[phase].update(connections=(None, None), load=("-", "-"), wall=0.0)
     for phase, (start, end) in run["phases"].items():
@@ -940,6 +954,9 @@ def print_results(results: dict[int, dict[str, Any]], shape: LakeShape, args: ar
         f"{_med(p for _, p in f['freshness'].values()):.1f}")
     row("freshness p95, worst job (s)", lambda f: f"{max((p for _, p in f['freshness'].values()), default=float('nan')):.1f}")
     row("jobs with freshness p95 ≤ 2× own epoch time", lambda f: f"{f['fresh_within']}/{len(shape.jobs)}")
+    row("own delay s (W(slowest source) − W(sink)) p95, median over jobs", lambda f: f"{_med(f['own_p95'].values()):.1f}")
+    row("seconds between a job's epochs, median over jobs", lambda f: f"{_med(f['period'].values()):.1f}")
+    row("jobs with own delay p95 ≤ 2× the time between their epochs", lambda f: f"{f['own_within']}/{len(shape.jobs)}")
     for key in ("deep cold", "deep warm", "all cold", "all warm", "status"):
         label = "status of all tables" if key == "status" else f"resolve {key.split()[0]} ({key.split()[1]})"
         row(f"{label} ms median / p95", lambda f, key=key: _ms(f["reader"]["times"][key]))
