@@ -9,8 +9,9 @@ fresh catalog (``--backend postgres``: a database of the throwaway PostgreSQL se
    dimensions/facts -> marts: the TPC-DI shape), each job reading 1 to ``--max-fan-in`` tables of earlier layers (at
    least one of the layer just before, so the DAG is that deep) and writing its share of the other tables;
    every table twice: ``scale.*`` for the protocol and ``plain.*`` for plain pyiceberg;
-2. starts N writer processes and one reader process; every writer registers its jobs (job i belongs to writer
-   i mod N: ``EpochJob``, pyiceberg writes), then, for ``--duration`` seconds, repeats: every ``--ingest-every``-th
+2. puts one batch into every root, starts N writer processes and one reader process; every writer registers its
+   jobs (job i belongs to writer i mod N: ``EpochJob``, pyiceberg writes) and runs them until each published a
+   first epoch (the warm-up, untimed; ``--no-warmup`` skips it), then, for ``--duration`` seconds, repeats: every ``--ingest-every``-th
    operation a keyed ingest of ``--rows`` rows into a random root (``cc.ingest(root, rows, key=...)``), otherwise the
    epoch of its next job (round robin; an epoch whose sources did not move is a no-op, counted apart). Meanwhile the
    reader resolves the repeatable-read cut of the deepest table (its upstream closure) and of all tables, each cold
@@ -85,6 +86,8 @@ RETRIES = {"commit.retry.num-retries": "30", "commit.retry.min-wait-ms": "20", "
 LAYER_WEIGHTS = (0.2, 0.18, 0.16, 0.14, 0.12, 0.1, 0.1, 0.08)
 """Share of the jobs per layer (staging first, marts last), for up to 8 layers."""
 VERSION = "lake-scale-1"
+WARMUP_CAP = 600.0
+"""Seconds a writer spends at most bringing its jobs to a first epoch before the timed phase."""
 """The jobs' definition (``cc.job(version=...)``): all jobs of a run compute the same thing."""
 
 
@@ -304,6 +307,8 @@ class PhaseReport:
     inconsistent: list[str] = field(default_factory=list)
     setup_seconds: float = 0.0
     """Protocol: registering this writer's jobs."""
+    warmup_seconds: float = 0.0
+    """Protocol: until every job of this writer published an epoch (before the timed phase)."""
 
     def error(self, what: str, exc: BaseException) -> None:
         self.error_count += 1
@@ -326,7 +331,8 @@ def _schedule(writer: int, seed: int, roots: Sequence[str], ingest_every: int) -
 
 
 def _protocol_phase(catalog_args: CatalogArgs, shape: LakeShape, writer: int, writers: int, duration: float,
-                    ingest_every: int, rows: int, seed: int, ready: Any, taken: Sequence[str]) -> PhaseReport:
+                    ingest_every: int, rows: int, seed: int, ready: Any, taken: Sequence[str],
+                    warmup: bool = True) -> PhaseReport:
     from consistent_catalog import ConsistentCatalog
 
     report = PhaseReport(writer, "protocol")
@@ -345,7 +351,20 @@ def _protocol_phase(catalog_args: CatalogArgs, shape: LakeShape, writer: int, wr
         except Exception as exc:  # noqa: BLE001 - counted: the target is none
             report.error(f"registering {spec.name}", exc)
     report.setup_seconds = time.perf_counter() - started
-    ready.wait(600)
+    if warmup:  # every job of this writer publishes once (the others' jobs upstream do so meanwhile)
+        started = time.perf_counter()
+        pending = list(jobs)
+        while pending and time.perf_counter() - started < WARMUP_CAP:
+            for job in list(pending):
+                try:
+                    if job.run_epoch().did_work:
+                        pending.remove(job)
+                except Exception as exc:  # noqa: BLE001
+                    report.error(f"warm-up epoch of {job.job}", exc)
+            if pending:
+                time.sleep(0.2)
+        report.warmup_seconds = time.perf_counter() - started
+    ready.wait(600 + WARMUP_CAP)
     schedule = _schedule(writer, seed, shape.roots, ingest_every)
     seq, next_job = 0, 0
     t0 = time.perf_counter()
@@ -393,7 +412,8 @@ def _protocol_phase(catalog_args: CatalogArgs, shape: LakeShape, writer: int, wr
 
 
 def _plain_phase(catalog_args: CatalogArgs, shape: LakeShape, writer: int, writers: int, duration: float,
-                 ingest_every: int, rows: int, seed: int, ready: Any, taken: Sequence[str]) -> PhaseReport:
+                 ingest_every: int, rows: int, seed: int, ready: Any, taken: Sequence[str],
+                 warmup: bool = True) -> PhaseReport:
     report = PhaseReport(writer, "plain")
     catalog = catalog_args.open()
     mine = python_jobs(shape, writer, writers, taken)
@@ -451,7 +471,7 @@ def _plain_phase(catalog_args: CatalogArgs, shape: LakeShape, writer: int, write
 
 def writer_process(catalog_args: CatalogArgs, raw_shape: dict, writer: int, writers: int, duration: float,
                    ingest_every: int, rows: int, seed: int, barriers: tuple[Any, ...], out: Any,
-                   taken: Sequence[str] = ()) -> None:
+                   taken: Sequence[str] = (), warmup: bool = True) -> None:
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)  # commit retries are expected under contention
     logging.getLogger("consistent_catalog").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", "Delete operation did not match any records")  # an overwrite of an empty sink
@@ -459,7 +479,8 @@ def writer_process(catalog_args: CatalogArgs, raw_shape: dict, writer: int, writ
     phases = (_protocol_phase, _plain_phase)[:len(barriers)]
     for phase, ready in zip(phases, barriers):
         try:
-            report = phase(catalog_args, shape, writer, writers, duration, ingest_every, rows, seed, ready, taken)
+            report = phase(catalog_args, shape, writer, writers, duration, ingest_every, rows, seed, ready, taken,
+                           warmup)
         except Exception:  # noqa: BLE001 - the whole phase failed: reported as one error
             report = PhaseReport(writer, phase.__name__.strip("_").split("_")[0], error_count=1,
                                  errors=[f"writer {writer}: {traceback.format_exc()[-600:]}"])
@@ -775,15 +796,33 @@ class ConnectionSampler(threading.Thread):
 
 
 # --- one run ----------------------------------------------------------------------------------------------
+def seed_roots(catalog_args: CatalogArgs, shape: LakeShape) -> list[tuple[str, str]]:
+    """One batch in every root of both copies (keyed in ``scale``), so the warm-up's epochs have data to read;
+    returns the (root, key) pairs that landed."""
+    from consistent_catalog import ConsistentCatalog
+
+    catalog = catalog_args.open()
+    cc = ConsistentCatalog(catalog)
+    landed = []
+    for i, root in enumerate(shape.roots):
+        batch = ingest_batch(-1, i, 5)
+        cc.ingest(qualified(PROTOCOL_NS, root), batch, key=f"seed-{root}")
+        catalog.load_table(qualified(PLAIN_NS, root)).append(batch)
+        landed.append((qualified(PROTOCOL_NS, root), f"seed-{root}"))
+    return landed
+
+
 def run_lake(catalog_args: CatalogArgs, shape: LakeShape, *, writers: int, duration: float, ingest_every: int = 3,
              rows: int = 5, seed: int = 45, check_every: int = 10, pg: bool = False, plain: bool = True,
-             spark_writers: int = 0, spark_jobs_each: int = 3, timeout: float = 1800) -> dict[str, Any]:
+             spark_writers: int = 0, spark_jobs_each: int = 3, warmup: bool = True,
+             timeout: float = 1800) -> dict[str, Any]:
     """One run at ``writers`` writers: the protocol phase, then (``plain``) the plain one; the tables must exist
     (``create_lake``)."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     reader_out = ctx.Queue()
     stop = ctx.Event()
+    seeded = seed_roots(catalog_args, shape) if warmup else []
     on_spark = spark_jobs(shape, spark_writers, spark_jobs_each) if spark_writers else []
     taken = [j.name for jobs in on_spark for j in jobs]
     processes = writers + spark_writers
@@ -792,7 +831,7 @@ def run_lake(catalog_args: CatalogArgs, shape: LakeShape, *, writers: int, durat
     barriers = (ready, plain_ready) if plain else (ready,)
     raw = shape.to_dict()
     procs = [ctx.Process(target=writer_process, args=(catalog_args, raw, w, writers, duration, ingest_every, rows,
-                                                      seed, barriers, out, taken)) for w in range(writers)]
+                                                      seed, barriers, out, taken, warmup)) for w in range(writers)]
     procs += [ctx.Process(target=spark_writer_process, args=(catalog_args, raw, i, [j.name for j in jobs], duration,
                                                              barriers, out)) for i, jobs in enumerate(on_spark)]
     reader = ctx.Process(target=reader_process, args=(catalog_args, raw, check_every, ready, stop, reader_out))
@@ -827,7 +866,7 @@ def run_lake(catalog_args: CatalogArgs, shape: LakeShape, *, writers: int, durat
             if p.is_alive():
                 p.terminate()
     return {"reports": reports, "reader": reader_report, "phases": phases, "connections": sampler.samples,
-            "spark_jobs": taken}
+            "spark_jobs": taken, "seeded": seeded}
 
 
 def final_checks(catalog_args: CatalogArgs, shape: LakeShape, keys: Iterable[tuple[str, str]]) -> dict[str, Any]:
@@ -872,6 +911,7 @@ def summarise(run: dict[str, Any], checks: dict[str, Any], shape: LakeShape, dur
         figures[phase]["spark_statement_s"] = [v for r in spark for vs in r["epoch_seconds"].values() for v in vs]
     figures["spark_writers"] = sum(1 for r in by_phase["protocol"] if r["kind"] == "spark")
     figures["setup_s"] = max((r["setup_seconds"] for r in by_phase["protocol"]), default=0.0)
+    figures["warmup_s"] = max((r.get("warmup_seconds", 0.0) for r in by_phase["protocol"]), default=0.0)
     reader = run["reader"]
     figures["reader"] = reader
     fresh = {job: (statistics.median(v), quantile(v, 0.95)) for job, v in reader["freshness"].items() if v}
@@ -961,7 +1001,8 @@ def print_results(results: dict[int, dict[str, Any]], shape: LakeShape, args: ar
         label = "status of all tables" if key == "status" else f"resolve {key.split()[0]} ({key.split()[1]})"
         row(f"{label} ms median / p95", lambda f, key=key: _ms(f["reader"]["times"][key]))
     row("reader rounds (cuts not yet resolvable)", lambda f: f"{f['reader']['rounds']} ({f['reader']['not_yet']})")
-    row("registering the jobs (s, slowest writer)", lambda f: f"{f['setup_s']:.1f}")
+    row("registering the jobs / warm-up to a first epoch (s, slowest writer)", lambda f: f"{f['setup_s']:.1f} / "
+        f"{f['warmup_s']:.1f}")
     row("catalog connections peak / median: protocol / plain", lambda f: f"{_conn(f['protocol'])} / {_conn(f['plain'])}")
     row("load average (1 min) start → end: protocol / plain", lambda f: f"{_load(f['protocol'])} / {_load(f['plain'])}")
     if args.hot_root:
@@ -1030,6 +1071,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spark-writers", type=int, default=0,
                         help="PySpark drivers running SQL epochs through lake_consistent (PostgreSQL only)")
     parser.add_argument("--spark-jobs-each", type=int, default=3, help="jobs each Spark writer runs (from layer 2)")
+    parser.add_argument("--no-warmup", action="store_true",
+                        help="start timing at once (default: one batch in every root, then each writer brings its jobs "
+                             "to a first epoch before the timed phase)")
     parser.add_argument("--hot-root", type=float, default=0.0, metavar="SECONDS",
                         help="after each run, every writer ingests into one root for SECONDS (protocol, then plain)")
     parser.add_argument("--markdown", action="store_true", help="(the output is always Markdown; kept for make bench-all)")
@@ -1061,8 +1105,8 @@ def main(argv: list[str] | None = None) -> int:
                 run = run_lake(catalog_args, shape, writers=writers, duration=args.duration,
                                ingest_every=args.ingest_every, rows=args.rows, seed=args.seed,
                                check_every=args.check_every, pg=pg is not None, spark_writers=args.spark_writers,
-                               spark_jobs_each=args.spark_jobs_each)
-                keys = [tuple(k) for r in run["reports"] if r["phase"] == "protocol" for k in r["keys"]]
+                               spark_jobs_each=args.spark_jobs_each, warmup=not args.no_warmup)
+                keys = [*run["seeded"], *(tuple(k) for r in run["reports"] if r["phase"] == "protocol" for k in r["keys"])]
                 checks = final_checks(catalog_args, shape, keys)
                 results[writers] = summarise(run, checks, shape, args.duration)
                 if args.hot_root:

@@ -28,7 +28,7 @@ def test_a_lake_of_200_tables_and_8_writers_stays_consistent(postgres_server: Po
     run = run_lake(args, shape, writers=8, duration=12, ingest_every=4, rows=3, check_every=1, pg=True, plain=False,
                    timeout=300)
     writers, reader = run["reports"], run["reader"]
-    keys = [tuple(k) for r in writers for k in r["keys"]]
+    keys = [*run["seeded"], *(tuple(k) for r in writers for k in r["keys"])]
     checks = final_checks(args, shape, keys)
 
     errors = [line for r in writers for line in r["errors"]] + reader["errors"]
