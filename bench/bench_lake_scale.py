@@ -765,8 +765,17 @@ def exactly_once(catalog: Any, shape: LakeShape, keys: Iterable[tuple[str, str]]
 
 
 def catalog_commits(catalog: Any, namespace: str, tables: Iterable[str]) -> int:
-    """Metadata files written (one per catalog commit) over the tables' lives, creation excluded."""
-    return sum(len(catalog.load_table(qualified(namespace, t)).metadata.metadata_log) for t in tables)
+    """Catalog commits over the tables' lives, creation excluded: the version number in each table's current
+    metadata file name (``00042-<uuid>.metadata.json``: pyiceberg numbers them one up per commit), read with one
+    query of the catalog's own table (``metadata_log`` would not do: pyiceberg keeps only its last 100 entries)."""
+    import sqlalchemy
+
+    wanted = set(tables)
+    with catalog.engine.connect() as con:
+        rows = con.execute(sqlalchemy.text(
+            'SELECT "table_name", "metadata_location" FROM "iceberg_tables" WHERE "table_namespace" = :ns'),
+            {"ns": namespace}).all()
+    return sum(int(location.rsplit("/", 1)[1].split("-", 1)[0]) for name, location in rows if name in wanted)
 
 
 class ConnectionSampler(threading.Thread):
