@@ -223,14 +223,15 @@ class CatalogArgs:
         return SqlCatalog("lake", uri=self.uri, warehouse=self.warehouse)
 
 
-def create_lake(args: CatalogArgs, shape: LakeShape, threads: int = 4) -> float:
-    """Both copies of every table (``scale.*``, ``plain.*``); returns the seconds it took."""
+def create_lake(args: CatalogArgs, shape: LakeShape, threads: int = 4, *, plain: bool = True) -> float:
+    """Both copies of every table (``scale.*``, and with ``plain`` ``plain.*``); returns the seconds it took."""
     started = time.perf_counter()
     catalog = args.open()
-    for namespace in (PROTOCOL_NS, PLAIN_NS):
+    namespaces = (PROTOCOL_NS, PLAIN_NS) if plain else (PROTOCOL_NS,)
+    for namespace in namespaces:
         catalog.create_namespace_if_not_exists(namespace)
     schema = {**dict.fromkeys(shape.roots, ROOT_SCHEMA), **dict.fromkeys(shape.derived, DERIVED_SCHEMA)}
-    work = [(ns, name) for ns in (PROTOCOL_NS, PLAIN_NS) for name in shape.tables]
+    work = [(ns, name) for ns in namespaces for name in shape.tables]
     local = threading.local()
 
     def create(item: tuple[str, str]) -> None:
@@ -806,7 +807,7 @@ class ConnectionSampler(threading.Thread):
 
 
 # --- one run ----------------------------------------------------------------------------------------------
-def seed_roots(catalog_args: CatalogArgs, shape: LakeShape) -> list[tuple[str, str]]:
+def seed_roots(catalog_args: CatalogArgs, shape: LakeShape, *, plain: bool = True) -> list[tuple[str, str]]:
     """One batch in every root of both copies (keyed in ``scale``), so the warm-up's epochs have data to read;
     returns the (root, key) pairs that landed."""
     from consistent_catalog import ConsistentCatalog
@@ -817,7 +818,8 @@ def seed_roots(catalog_args: CatalogArgs, shape: LakeShape) -> list[tuple[str, s
     for i, root in enumerate(shape.roots):
         batch = ingest_batch(-1, i, 5)
         cc.ingest(qualified(PROTOCOL_NS, root), batch, key=f"seed-{root}")
-        catalog.load_table(qualified(PLAIN_NS, root)).append(batch)
+        if plain:
+            catalog.load_table(qualified(PLAIN_NS, root)).append(batch)
         landed.append((qualified(PROTOCOL_NS, root), f"seed-{root}"))
     return landed
 
@@ -832,7 +834,7 @@ def run_lake(catalog_args: CatalogArgs, shape: LakeShape, *, writers: int, durat
     out = ctx.Queue()
     reader_out = ctx.Queue()
     stop = ctx.Event()
-    seeded = seed_roots(catalog_args, shape) if warmup else []
+    seeded = seed_roots(catalog_args, shape, plain=plain) if warmup else []
     on_spark = spark_jobs(shape, spark_writers, spark_jobs_each) if spark_writers else []
     taken = [j.name for jobs in on_spark for j in jobs]
     processes = writers + spark_writers
@@ -879,7 +881,8 @@ def run_lake(catalog_args: CatalogArgs, shape: LakeShape, *, writers: int, durat
             "spark_jobs": taken, "seeded": seeded}
 
 
-def final_checks(catalog_args: CatalogArgs, shape: LakeShape, keys: Iterable[tuple[str, str]]) -> dict[str, Any]:
+def final_checks(catalog_args: CatalogArgs, shape: LakeShape, keys: Iterable[tuple[str, str]], *,
+                 plain: bool = True) -> dict[str, Any]:
     """After the run, through a client of its own: exactly once, and the cut of all tables recounted."""
     from consistent_catalog import ConsistentCatalog
     from consistent_catalog.exceptions import NoWatermarkError, ResolutionError
@@ -895,7 +898,7 @@ def final_checks(catalog_args: CatalogArgs, shape: LakeShape, keys: Iterable[tup
         problems += recount_problems(catalog, shape, cut)
     return {"epochs_checked": epochs, "problems": problems, "final_barrier": None if cut is None else cut.barrier,
             "protocol_commits": catalog_commits(catalog, PROTOCOL_NS, shape.tables),
-            "plain_commits": catalog_commits(catalog, PLAIN_NS, shape.tables)}
+            "plain_commits": catalog_commits(catalog, PLAIN_NS, shape.tables) if plain else 0}
 
 
 def summarise(run: dict[str, Any], checks: dict[str, Any], shape: LakeShape, duration: float) -> dict[str, Any]:

@@ -23,13 +23,13 @@ def test_a_lake_of_200_tables_and_8_writers_stays_consistent(postgres_server: Po
     shape = generate(200, 40, seed=45)
     (tmp_path / "warehouse").mkdir()
     args = CatalogArgs(postgres_server.uri(postgres_server.create_database()), f"file://{tmp_path}/warehouse")
-    create_lake(args, shape, threads=2)
+    create_lake(args, shape, threads=2, plain=False)
 
     run = run_lake(args, shape, writers=8, duration=12, ingest_every=4, rows=3, check_every=1, pg=True, plain=False,
                    timeout=300)
     writers, reader = run["reports"], run["reader"]
     keys = [*run["seeded"], *(tuple(k) for r in writers for k in r["keys"])]
-    checks = final_checks(args, shape, keys)
+    checks = final_checks(args, shape, keys, plain=False)
 
     errors = [line for r in writers for line in r["errors"]] + reader["errors"]
     assert sum(r["error_count"] for r in writers) + reader["error_count"] == 0, errors
