@@ -14,7 +14,7 @@ from consistent_catalog.exceptions import (
     InvalidInputError,
     StrandedDataError,
 )
-from consistent_catalog.resolver import PROBABLY_SECONDS, Cut, resolve
+from consistent_catalog.resolver import PROBABLY_SECONDS, Cut, resolve, unwritable_metadata
 from consistent_catalog.state import TableState, parse_summary_sources
 from consistent_catalog.util.time import fmt_barrier, fmt_duration, fmt_ms
 
@@ -127,6 +127,7 @@ def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int)
     bottleneck of X is the job with the largest own delay on X's slowest path back to a root.
     """
     marks, errors = watermarks(states)
+    unwritable = _unwritable(states)  # a table's own cut can be stranded only above one of these (§4.3 step 5)
     rows = []
     for name in tables:
         state = states[name]
@@ -150,7 +151,7 @@ def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int)
             untracked = state.branch().untracked
             if untracked is not None:
                 errors[name] = str(state.branch().untracked_error(state.untracked_writer(), state.watermark()))
-        if name not in errors and w is not None:
+        if name not in errors and w is not None and unwritable and unwritable & {s.identifier for s in upstream_of(states, name)}:
             stranded = stranded_data(states, name)
             if stranded is not None:
                 errors[name] = str(stranded)
@@ -175,6 +176,18 @@ def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int)
             )
         )
     return rows
+
+
+def _unwritable(states: Mapping[str, TableState]) -> set[str]:
+    """The tables whose metadata no job could have written (``resolver.unwritable_metadata``), each checked once."""
+    found = set()
+    for name, state in states.items():
+        try:
+            if unwritable_metadata(state, states) is not None:
+                found.add(name)
+        except ConsistentCatalogError:
+            continue
+    return found
 
 
 def upstream_of(states: Mapping[str, TableState], name: str) -> list[TableState]:

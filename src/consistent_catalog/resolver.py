@@ -221,13 +221,13 @@ def stranded_error(
         culprit, why = None, None
         seen: set[str] = set()
         for candidate in [state, *states]:  # the stranded table's upstream first, then its siblings in the cut
-            culprit, why = _holding_back(candidate, known, upper, branch_of, seen)
+            culprit, why = _holding_back(candidate, known, branch_of, seen)
             if culprit is not None:
                 break
         if culprit is not None and why is not None:
             return _stranded(culprit, why, upper, f"a cut would read {state.identifier} as empty")
     for state in states:
-        why = _broken(state, known, upper, branch_of)
+        why = unwritable_metadata(state, known, branch_of)
         if why is not None:
             return _stranded(state, why, upper, f"a cut of {state.identifier} would lie before its sources' data")
     return None  # a table lags: the cut lies before the data until its job catches up, as §4.3 defines it
@@ -246,28 +246,25 @@ def _stranded(culprit: TableState, why: str, upper: int, effect: str) -> Strande
 
 
 def _holding_back(
-    state: TableState,
-    known: Mapping[str, TableState],
-    upper: int,
-    branch_of: Callable[[TableState], str],
-    seen: set[str],
+    state: TableState, known: Mapping[str, TableState], branch_of: Callable[[TableState], str], seen: set[str]
 ) -> tuple[TableState | None, str | None]:
-    """The table among ``state`` and its upstream tables (the most upstream first) that ``_broken`` finds, and why."""
+    """The table among ``state`` and its upstream tables (the most upstream first) with ``unwritable_metadata``, and
+    why."""
     if state.identifier in seen:
         return None, None
     seen.add(state.identifier)
     for source in state.sources:
         upstream = known.get(source)
         if upstream is not None:
-            found = _holding_back(upstream, known, upper, branch_of, seen)
+            found = _holding_back(upstream, known, branch_of, seen)
             if found[0] is not None:
                 return found
-    why = _broken(state, known, upper, branch_of)
+    why = unwritable_metadata(state, known, branch_of)
     return (None, None) if why is None else (state, why)
 
 
-def _broken(
-    state: TableState, known: Mapping[str, TableState], upper: int, branch_of: Callable[[TableState], str]
+def unwritable_metadata(
+    state: TableState, known: Mapping[str, TableState], branch_of: Callable[[TableState], str] = lambda s: P.MAIN_BRANCH
 ) -> str | None:
     """Why the derived table ``state`` has metadata no job could have written (None: it has not): rows ingested into
     it while it was a root (a data-changing snapshot with a barrier but neither ``consistent.job`` nor

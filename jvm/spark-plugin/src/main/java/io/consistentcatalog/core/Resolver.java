@@ -232,16 +232,16 @@ public final class Resolver {
       }
       String[] why = new String[1];
       Set<String> seen = new HashSet<>();
-      TableState culprit = holdingBack(state, known, upper, branchOf, seen, why);
+      TableState culprit = holdingBack(state, known, branchOf, seen, why);
       for (int i = 0; culprit == null && i < states.size(); i++) { // then its siblings in the cut
-        culprit = holdingBack(states.get(i), known, upper, branchOf, seen, why);
+        culprit = holdingBack(states.get(i), known, branchOf, seen, why);
       }
       if (culprit != null) {
         return stranded(culprit, why[0], upper, "a cut would read " + state.identifier + " as empty");
       }
     }
     for (TableState state : states) {
-      String why = broken(state, known, upper, branchOf);
+      String why = broken(state, known, branchOf);
       if (why != null) {
         return stranded(state, why, upper, "a cut of " + state.identifier + " would lie before its sources' data");
       }
@@ -264,21 +264,21 @@ public final class Resolver {
 
   /** {@code _holding_back}: the table among {@code state} and its upstream tables (the most upstream first) that is broken. */
   private static TableState holdingBack(
-      TableState state, Map<String, TableState> known, long upper, Function<TableState, String> branchOf,
-      Set<String> seen, String[] why) {
+      TableState state, Map<String, TableState> known, Function<TableState, String> branchOf, Set<String> seen,
+      String[] why) {
     if (!seen.add(state.identifier)) {
       return null;
     }
     for (String source : state.sources()) {
       TableState upstream = known.get(source);
       if (upstream != null) {
-        TableState found = holdingBack(upstream, known, upper, branchOf, seen, why);
+        TableState found = holdingBack(upstream, known, branchOf, seen, why);
         if (found != null) {
           return found;
         }
       }
     }
-    why[0] = broken(state, known, upper, branchOf);
+    why[0] = broken(state, known, branchOf);
     return why[0] == null ? null : state;
   }
 
@@ -286,8 +286,7 @@ public final class Resolver {
    * {@code _broken}: why the derived table {@code state} has metadata no job could have written (null: it has not) —
    * rows ingested while it was a root, or, before any epoch, a watermark beyond a source's.
    */
-  private static String broken(
-      TableState state, Map<String, TableState> known, long upper, Function<TableState, String> branchOf) {
+  private static String broken(TableState state, Map<String, TableState> known, Function<TableState, String> branchOf) {
     if (state.isRoot()) {
       return null;
     }
