@@ -18,8 +18,8 @@ import pytest
 
 from consistent_catalog import ConsistentCatalog
 from consistent_catalog.airflow.payload import PinnedCut
-from consistent_catalog.demo import COUNTS, WORDS, count_words
-from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA, sqlite_catalog, words
+from consistent_catalog.demo import COUNTS, WORDS
+from tests.harness.lake import lagging_word_counts, words
 
 pytestmark = [
     pytest.mark.integration,
@@ -48,17 +48,7 @@ def airflow_home(tmp_path_factory):
 
 def build_lake(directory: Path):
     """words (W = T0 + 1000) -> word_counts (W = T0): word-count has not published T0 + 1000 yet."""
-    catalog = sqlite_catalog(directory)
-    catalog.create_namespace("demo")
-    catalog.create_table(WORDS, schema=WORDS_SCHEMA)
-    catalog.create_table(COUNTS, schema=COUNTS_SCHEMA)
-    cc = ConsistentCatalog(catalog)
-    cc.ingest(WORDS, words("a", "b"), barrier=T0)
-    job = cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite")
-    job.register()
-    job.run_epoch()
-    cc.ingest(WORDS, words("c", "c"), barrier=T0 + 1_000)
-    return cc, job
+    return lagging_word_counts(directory, ("c", "c"), T0)
 
 
 @pytest.fixture

@@ -15,12 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
 from consistent_catalog.cli.main import EXIT_INTERRUPTED, EXIT_NOT_FRESH, cli
-from consistent_catalog.demo import COUNTS, WORDS, count_words
+from consistent_catalog.demo import COUNTS, WORDS
 from consistent_catalog.util.time import fmt_ms, now_ms
-from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA, sqlite_catalog, words
+from tests.harness.lake import lagging_word_counts, words
 
 EXE = str(Path(sys.executable).parent / "consistent-catalog")
 T0 = 1_700_000_000_000
@@ -42,16 +41,7 @@ def own_lake(tmp_path):
 
 
 def build_lake(directory):
-    catalog = sqlite_catalog(directory)
-    catalog.create_namespace("demo")
-    catalog.create_table(WORDS, schema=WORDS_SCHEMA)
-    catalog.create_table(COUNTS, schema=COUNTS_SCHEMA)
-    cc = ConsistentCatalog(catalog)
-    cc.ingest(WORDS, words("a", "b"), barrier=T0)
-    job = cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite")
-    job.register()
-    job.run_epoch()
-    cc.ingest(WORDS, words("c"), barrier=T0 + 1_000)
+    cc, _ = lagging_word_counts(directory, ("c",), T0)
     env = {**os.environ, "PYICEBERG_CATALOG__LAKE__URI": f"sqlite:///{directory}/catalog.db",
            "PYICEBERG_CATALOG__LAKE__WAREHOUSE": f"file://{directory}/warehouse"}
     return cc, env

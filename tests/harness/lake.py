@@ -58,3 +58,23 @@ def catalog_spec(catalog: Any) -> dict[str, str]:
 def words(*items: str) -> pa.Table:
     """A batch of rows for ``demo.words``."""
     return pa.table({"word": list(items)}, schema=WORDS_SCHEMA)
+
+
+def lagging_word_counts(directory: Path, later: tuple[str, ...], t0: int) -> tuple[Any, Any]:
+    """demo.words (W = t0 + 1000) -> demo.word_counts (W = t0) on a SQLite catalog in ``directory``: the job
+    word-count (returned, registered) has published t0 but not the ingest of ``later`` at t0 + 1000 yet. The lake of
+    the freshness waits (``wait``, the Airflow sensor and trigger)."""
+    from consistent_catalog import ConsistentCatalog
+    from consistent_catalog.demo import COUNTS, WORDS, count_words
+
+    catalog = sqlite_catalog(directory)
+    catalog.create_namespace("demo")
+    catalog.create_table(WORDS, schema=WORDS_SCHEMA)
+    catalog.create_table(COUNTS, schema=COUNTS_SCHEMA)
+    cc = ConsistentCatalog(catalog)
+    cc.ingest(WORDS, words("a", "b"), barrier=t0)
+    job = cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite")
+    job.register()
+    job.run_epoch()
+    cc.ingest(WORDS, words(*later), barrier=t0 + 1_000)
+    return cc, job
