@@ -133,7 +133,7 @@ def test_ctrl_c_exits_130_in_one_line(lake):
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         opened_the_catalog(proc.pid, env)  # past its imports: it has polled (a SIGINT during imports is Python's)
-        time.sleep(0.5)
+        time.sleep(3.0)  # its first poll imports pyarrow and resolves after the catalog file is open: >0.5 s here
         assert proc.poll() is None
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
