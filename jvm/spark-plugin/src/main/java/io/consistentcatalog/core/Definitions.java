@@ -110,14 +110,19 @@ public final class Definitions {
     return fingerprint(SQL, normalizeSql(statement));
   }
 
-  /** Why a sink needs a revision before the job's next epoch ({@code DefinitionChange}). */
+  /** Why a sink needs a new generation at the job's next epoch ({@code DefinitionChange}, §6.10). */
   public static final class Change {
-    /** {@code rebuild}, {@code definition} or {@code schema}. */
+    /** {@code rebuild}, {@code definition}, {@code schema} or {@code upstream}: the value of {@code consistent.regenerate}. */
     public final String reason;
-    /** The last epoch's fingerprint, or its schema id for {@code schema}. */
+    /** The last epoch's fingerprint, its schema id for {@code schema}, the source that switched for {@code upstream}. */
     public final String recorded;
     /** The job's fingerprint now, or the sink's current schema id for {@code schema}. */
     public final String current;
+
+    /** {@code upstream}: {@code source}'s range since the sink's last epoch holds a new generation (§6.10 step 4). */
+    public static Change upstream(String source) {
+      return new Change("upstream", source, null);
+    }
 
     public Change(String reason, String recorded, String current) {
       this.reason = reason;
@@ -125,8 +130,14 @@ public final class Definitions {
       this.current = current;
     }
 
-    /** {@code definition changed (sql 3f2a... -> 9b1c...)}, {@code schema changed (schema 0 -> 1)}, {@code rebuild requested}. */
+    /**
+     * {@code definition changed (sql 3f2a... -> 9b1c...)}, {@code schema changed (schema 0 -> 1)}, {@code rebuild
+     * requested}, {@code source demo.words switched generations}.
+     */
     public String describe() {
+      if (reason.equals("upstream")) {
+        return "source " + recorded + " switched generations";
+      }
       if (reason.equals("rebuild")) {
         return "rebuild requested";
       }
@@ -139,6 +150,11 @@ public final class Definitions {
         return "definition changed (" + now[0] + " " + then[1] + " -> " + now[1] + ")";
       }
       return "definition changed (" + recorded + " -> " + current + ")";
+    }
+
+    /** The runner's line (§5.1): {@code <describe()>: new generation at barrier T}. */
+    public String describe(long barrier) {
+      return describe() + ": new generation at barrier " + Barriers.format(barrier);
     }
 
     private static String[] split(String fingerprint) {
@@ -169,8 +185,8 @@ public final class Definitions {
   }
 
   /**
-   * {@code definition_change} (protocol §6.10's rule): whether {@code job}'s next epoch on {@code sink} must be a
-   * revision, and why (null: it need not).
+   * {@code definition_change} (protocol §6.10's rule): whether {@code job}'s next epoch on {@code sink} must start a
+   * new generation, and why (null: it need not).
    */
   public static Change change(TableState sink, String job, String definition, boolean rebuild) {
     SnapshotRecord record = lastEpoch(sink, job);

@@ -90,6 +90,16 @@ public final class EpochCommits {
     return out;
   }
 
+  /** {@link #summary}, and {@code consistent.regenerate} on every snapshot of a sink's new generation (§6.10 step 2). */
+  public static Map<String, String> summary(EpochPlanner.Plan plan, String sink, String job, String attempt) {
+    Map<String, String> out = summary(plan, job, attempt);
+    EpochPlanner.SinkPlan sinkPlan = plan.sinks.get(sink);
+    if (sinkPlan != null && sinkPlan.action == EpochPlanner.Action.REGENERATE) {
+      out.put(Keys.REGENERATE, sinkPlan.change.reason);
+    }
+    return out;
+  }
+
   /**
    * §5.3: main to the staged head ({@code stagedHead} not null), or the watermark to T ({@code sink}: the sink as
    * read before publishing), and the lease renewed to {@code leaseUntil}.
@@ -100,6 +110,9 @@ public final class EpochCommits {
     List<MetadataUpdate> updates = new ArrayList<>();
     Map<String, String> properties = new LinkedHashMap<>();
     properties.put(Keys.LEASE_UNTIL, Long.toString(leaseUntil));
+    if (stagedHead != null && sinkPlan.action == EpochPlanner.Action.REGENERATE) {
+      return switchGeneration(plan, sinkPlan, sink, mainHead, stagedHead, properties);
+    }
     if (stagedHead != null) {
       updates.add(branchRef(Keys.MAIN_BRANCH, stagedHead));
     } else {
@@ -109,5 +122,29 @@ public final class EpochCommits {
     return new Commit("publishing barrier " + Barriers.format(plan.barrier),
         fenced(sinkPlan.fence, refs(Keys.MAIN_BRANCH, mainHead, stagedHead == null ? null : Keys.STAGED_BRANCH, stagedHead)),
         updates);
+  }
+
+  /**
+   * §5.3's publish of a new generation, the switch of §6.10 step 3: main to the staged head, {@code consistent.revision}
+   * + 1, the watermark T on the staged head (with overrides, §3.6) and, when the sink has no {@code consistent-previous},
+   * that branch at main's head as read with {@code consistent.previous}; requires {@code consistent-previous} as read.
+   */
+  private static Commit switchGeneration(
+      EpochPlanner.Plan plan, EpochPlanner.SinkPlan sinkPlan, TableState sink, Long mainHead, long stagedHead,
+      Map<String, String> properties) {
+    Long previous = sink.head(Keys.PREVIOUS_BRANCH);
+    List<MetadataUpdate> updates = new ArrayList<>();
+    updates.add(branchRef(Keys.MAIN_BRANCH, stagedHead));
+    if (previous == null && mainHead != null) {
+      updates.add(branchRef(Keys.PREVIOUS_BRANCH, mainHead));
+      properties.putAll(sink.previousProperties());
+    }
+    properties.put(Keys.REVISION, Long.toString(sink.revision() + 1));
+    properties.putAll(sink.watermarkProperties(plan.barrier, stagedHead));
+    updates.add(new MetadataUpdate.SetProperties(properties));
+    Map<String, Long> asserted = refs(Keys.MAIN_BRANCH, mainHead, Keys.STAGED_BRANCH, stagedHead);
+    asserted.put(Keys.PREVIOUS_BRANCH, previous);
+    return new Commit("switching to the new generation at barrier " + Barriers.format(plan.barrier),
+        fenced(sinkPlan.fence, asserted), updates);
   }
 }

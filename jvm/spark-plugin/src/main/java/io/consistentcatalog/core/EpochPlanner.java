@@ -43,8 +43,11 @@ public final class EpochPlanner {
 
   /** What one sink of an epoch has to do (§5.1's table). */
   public enum Action {
-    /** The sink's last epoch was computed by another definition or schema, or a rebuild was asked (§6.10). */
-    REVISE("revise"),
+    /**
+     * A new generation (§6.10): the sink's last epoch was computed by another definition or schema, a rebuild was
+     * asked, or a source switched generations since the sink's last epoch.
+     */
+    REGENERATE("regenerate"),
     DONE("done"),
     PUBLISH_STAGED("publish-staged"),
     WATERMARK("watermark"),
@@ -66,7 +69,7 @@ public final class EpochPlanner {
     public final Map<String, Long> previousInputs;
     /** The fence ref's head as planned: every commit of the epoch asserts it (§6.3). */
     public final Long fence;
-    /** Why the sink is revised ({@link Action#REVISE}; null otherwise). */
+    /** Why the sink starts a new generation ({@link Action#REGENERATE}; null otherwise). */
     public final Definitions.Change change;
 
     SinkPlan(String sink, Action action, Long mainHead, Long stagedHead, Map<String, Long> previousInputs, Long fence) {
@@ -120,7 +123,7 @@ public final class EpochPlanner {
 
   /**
    * {@code plan_epoch} with the job's {@code definition} fingerprint (null: unknown) and a {@code rebuild} request:
-   * a sink whose last epoch was computed otherwise is {@code revise}d first (§5.1, §6.10).
+   * a sink whose last epoch was computed otherwise {@code regenerate}s (§5.1, §6.10).
    */
   public static Plan plan(
       String job, Map<String, TableState> sources, Map<String, TableState> sinks, Map<String, TableState> upstream,
@@ -195,8 +198,11 @@ public final class EpochPlanner {
       }
       Action action;
       Definitions.Change change = definitionChange(state, job, definition, rebuild);
+      if (change == null) {
+        change = switchedSource(sources, inputs, previous);
+      }
       if (change != null) {
-        action = Action.REVISE;
+        action = Action.REGENERATE;
       } else if (sinkMark != null && barrier <= sinkMark) {
         action = Action.DONE;
       } else if (stagedEpochMatches(state, job, barrier, inputs)) {
@@ -213,11 +219,64 @@ public final class EpochPlanner {
   }
 
   /**
-   * {@code definition_change} (§6.10): why {@code job}'s next epoch on {@code sink} must be a revision (null: it
-   * need not): its last epoch on main was computed by another definition, under another schema, or a rebuild is asked.
+   * {@code definition_change} (§6.10): why {@code job}'s next epoch on {@code sink} must start a new generation (null:
+   * it need not): its last epoch on main was computed by another definition, under another schema, or a rebuild is
+   * asked.
    */
   public static Definitions.Change definitionChange(TableState sink, String job, String definition, boolean rebuild) {
     return Definitions.change(sink, job, definition, rebuild);
+  }
+
+  /**
+   * §6.10 step 4: the first source (by name) whose range (previous input, new input] holds a snapshot carrying
+   * {@code consistent.regenerate} — it switched generations since the sink's last epoch; null when none did. A sink
+   * without a previous epoch (no recorded inputs of the source) has no range.
+   */
+  static Definitions.Change switchedSource(
+      Map<String, TableState> sources, Map<String, Long> inputs, Map<String, Long> previous) {
+    for (Map.Entry<String, Long> input : inputs.entrySet()) {
+      if (!previous.containsKey(input.getKey())) {
+        continue;
+      }
+      TableState source = sources.get(input.getKey());
+      Long stop = previous.get(input.getKey());
+      Long current = input.getValue();
+      Set<Long> seen = new HashSet<>();
+      while (current != null && !current.equals(stop) && seen.add(current)) {
+        SnapshotRecord record = source.snapshots.get(current);
+        if (record == null) {
+          break;
+        }
+        if (record.summary.get(Keys.REGENERATE) != null) {
+          return Definitions.Change.upstream(input.getKey());
+        }
+        current = record.parentId;
+      }
+    }
+    return null;
+  }
+
+  /**
+   * §6.10 step 2, §5.4: {@code consistent-staged} holds a finished regeneration of {@code barrier} with these inputs,
+   * by {@code job} under {@code definition} (every snapshot carrying {@code consistent.regenerate}): its publish is the
+   * switch, without computing it again.
+   */
+  public static boolean stagedRegenerationMatches(
+      TableState state, String job, long barrier, Map<String, Long> inputs, String definition) {
+    if (!stagedEpochMatches(state, job, barrier, inputs)) {
+      return false;
+    }
+    Long main = state.head();
+    Long current = state.head(Keys.STAGED_BRANCH);
+    while (current != null && !current.equals(main)) {
+      SnapshotRecord record = state.snapshots.get(current);
+      if (record.summary.get(Keys.REGENERATE) == null
+          || !Objects.equals(record.summary.get(Keys.DEFINITION), definition)) {
+        return false;
+      }
+      current = record.parentId;
+    }
+    return true;
   }
 
   /** Whether {@code consistent-staged} holds exactly one finished epoch for {@code barrier} with these inputs. */

@@ -156,6 +156,71 @@ public final class Resolver {
       }
       return new Cut(checked, null, tables);
     }
+    List<TableState> closure = new ArrayList<>(upstream);
+    Cut found = null;
+    ConsistentException error = null;
+    try {
+      found = search(states, checked, limit, closure);
+    } catch (ConsistentException e) {
+      error = e;
+    }
+    List<TableState> everyone = new ArrayList<>(states);
+    everyone.addAll(closure);
+    Map<String, TableState> previous = previousViews(everyone); // §4.8: a second search with every switch undone
+    Cut older = null;
+    if (!previous.isEmpty()) {
+      try {
+        older = search(replaced(states, previous), checked, limit, replaced(closure, previous));
+      } catch (ConsistentException e) {
+        // the current search's answer (or error) stands
+      }
+    }
+    if (older == null || (found != null && orZero(found.barrier) >= orZero(older.barrier))) {
+      if (found == null) {
+        throw error;
+      }
+      return found;
+    }
+    Map<String, TableCut> tables = new LinkedHashMap<>();
+    for (Map.Entry<String, TableCut> e : older.tables.entrySet()) {
+      TableCut cut = e.getValue();
+      tables.put(e.getKey(), previous.containsKey(e.getKey())
+          ? new TableCut(cut.table, cut.snapshotId, cut.barrier, cut.branch, cut.revision, TableCut.PREVIOUS) : cut);
+    }
+    return new Cut(older.level, older.barrier, tables);
+  }
+
+  private static long orZero(Long value) {
+    return value == null ? 0L : value;
+  }
+
+  /** {@code _previous_views}: the previous view (§4.8) of every table among {@code states} that has one. */
+  static Map<String, TableState> previousViews(Collection<TableState> states) {
+    Map<String, TableState> views = new LinkedHashMap<>();
+    for (TableState state : states) {
+      TableState view;
+      try {
+        view = state.previousView();
+      } catch (ConsistentException e) { // a malformed record: the table is read as it is
+        continue;
+      }
+      if (view != null) {
+        views.put(state.identifier, view);
+      }
+    }
+    return views;
+  }
+
+  private static List<TableState> replaced(Collection<TableState> states, Map<String, TableState> views) {
+    List<TableState> out = new ArrayList<>();
+    for (TableState state : states) {
+      out.add(views.getOrDefault(state.identifier, state));
+    }
+    return out;
+  }
+
+  /** {@code _search}: the search of §4.3 over one set of histories (the tables as they are, or their previous views). */
+  private static Cut search(List<TableState> states, String checked, Long limit, Collection<TableState> upstream) {
     for (TableState state : states) { // an untracked write: only cuts from before it resolve
       String branch = branchFor(state, checked);
       BranchBarriers history = state.branch(branch);

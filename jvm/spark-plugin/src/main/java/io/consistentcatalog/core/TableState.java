@@ -429,7 +429,11 @@ public final class TableState {
    * head, keeping as overrides the barriers the floor being replaced raised (protocol §3.6).
    */
   public Map<String, String> watermarkProperties(long value) {
-    Long head = head();
+    return watermarkProperties(value, head());
+  }
+
+  /** {@link #watermarkProperties(long)} on {@code head} instead of main's head (a generation switch: the staged head). */
+  public Map<String, String> watermarkProperties(long value, Long head) {
     Map<String, String> out = new LinkedHashMap<>();
     out.put(Keys.WATERMARK, Long.toString(value));
     out.put(Keys.WATERMARK_SNAPSHOT, head == null ? Keys.NO_SNAPSHOT : Long.toString(head));
@@ -461,6 +465,106 @@ public final class TableState {
       }
       out.put(Keys.BARRIER_OVERRIDES, json.append('}').toString());
     }
+    return out;
+  }
+
+  // --- generations (protocol §6.10, §4.8) -------------------------------------------------------
+
+  private boolean previousParsed;
+  private Map<String, Long> previousRecord;
+  private TableState previousView;
+
+  /**
+   * {@code consistent.previous} parsed: {@code snapshot}, {@code watermark}, {@code watermark-snapshot} (values may be
+   * null); null when absent. MalformedMetadataError when it is not such an object.
+   */
+  public Map<String, Long> previousRecord() {
+    if (!previousParsed) {
+      String value = properties.get(Keys.PREVIOUS);
+      Map<String, Long> record = null;
+      if (value != null) {
+        JsonNode parsed = Py.loads(value);
+        boolean ok = parsed != null && parsed.isObject();
+        record = new LinkedHashMap<>();
+        for (String key : new String[] {"snapshot", "watermark", "watermark-snapshot"}) {
+          JsonNode v = ok ? parsed.get(key) : null;
+          if (v == null || v.isNull()) {
+            record.put(key, null);
+          } else if (v.isIntegralNumber() && v.canConvertToLong()) {
+            record.put(key, v.longValue());
+          } else {
+            ok = false;
+          }
+        }
+        if (!ok) {
+          throw ConsistentException.malformed(identifier, identifier + ": table property " + Keys.PREVIOUS
+              + " must be a JSON object of snapshot, watermark and watermark-snapshot, got "
+              + Py.repr(value.length() > 80 ? value.substring(0, 80) : value)
+              + "; abandon the previous generation (abandon_generation) or remove the property");
+        }
+      }
+      previousRecord = record;
+      previousParsed = true;
+    }
+    return previousRecord;
+  }
+
+  /**
+   * The table as it was before its generation switch (§4.8, {@code TableState.previous_view}): main at
+   * {@code consistent-previous}'s head, the watermark properties recorded in {@code consistent.previous}, no staged
+   * branch. Null without a previous generation.
+   */
+  public TableState previousView() {
+    Long head = branches.get(Keys.PREVIOUS_BRANCH);
+    if (head == null) {
+      return null;
+    }
+    if (previousView == null) {
+      Map<String, Long> record = previousRecord();
+      Map<String, String> props = new LinkedHashMap<>(properties);
+      props.remove(Keys.WATERMARK);
+      props.remove(Keys.WATERMARK_SNAPSHOT);
+      props.remove(Keys.PREVIOUS);
+      if (record != null && record.get("watermark") != null) {
+        props.put(Keys.WATERMARK, Long.toString(record.get("watermark")));
+      }
+      if (record != null && record.get("watermark-snapshot") != null) {
+        props.put(Keys.WATERMARK_SNAPSHOT, Long.toString(record.get("watermark-snapshot")));
+      }
+      Map<String, Long> refs = new LinkedHashMap<>();
+      for (Map.Entry<String, Long> e : branches.entrySet()) {
+        String name = e.getKey();
+        if (!name.equals(Keys.MAIN_BRANCH) && !name.equals(Keys.STAGED_BRANCH) && !name.equals(Keys.PREVIOUS_BRANCH)) {
+          refs.put(name, e.getValue());
+        }
+      }
+      refs.put(Keys.MAIN_BRANCH, head);
+      previousView = new TableState(identifier, snapshots, refs, props, tags, mainLog, currentSchemaId);
+    }
+    return previousView;
+  }
+
+  /**
+   * {@code previous_properties}: {@code consistent.previous} for a switch of this table (§6.10 step 3): main's head now
+   * and the watermark properties it has, compact JSON with sorted keys.
+   */
+  public Map<String, String> previousProperties() {
+    String marker = properties.get(Keys.WATERMARK_SNAPSHOT);
+    Long mark = watermarkProperty();
+    Long head = head();
+    Long markerId = null;
+    if (marker != null) {
+      markerId = Py.pyInt(marker);
+      if (markerId == null) {
+        throw ConsistentException.malformed(identifier, identifier + ": table property " + Keys.WATERMARK_SNAPSHOT + " is "
+            + Py.repr(marker) + ", not a snapshot id; advance the watermark again to rewrite it");
+      }
+    }
+    String json = "{\"snapshot\":" + (head == null ? "null" : head.toString()) + ",\"watermark\":"
+        + (mark == null ? "null" : mark.toString()) + ",\"watermark-snapshot\":"
+        + (markerId == null ? "null" : markerId.toString()) + "}";
+    Map<String, String> out = new LinkedHashMap<>();
+    out.put(Keys.PREVIOUS, json);
     return out;
   }
 

@@ -263,11 +263,17 @@ final class WritePlans {
     ArrayNode out = NODES.arrayNode();
     EpochPlanner.SinkPlan sinkPlan = plan.sinks.get(sink);
     long leaseUntil = query.get("lease_until").longValue();
-    if (plan.barrier == null || sinkPlan.action == EpochPlanner.Action.DONE
-        || sinkPlan.action == EpochPlanner.Action.REVISE) { // a revision's commits are §8's, then it re-plans
+    if (plan.barrier == null || sinkPlan.action == EpochPlanner.Action.DONE) {
       return out;
     }
     switch (sinkPlan.action) {
+      case REGENERATE:
+        if (EpochPlanner.stagedRegenerationMatches(state, plan.job, plan.barrier, plan.inputs, plan.definition)) {
+          out.add(commitJson("publish",
+              EpochCommits.publish(plan, sink, state, sinkPlan.mainHead, sinkPlan.stagedHead, leaseUntil)));
+          return out;
+        }
+        break;
       case PUBLISH_STAGED:
         out.add(commitJson("publish",
             EpochCommits.publish(plan, sink, state, sinkPlan.mainHead, sinkPlan.stagedHead, leaseUntil)));
@@ -292,7 +298,7 @@ final class WritePlans {
     write.put("commit", "staged-write");
     write.set("requirements", requirementsJson(EpochCommits.stagedWrite(sinkPlan, base)));
     ObjectNode summary = NODES.objectNode();
-    EpochCommits.summary(plan, plan.job, query.get("attempt").asText()).forEach(summary::put);
+    EpochCommits.summary(plan, sink, plan.job, query.get("attempt").asText()).forEach(summary::put);
     write.set("summary", summary);
     out.add(write);
     out.add(commitJson("publish",

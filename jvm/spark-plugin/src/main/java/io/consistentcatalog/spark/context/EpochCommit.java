@@ -57,8 +57,13 @@ public final class EpochCommit implements WriteCommit {
   private final EpochRun lineage;
   /** A micro-batch's fenced operations, armed when the batch commits (null: a statement's epoch). */
   private final StreamingFence streamingFence;
-  /** Why the sink was revised before this epoch was planned (§6.10), e.g. {@code definition changed (...)}; or null. */
-  private final String revised;
+  /**
+   * A new generation (§6.10) computed now ({@code regenerate}, no staged regeneration to republish): its staged write
+   * first deletes every row of the sink, and its publish is the switch.
+   */
+  private final boolean regenerating;
+  /** The staging attempt's id (every snapshot it stages carries it, the delete of a new generation too). */
+  private final String attempt = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
   /** What the statement read, when not the sources whole at the inputs (an incremental epoch's ranges); or null. */
   private volatile String reading;
   /** Whether the statement's end is watched for the run ({@link StatementEnds}). */
@@ -74,7 +79,7 @@ public final class EpochCommit implements WriteCommit {
 
   private EpochCommit(
       WriterInstance writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
-      EpochPlanner.Plan plan, EpochRun lineage, StreamingFence streamingFence, String revised) {
+      EpochPlanner.Plan plan, EpochRun lineage, StreamingFence streamingFence) {
     this.writes = writes;
     this.sink = sink;
     this.ident = ident;
@@ -85,17 +90,16 @@ public final class EpochCommit implements WriteCommit {
     this.sinkPlan = plan.sinks.get(sink);
     this.lineage = lineage;
     this.streamingFence = streamingFence;
-    this.revised = revised;
+    this.regenerating = plan.barrier != null && sinkPlan.action == EpochPlanner.Action.REGENERATE
+        && !EpochPlanner.stagedRegenerationMatches(FencedCommit.state(sink, table), job, plan.barrier, plan.inputs,
+            plan.definition);
   }
 
-  /**
-   * A statement's epoch of {@code plan} into {@code sink} ({@code lineage}: its run, planned; null: none); the sink
-   * was revised first because {@code revised} (null: it was not).
-   */
+  /** A statement's epoch of {@code plan} into {@code sink} ({@code lineage}: its run, planned; null: none). */
   public static EpochCommit statement(
       WriterInstance writes, String sink, TableIdentifier ident, Table table, Settings.Writes settings,
-      EpochPlanner.Plan plan, EpochRun lineage, String revised) {
-    return new EpochCommit(writes, sink, ident, table, settings.job, settings.leaseMs, plan, lineage, null, revised);
+      EpochPlanner.Plan plan, EpochRun lineage) {
+    return new EpochCommit(writes, sink, ident, table, settings.job, settings.leaseMs, plan, lineage, null);
   }
 
   /** Names what the statement reads ({@code incremental: ...}) in the line of the epoch it publishes. */
@@ -111,7 +115,7 @@ public final class EpochCommit implements WriteCommit {
    */
   public static EpochCommit microBatch(
       WriterInstance writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
-      EpochPlanner.Plan plan, StreamingFence fence, String revised) {
+      EpochPlanner.Plan plan, StreamingFence fence) {
     EpochPlanner.Action action = plan.sinks.get(sink).action;
     EpochRun lineage = plan.barrier == null || action == EpochPlanner.Action.DONE ? null
         : writes.lineage(job, plan.inputs.keySet(), sink); // as a statement's epoch: nothing to do sends nothing
@@ -119,7 +123,7 @@ public final class EpochCommit implements WriteCommit {
       lineage.planned(plan.barrier, plan.inputs, Collections.singletonMap(sink, action.protocolName), writes.instance);
       lineage.start();
     }
-    return new EpochCommit(writes, sink, ident, table, job, leaseMs, plan, lineage, fence, revised);
+    return new EpochCommit(writes, sink, ident, table, job, leaseMs, plan, lineage, fence);
   }
 
   @Override
@@ -129,7 +133,15 @@ public final class EpochCommit implements WriteCommit {
 
   @Override
   public boolean runsQuery() {
-    return plan.barrier != null && sinkPlan.action == EpochPlanner.Action.STAGE;
+    return plan.barrier != null && (sinkPlan.action == EpochPlanner.Action.STAGE || regenerating);
+  }
+
+  /**
+   * Whether the epoch computes a new generation of its sink (§6.10): the transform runs as on a first epoch (sources
+   * whole, an empty sink) and its output replaces every row.
+   */
+  public boolean regenerating() {
+    return regenerating;
   }
 
   @Override
@@ -166,12 +178,31 @@ public final class EpochCommit implements WriteCommit {
     base = prepareStagedBranch(current);
     requirements = EpochCommits.stagedWrite(sinkPlan, base);
     org.apache.iceberg.SnapshotRef staged = current.refs().get(Keys.STAGED_BRANCH);
-    if (staged == null || staged.snapshotId() != base) {
-      committer().retrying("loading " + ident, ((HasTableOperations) current).operations()::refresh); // the reset just committed: Spark checks the branch
-    }
     fenced = new FencedOperations(((HasTableOperations) current).operations(), committer(), ident, () -> requirements,
         "staging barrier " + Barriers.format(plan.barrier));
+    if (regenerating) { // §5.2 step 5: every row deleted on the staged branch, then the statement's own write
+      deleteEveryRow();
+    }
+    if (regenerating || staged == null || staged.snapshotId() != base) {
+      committer().retrying("loading " + ident, ((HasTableOperations) current).operations()::refresh); // the reset just committed: Spark checks the branch
+    }
     return new BaseTable(fenced, table.name());
+  }
+
+  /**
+   * §5.2 step 5: one snapshot on {@code consistent-staged} that deletes every row of the sink, tagged with the epoch's
+   * keys (this attempt's id, {@code consistent.regenerate}); the staged write then asserts the branch at it.
+   */
+  private void deleteEveryRow() {
+    org.apache.iceberg.DeleteFiles delete = new BaseTable(fenced, table.name()).newDelete()
+        .deleteFromRowFilter(org.apache.iceberg.expressions.Expressions.alwaysTrue()).toBranch(Keys.STAGED_BRANCH);
+    EpochCommits.summary(plan, sink, job, attempt).forEach(delete::set);
+    delete.commit();
+    Long deleted = TableState.fromMetadata(sink, fenced.committed()).head(Keys.STAGED_BRANCH);
+    java.util.Map<String, Long> refs = new java.util.LinkedHashMap<>();
+    refs.put(Keys.STAGED_BRANCH, deleted);
+    refs.put(Keys.MAIN_BRANCH, base);
+    requirements = EpochCommits.fenced(sinkPlan.fence, refs);
   }
 
   @Override
@@ -294,12 +325,21 @@ public final class EpochCommit implements WriteCommit {
       return nothing("nothing", report("nothing to do: no barrier at which every source (" + String.join(", ",
           plan.inputs.keySet().isEmpty() ? sinkPlan.previousInputs.keySet() : plan.inputs.keySet()) + ") is complete yet"));
     }
-    String barrier = revised == null ? "barrier " + Barriers.format(plan.barrier)
-        : revised + ": revised at barrier " + Barriers.format(plan.barrier) + ",";
+    String barrier = sinkPlan.action != EpochPlanner.Action.REGENERATE ? "barrier " + Barriers.format(plan.barrier)
+        : sinkPlan.change.describe(plan.barrier) + ",";
     switch (sinkPlan.action) {
       case DONE:
         spark.abort();
         return nothing("done", report(barrier + " done: the sink already holds it, nothing written"));
+      case REGENERATE:
+        if (regenerating) {
+          return stageOrMicroBatch(spark, barrier);
+        }
+        spark.abort(); // §5.4: an earlier run staged this regeneration and did not switch to it
+        publish(sinkPlan.mainHead, sinkPlan.stagedHead, null);
+        return new Published(report(barrier + " republished (an earlier run staged this new generation and did not "
+            + "switch to it)"), "regenerated", sinkPlan.stagedHead, lineage == null ? null : stagedAttempt(sinkPlan.stagedHead),
+            "republished", null);
       case PUBLISH_STAGED:
         spark.abort();
         publish(sinkPlan.mainHead, sinkPlan.stagedHead, null);
@@ -311,14 +351,22 @@ public final class EpochCommit implements WriteCommit {
         return new Published(report(barrier + " watermark (inputs unchanged, nothing to compute)"), "watermark",
             sinkPlan.mainHead, null, "watermark", 0L);
       default:
-        if (streamingFence != null) {
-          base = prepareStagedBranch(table);
-          requirements = EpochCommits.stagedWrite(sinkPlan, base);
-          fenced = streamingFence.arm(() -> requirements);
-          fenced.prime(prepared); // Iceberg's commit builds on the branch as just reset, with no load
-        }
-        return stage(spark, barrier);
+        return stageOrMicroBatch(spark, barrier);
     }
+  }
+
+  /**
+   * A micro-batch's staged branch is reset now (a statement's was when Spark built its write), then the epoch staged;
+   * a micro-batch's new generation replaces every row in its one commit ({@code streaming.StreamingEpoch}).
+   */
+  private Published stageOrMicroBatch(RootIngest.SparkCommit spark, String barrier) {
+    if (streamingFence != null) {
+      base = prepareStagedBranch(table);
+      requirements = EpochCommits.stagedWrite(sinkPlan, base);
+      fenced = streamingFence.arm(() -> requirements);
+      fenced.prime(prepared); // Iceberg's commit builds on the branch as just reset, with no load
+    }
+    return stage(spark, barrier);
   }
 
   private static Published nothing(String outcome, String line) {
@@ -336,8 +384,7 @@ public final class EpochCommit implements WriteCommit {
   }
 
   private Published stage(RootIngest.SparkCommit spark, String barrier) {
-    String attempt = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
-    Map<String, String> properties = EpochCommits.summary(plan, job, attempt);
+    Map<String, String> properties = EpochCommits.summary(plan, sink, job, attempt);
     Failpoints.at("before-stage", sink);
     RootIngest.withCommitProperties(properties, spark::commit);
     TableMetadata staged = fenced.committed(); // what Spark's fenced commit produced (null: it committed nothing)
@@ -356,9 +403,10 @@ public final class EpochCommit implements WriteCommit {
     Long head = state.head(Keys.STAGED_BRANCH);
     publish(base, head, staged);
     Failpoints.at("after-publish", sink);
+    String outcome = regenerating ? "regenerated" : "published";
     return new Published(report(barrier + " published (" + rows + " rows, attempt " + attempt
-        + (reading == null ? "" : "; " + reading) + ")"), "published",
-        head, attempt, "published", rows);
+        + (reading == null ? "" : "; " + reading) + (regenerating ? "; " + Keys.PREVIOUS_BRANCH + " keeps the previous "
+        + "generation" : "") + ")"), outcome, head, attempt, outcome, rows);
   }
 
   /** §5.2 step 4: an empty snapshot tagged like any other records the epoch's barrier and inputs. */

@@ -18,8 +18,7 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 /**
  * This JVM as a writer (protocol §5.9): its instance id, the lease-holder its registrations write, the sinks it
  * registered (unregistered when the JVM shuts down normally; a killed process keeps its lease until it lapses), the
- * fenced committer, and what every write kind does alike: an epoch's OpenLineage run, an ingest's, a revision
- * (§6.10) and the warning about sources empty at the barrier. SQL statements ({@code write.EpochWrites}) and
+ * fenced committer, and what every write kind does alike: an epoch's OpenLineage run, an ingest's and the warning about sources empty at the barrier. SQL statements ({@code write.EpochWrites}) and
  * streaming queries ({@code streaming.StreamingSinkTable}) share it through the {@link CatalogContext}.
  *
  * <p>The instance id is the JVM's (one per Spark application, shared by all its sessions: a Thrift server's JDBC
@@ -51,26 +50,6 @@ public final class WriterInstance {
 
   public String catalogName() {
     return context.catalogName();
-  }
-
-  /**
-   * §6.10: revise {@code sink} and every table downstream of it in §8's full mode (their jobs rebuild them), before the
-   * epoch of {@code barrier} recomputes it.
-   */
-  public void revise(String job, String sink, long barrier, String why, boolean streaming) {
-    Map<String, TableState> all = context.states().catalogStates(sink);
-    Map<String, TableState> states = all == null ? new HashMap<>() : new HashMap<>(all);
-    List<String> emptied = Revisions.reviseFull(committer, sink, states, barrier);
-    List<String> downstream = new ArrayList<>(emptied);
-    downstream.remove(sink);
-    // said now, not only with the epoch's line: a statement that fails from here on leaves the tables emptied
-    String line = "[" + context.catalogName() + "] " + job + ": " + sink + " " + why + ": revised"
-        + (downstream.isEmpty() ? "" : " with " + String.join(", ", downstream) + " downstream (emptied: their jobs "
-            + "rebuild them)") + "; recomputing it at barrier " + io.consistentcatalog.core.Barriers.format(barrier);
-    LOG.info(line);
-    if (!streaming) {
-      System.err.println(line);
-    }
   }
 
   /**

@@ -146,8 +146,11 @@ final class KeyedMerge {
     /** Merge-on-read: the position delete files of the rows the batch's keys replace. */
     private final List<DeleteFile> deletes = new ArrayList<>();
     private final boolean mergeOnRead;
+    /** A new generation (§6.10): the sink's rows are all replaced, none merged with (the sink is read as empty). */
+    private final boolean fresh;
 
-    Merge(Table table, List<DataFile> added, Expression deleteWhere) {
+    Merge(Table table, List<DataFile> added, Expression deleteWhere, boolean fresh) {
+      this.fresh = fresh;
       this.table = table;
       this.added = new ArrayList<>(added);
       this.deleteWhere = deleteWhere;
@@ -175,7 +178,7 @@ final class KeyedMerge {
       } catch (IOException e) {
         throw new UncheckedIOException(e);
       }
-      if (keys.isEmpty() || table.currentSnapshot() == null) {
+      if (fresh || keys.isEmpty() || table.currentSnapshot() == null) {
         return this;
       }
       StructProjection key = StructProjection.create(schema, keySchema);
@@ -379,6 +382,13 @@ final class KeyedMerge {
      * they replace (a {@code delete}-and-append {@code overwrite} row delta).
      */
     void commit(Map<String, String> properties) {
+      if (fresh) { // §5.2 step 5: one overwrite deletes every row and adds the batch's rows
+        OverwriteFiles overwrite = table.newOverwrite().overwriteByRowFilter(Expressions.alwaysTrue());
+        added.forEach(overwrite::addFile);
+        properties.forEach(overwrite::set);
+        overwrite.commit();
+        return;
+      }
       if (mergeOnRead) {
         RowDelta delta = table.newRowDelta();
         added.forEach(delta::addRows);

@@ -70,9 +70,14 @@ public final class StreamingEpoch implements StreamingWrite {
   public void commit(long epochId, WriterCommitMessage[] messages) {
     // a batch that is not staged (done, republished, a watermark, refused) never commits its files, named for
     // this attempt (StreamingSinkTable.AttemptWriteInfo): abort() deletes them
+    regenerating = false;
     RootIngest.SparkCommit spark = RootIngest.SparkCommit.of(options.update ? () -> merge(messages) : () -> {
       sent = true; // from here the files may be on the staged branch (also when the commit's answer is lost)
-      delegate.commit(epochId, messages);
+      if (regenerating && !options.complete) {
+        replaceEveryRow(messages);
+      } else {
+        delegate.commit(epochId, messages); // complete mode's overwrite replaces every row itself
+      }
     }, () -> abort(epochId, messages));
     Map<String, BarrierStream.Range> inputs = BarrierStream.batchInputs();
     if (inputs.isEmpty()) {
@@ -122,14 +127,6 @@ public final class StreamingEpoch implements StreamingWrite {
       String definition = sink.definition(queryId, options);
       EpochPlanner.Plan plan = EpochPlanner.planAt(options.job, barrier, sources, Collections.singletonMap(name, state),
           definition, false);
-      String revised = null;
-      if (plan.sinks.get(name).action == EpochPlanner.Action.REVISE) { // §6.10: a changed query recomputes its sink
-        revised = plan.sinks.get(name).change.describe();
-        writes.revise(options.job, name, barrier, revised, true);
-        table = committer.load(ident);
-        state = FencedCommit.state(name, table);
-        plan = EpochPlanner.planAt(options.job, barrier, sources, Collections.singletonMap(name, state), definition, false);
-      }
       for (Map.Entry<String, Long> input : plan.inputs.entrySet()) {
         Long read = inputs.get(input.getKey()).end.snapshot;
         if (!java.util.Objects.equals(read, input.getValue())) {
@@ -140,15 +137,19 @@ public final class StreamingEpoch implements StreamingWrite {
         }
       }
       EpochPlanner.SinkPlan sinkPlan = plan.sinks.get(name);
+      EpochCommit epoch = EpochCommit.microBatch(writes, name, ident, table, options.job, options.leaseMs, plan, fence);
+      regenerating = epoch.regenerating(); // §6.10: the batch's output replaces every row, in its one staged commit
       if (!options.complete && sinkPlan.action == EpochPlanner.Action.STAGE) {
-        checkContinues(name, inputs, sources, sinkPlan);
+        checkContinues(name, inputs, sources, sinkPlan.previousInputs, null);
       }
-      if (sinkPlan.action == EpochPlanner.Action.STAGE) {
+      if (!options.complete && regenerating) { // a new generation is computed from nothing: the batch must hold it all
+        checkContinues(name, inputs, sources, Collections.emptyMap(), sinkPlan.change.describe());
+      }
+      if (sinkPlan.action == EpochPlanner.Action.STAGE || regenerating) {
         checkRequired(epochId, table, messages, spark);
         writes.warnEmptySources(options.job, name, plan, sources, true);
       }
-      String line = EpochCommit.microBatch(writes, name, ident, table, options.job, options.leaseMs, plan, fence, revised)
-          .commit(messages, spark);
+      String line = epoch.commit(messages, spark);
       LOG.info("batch {}: {}", epochId, line);
     } catch (ConsistentException e) {
       throw Errors.raise(Errors.analysis(Errors.errorClass(e.kind()), e.getMessage()));
@@ -182,7 +183,8 @@ public final class StreamingEpoch implements StreamingWrite {
    * set): the files holding the batch's keys rewritten, then one fenced overwrite on the staged branch.
    */
   private void merge(WriterCommitMessage[] messages) {
-    KeyedMerge.Merge merge = new KeyedMerge.Merge(fence.table(sink.tableName()), BatchFiles.of(messages), options.deleteWhere);
+    KeyedMerge.Merge merge = new KeyedMerge.Merge(fence.table(sink.tableName()), BatchFiles.of(messages), options.deleteWhere,
+        regenerating);
     try {
       merge.prepare();
     } catch (RuntimeException e) {
@@ -199,10 +201,21 @@ public final class StreamingEpoch implements StreamingWrite {
    * checkpoint, another deployment, a Python run or a revision in between) would double or lose rows, and is refused.
    */
   private void checkContinues(
-      String name, Map<String, BarrierStream.Range> inputs, Map<String, TableState> sources, EpochPlanner.SinkPlan sinkPlan) {
+      String name, Map<String, BarrierStream.Range> inputs, Map<String, TableState> sources,
+      Map<String, Long> previousInputs, String regenerate) {
     for (Map.Entry<String, BarrierStream.Range> input : inputs.entrySet()) {
       Long start = input.getValue().start.snapshot;
-      Long previous = sinkPlan.previousInputs.get(input.getKey());
+      Long previous = previousInputs.get(input.getKey());
+      if (regenerate != null && !sources.get(input.getKey()).branch(Keys.MAIN_BRANCH).sameData(null, start)) {
+        throw new ConsistentException(ErrorKind.FENCED, name, name + ": job '" + options.job + "' "
+            + EpochPlanner.Action.REGENERATE.protocolName + "s the sink (" + regenerate + "), whose new "
+            + "generation is computed from each source whole, but this batch starts " + input.getKey() + " at snapshot "
+            + start + " (its checkpoint continues an earlier run), so it holds only part of the new output; nothing was "
+            + "committed and the sink keeps serving its generation — start the query with a new checkpoint");
+      }
+      if (regenerate != null) {
+        continue;
+      }
       if (!sources.get(input.getKey()).branch(Keys.MAIN_BRANCH).sameData(previous, start)) {
         throw new ConsistentException(ErrorKind.FENCED, name, name + ": job '" + options.job + "' "
             + (options.update ? "merges what each micro-batch's aggregation updates" : "appends what each micro-batch reads")
@@ -226,6 +239,21 @@ public final class StreamingEpoch implements StreamingWrite {
     }
     BatchFiles.abandon(fence.io(), messages, sent, () -> delegate.abort(epochId, messages));
   }
+
+  /**
+   * A new generation's commit of an append-mode batch (§6.10, §5.2 step 5): one overwrite on the staged branch that
+   * deletes every row of the sink and adds the batch's files.
+   */
+  private void replaceEveryRow(WriterCommitMessage[] messages) {
+    org.apache.iceberg.OverwriteFiles overwrite = fence.table(sink.tableName()).newOverwrite()
+        .overwriteByRowFilter(org.apache.iceberg.expressions.Expressions.alwaysTrue());
+    BatchFiles.of(messages).forEach(overwrite::addFile);
+    org.apache.iceberg.spark.CommitMetadata.commitProperties().forEach(overwrite::set);
+    overwrite.commit();
+  }
+
+  /** Whether the batch being committed computes a new generation of the sink (set once its epoch is planned). */
+  private volatile boolean regenerating;
 
   /** Whether Spark's commit of the batch's files was sent (they may be referenced from then on). */
   private volatile boolean sent;

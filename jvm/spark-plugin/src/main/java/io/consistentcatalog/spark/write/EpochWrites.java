@@ -275,16 +275,8 @@ public final class EpochWrites {
       }
       EpochPlanner.Plan plan = EpochPlanner.plan(job, sourceStates, Collections.singletonMap(sink, state), closure,
           definition, settings.rebuild);
-      String revised = null;
-      if (plan.barrier != null && plan.sinks.get(sink).action == EpochPlanner.Action.REVISE) {
-        revised = plan.sinks.get(sink).change.describe();
-        writer.revise(job, sink, plan.barrier, revised, false);
-        table = committer.load(sinkIdent);
-        state = state(sink, table);
-        plan = EpochPlanner.plan(job, sourceStates, Collections.singletonMap(sink, state), closure, definition, false);
-      }
       EpochPlanner.Action action = plan.sinks.get(sink).action;
-      if (action == EpochPlanner.Action.STAGE) {
+      if (action == EpochPlanner.Action.STAGE || action == EpochPlanner.Action.REGENERATE) {
         writer.warnEmptySources(job, sink, plan, sourceStates, false);
       }
       boolean work = plan.barrier != null && action != EpochPlanner.Action.DONE; // nothing to do: no run, no event
@@ -293,8 +285,7 @@ public final class EpochWrites {
         planned.put(sink, action.protocolName);
         lineage.planned(plan.barrier, plan.inputs, planned, instance);
       }
-      EpochCommit epoch = EpochCommit.statement(writer, sink, sinkIdent, table, settings, plan, work ? lineage : null,
-          revised);
+      EpochCommit epoch = EpochCommit.statement(writer, sink, sinkIdent, table, settings, plan, work ? lineage : null);
       if (!epoch.runsQuery()) {
         return new Planned(epoch, table, noRows(reads));
       }

@@ -35,7 +35,8 @@ final class Increments {
       ServedTables served, String catalogName, String sink, EpochPlanner.Plan plan, Map<String, Table> loaded,
       Map<String, TableState> states) {
     Map<String, Long> previous = plan.sinks.get(sink).previousInputs;
-    boolean first = previous == null || previous.isEmpty();
+    boolean first = previous == null || previous.isEmpty() // a new generation reads its sources whole (§6.10)
+        || plan.sinks.get(sink).action == io.consistentcatalog.core.EpochPlanner.Action.REGENERATE;
     List<String> parts = new ArrayList<>();
     Map<String, org.apache.spark.sql.connector.catalog.Table> tables = new TreeMap<>();
     for (Map.Entry<String, Long> input : plan.inputs.entrySet()) {
