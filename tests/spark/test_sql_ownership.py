@@ -36,6 +36,8 @@ HIST = Schema(NestedField(1, "cnt", LongType(), required=False), NestedField(2, 
 COUNT = "INSERT OVERWRITE lake_consistent.{ns}.word_counts SELECT word, count(*) AS cnt FROM lake_consistent.{ns}.words GROUP BY word"
 HISTOGRAM = ("INSERT OVERWRITE lake_consistent.{ns}.hist SELECT cnt, count(*) AS words FROM lake_consistent.{ns}.word_counts "
              "GROUP BY cnt")
+REGENERATE, PREVIOUS, PREVIOUS_BRANCH = "consistent.regenerate", "consistent.previous", "consistent-previous"
+"""Protocol §2.1-§2.3's generation keys (issue 43), until ``consistent_catalog.properties`` names them."""
 SETTINGS = ("job", "takeover", "lease", "ingestKey", "eventTimeColumn", "rebuild", "version")
 
 
@@ -307,7 +309,21 @@ def test_an_unchanged_statement_stays_done_without_any_commit(env: Any, ns: str,
     assert any("done: the sink already holds it" in line for line in plugin_lines(capfd))
 
 
-def test_an_edited_statement_revises_the_sink_and_everything_downstream(env: Any, ns: str, capfd: Stderr) -> None:
+def spark_cut(spark: Any, table: str) -> dict[str, int | None]:
+    """Table -> snapshot id of the component cut ``lake_consistent`` serves after a statement read ``table``."""
+    sql(spark, f"SELECT count(*) FROM lake_consistent.{table}")
+    return {r["table"]: r["snapshot_id"] for r in sql(spark, f"CALL lake_consistent.system.current_cut('{table}')")}
+
+
+def spark_rows(spark: Any, table: str) -> dict[Any, Any]:
+    """What one statement through ``lake_consistent`` reads of a two-column table, as a dict."""
+    return {r[0]: r[1] for r in sql(spark, f"SELECT * FROM lake_consistent.{table}")}
+
+
+def test_an_edited_statement_regenerates_beside_the_serving_generation(env: Any, ns: str, capfd: Stderr) -> None:
+    """Protocol §6.10, §4.8 over a chain words -> word_counts -> hist: an edited statement that does not analyse or
+    fails at run time leaves every cut on the old generation; the one that runs switches word_counts in one commit
+    (consistent-previous kept), and until hist's job ran over it, cuts of {word_counts, hist} read both old."""
     cc, spark, _ = env
     sink, hist = f"{ns}.word_counts", f"{ns}.hist"
     cc.catalog.create_table(hist, schema=HIST)
@@ -317,37 +333,93 @@ def test_an_edited_statement_revises_the_sink_and_everything_downstream(env: Any
     as_job(spark, "hist")
     sql(spark, HISTOGRAM.format(ns=ns))
     old = epochs(cc, sink)[-1]
-    assert rows_at(cc, hist, main_chain(cc, hist)[-1].snapshot_id)
+    old_head, old_hist_head = main_chain(cc, sink)[-1].snapshot_id, main_chain(cc, hist)[-1].snapshot_id
+    old_props = properties(cc, sink)
+    old_rows = {r["word"]: r["cnt"] for r in rows_at(cc, sink, old_head)}
+    old_hist_rows = {r["cnt"]: r["words"] for r in rows_at(cc, hist, old_hist_head)}
+    assert old_rows == dict(words_at(cc, ns, old)) and old_hist_rows == dict(Counter(old_rows.values()))
 
+    def serves_the_old_generation() -> None:
+        assert main_chain(cc, sink)[-1].snapshot_id == old_head
+        props = properties(cc, sink)
+        assert all(props.get(k) == old_props.get(k) for k in (P.WATERMARK, P.WATERMARK_SNAPSHOT, P.REVISION)), props
+        assert PREVIOUS not in props
+        assert spark_cut(spark, hist) == {f"{ns}.words": int(json.loads(old[P.SOURCES])[f"{ns}.words"]),
+                                          sink: old_head, hist: old_hist_head}
+        assert spark_rows(spark, sink) == old_rows and spark_rows(spark, hist) == old_hist_rows
+        assert cc.resolve([sink, hist]).tables[sink].snapshot_id == old_head  # never NoWatermarkError
+
+    as_job(spark, "wc")
+    # (a) a new statement that does not analyse: the error, nothing committed
+    before = metadata_location(cc, sink)
+    assert "UNRESOLVED_COLUMN" in error_of(spark, COUNT.format(ns=ns).replace("count(*)", "count(nosuch)"))
+    assert metadata_location(cc, sink) == before
+    serves_the_old_generation()
+    # (b) one that fails at run time, after its staged write deleted every row on consistent-staged: main untouched
+    failing = COUNT.format(ns=ns).replace("count(*) AS cnt", "IF(word = 'a', CAST(raise_error('bad row') AS BIGINT), "
+                                                              "count(*)) AS cnt")
+    as_job(spark, "wc")
+    with pytest.raises(Exception, match="bad row"):
+        sql(spark, failing)
+    serves_the_old_generation()
+
+    # (c) the edited statement that runs: the new generation, switched in one commit
     edited = COUNT.format(ns=ns).replace("GROUP BY word", "WHERE word <> 'c' GROUP BY word")
     as_job(spark, "wc")
     capfd.readouterr()
     sql(spark, edited)
     lines = plugin_lines(capfd)
-    new = epochs(cc, sink)
-    assert len(new) == 1, new  # main starts over: the genesis and the recomputed epoch
-    epoch = new[0]
+    epoch = epochs(cc, sink)[-1]
     assert epoch[P.DEFINITION] != old[P.DEFINITION] and epoch[P.BARRIER] == old[P.BARRIER]
+    assert epoch.get(REGENERATE) == "definition", epoch
     then, now = old[P.DEFINITION].split(":")[1], epoch[P.DEFINITION].split(":")[1]
-    assert any(f"wc: {sink} definition changed (sql {then} -> {now}): revised at barrier " in line
+    assert any(f"wc: {sink} definition changed (sql {then} -> {now}): new generation at barrier " in line
                and ", published (" in line for line in lines), lines
-    # the sink is the new definition recomputed at that barrier (pyiceberg recount of the recorded input)
-    read = words_at(cc, ns, epoch)
-    assert {r["word"]: r["cnt"] for r in rows_at(cc, sink, int(epoch["id"]))} == {w: n for w, n in read.items() if w != "c"}
-    assert properties(cc, sink)[P.REVISION] == "1" and fence_reason(cc, sink) in ("revise", "register")
-    # downstream emptied by the revision (its job rebuilds it): no cut mixes the old and the new definition
-    assert cc.catalog.load_table(hist).metadata.snapshot_by_name("main") is None
-    assert properties(cc, hist)[P.REVISION] == "1" and P.WATERMARK not in properties(cc, hist)
+    new_head = int(epoch["id"])
+    new_rows = {r["word"]: r["cnt"] for r in rows_at(cc, sink, new_head)}
+    assert new_rows == {w: n for w, n in words_at(cc, ns, epoch).items() if w != "c"}
+    props = properties(cc, sink)
+    loaded = cc.catalog.load_table(sink)
+    assert loaded.metadata.snapshot_by_name(PREVIOUS_BRANCH).snapshot_id == old_head
+    assert json.loads(props[PREVIOUS]) == {"snapshot": old_head, "watermark": int(old_props[P.WATERMARK])
+                                              if P.WATERMARK in old_props else None,
+                                              "watermark-snapshot": int(old_props[P.WATERMARK_SNAPSHOT])
+                                              if P.WATERMARK_SNAPSHOT in old_props else None}
+    assert props[P.REVISION] == "1" and props[P.WATERMARK] == old[P.BARRIER]
+    assert props[P.WATERMARK_SNAPSHOT] == str(new_head)
+    # every snapshot of the new generation is this attempt's, tagged; the first deletes the old rows
+    chain = main_chain(cc, sink)
+    ids = [s.snapshot_id for s in chain]
+    staged = chain[ids.index(old_head) + 1:]
+    assert {s.summary.additional_properties[P.ATTEMPT] for s in staged} == {epoch[P.ATTEMPT]}
+    assert {s.summary.additional_properties[REGENERATE] for s in staged} == {"definition"}
+    assert rows_at(cc, sink, staged[0].snapshot_id) == []
+    assert PREVIOUS_BRANCH not in cc.catalog.load_table(hist).metadata.refs
+
+    # hist has not run over the new generation: the cut of {word_counts, hist} is the old generation of both
+    old_cut = {f"{ns}.words": int(json.loads(old[P.SOURCES])[f"{ns}.words"]), sink: old_head,
+                                    hist: old_hist_head}
+    assert spark_cut(spark, hist) == old_cut
+    assert spark_rows(spark, sink) == old_rows and spark_rows(spark, hist) == old_hist_rows
+    assert {r[0]: r[1] for r in sql(spark, f"SELECT c.cnt, h.words FROM lake_consistent.{sink} c JOIN "
+                                           f"lake_consistent.{hist} h ON c.cnt = h.cnt")} == {
+        n: old_hist_rows[n] for n in old_rows.values()}
+
+    # hist's job regenerates over the switched source (upstream), then both are new
     as_job(spark, "hist")
+    capfd.readouterr()
     sql(spark, HISTOGRAM.format(ns=ns))
+    assert any(f"hist: {hist} source {sink} switched generations: new generation at barrier " in line
+               for line in plugin_lines(capfd))
     rebuilt = epochs(cc, hist)[-1]
-    counts_read = json.loads(rebuilt[P.SOURCES])[sink]
-    expected = Counter(r["cnt"] for r in rows_at(cc, sink, counts_read))
-    assert {r["cnt"]: r["words"] for r in rows_at(cc, hist, int(rebuilt["id"]))} == dict(expected)
-    cut = cc.read([f"{ns}.words", sink, hist])
-    counts = {r["word"]: r["cnt"] for r in cut.to_arrow(sink).to_pylist()}
-    assert counts == {w: n for w, n in Counter(r["word"] for r in cut.to_arrow(f"{ns}.words").to_pylist()).items() if w != "c"}
-    assert {r["cnt"]: r["words"] for r in cut.to_arrow(hist).to_pylist()} == dict(Counter(counts.values()))
+    assert rebuilt.get(REGENERATE) == "upstream" and json.loads(rebuilt[P.SOURCES])[sink] == new_head
+    new_hist_rows = {r["cnt"]: r["words"] for r in rows_at(cc, hist, int(rebuilt["id"]))}
+    assert new_hist_rows == dict(Counter(new_rows.values()))
+    assert properties(cc, hist)[P.REVISION] == "1"
+    assert cc.catalog.load_table(hist).metadata.snapshot_by_name(PREVIOUS_BRANCH).snapshot_id == old_hist_head
+    cut = spark_cut(spark, hist)
+    assert cut[sink] == new_head and cut[hist] == int(rebuilt["id"])
+    assert spark_rows(spark, sink) == new_rows and spark_rows(spark, hist) == new_hist_rows
     # and the edited statement run again is done
     before = metadata_location(cc, sink)
     as_job(spark, "wc")
@@ -355,7 +427,7 @@ def test_an_edited_statement_revises_the_sink_and_everything_downstream(env: Any
     assert metadata_location(cc, sink) == before
 
 
-def test_rebuild_true_revises_whatever_the_definition(env: Any, ns: str, capfd: Stderr) -> None:
+def test_rebuild_true_regenerates_whatever_the_definition(env: Any, ns: str, capfd: Stderr) -> None:
     cc, spark, _ = env
     sink = f"{ns}.word_counts"
     ingest(cc, f"{ns}.words", "a")
@@ -368,10 +440,12 @@ def test_rebuild_true_revises_whatever_the_definition(env: Any, ns: str, capfd: 
         sql(spark, COUNT.format(ns=ns))
     finally:
         sql(spark, "RESET spark.sql.consistent.rebuild")
-    assert any("rebuild requested: revised at barrier" in line for line in plugin_lines(capfd))
+    assert any("rebuild requested: new generation at barrier" in line for line in plugin_lines(capfd))
     again = epochs(cc, sink)
-    assert len(again) == 1 and again[0]["id"] != first["id"] and again[0][P.DEFINITION] == first[P.DEFINITION]
+    assert again[-1]["id"] != first["id"] and again[-1][P.DEFINITION] == first[P.DEFINITION]
+    assert again[-1][REGENERATE] == "rebuild" and again[-1][P.BARRIER] == first[P.BARRIER]
     assert properties(cc, sink)[P.REVISION] == "1"
+    assert cc.catalog.load_table(sink).metadata.snapshot_by_name(PREVIOUS_BRANCH).snapshot_id == int(first["id"])
 
 
 def test_a_column_added_to_the_sink_and_the_statement_is_filled(env: Any, ns: str, capfd: Stderr) -> None:
@@ -385,13 +459,13 @@ def test_a_column_added_to_the_sink_and_the_statement_is_filled(env: Any, ns: st
     capfd.readouterr()
     sql(spark, f"INSERT OVERWRITE lake_consistent.{sink} SELECT word, count(*) AS cnt, CAST(length(word) AS BIGINT) AS len "
                f"FROM lake_consistent.{ns}.words GROUP BY word")
-    assert any("definition changed (sql " in line and "revised at barrier" in line for line in plugin_lines(capfd))
+    assert any("definition changed (sql " in line and "new generation at barrier" in line for line in plugin_lines(capfd))
     epoch = epochs(cc, sink)[-1]
     got = {r["word"]: (r["cnt"], r["len"]) for r in rows_at(cc, sink, int(epoch["id"]))}
     assert got == {w: (n, len(w)) for w, n in words_at(cc, ns, epoch).items()}
 
 
-def test_a_schema_change_alone_revises(env: Any, ns: str, capfd: Stderr) -> None:
+def test_a_schema_change_alone_regenerates(env: Any, ns: str, capfd: Stderr) -> None:
     cc, spark, _ = env
     sink = f"{ns}.word_counts"
     ingest(cc, f"{ns}.words", "a")
@@ -404,7 +478,7 @@ def test_a_schema_change_alone_revises(env: Any, ns: str, capfd: Stderr) -> None
     capfd.readouterr()
     sql(spark, f"INSERT OVERWRITE lake_consistent.{sink} SELECT word, count(*) AS cnt, 'x' AS note "
                f"FROM lake_consistent.{ns}.words GROUP BY word")
-    assert any("schema changed (schema 0 -> 1): revised at barrier" in line for line in plugin_lines(capfd))
+    assert any("schema changed (schema 0 -> 1): new generation at barrier" in line for line in plugin_lines(capfd))
     assert [r["note"] for r in cc.catalog.load_table(sink).scan().to_arrow().to_pylist()] == ["x"]
 
 
@@ -460,8 +534,9 @@ def streaming_job(spark: Any, frame: Any, table: str, job: str, checkpoint: Path
     return writer.toTable(f"lake_consistent.{table}")
 
 
-def test_streaming_foreign_job_refused_and_an_edited_query_revises(env: Any, ns: str) -> None:
+def test_streaming_foreign_job_refused_and_an_edited_query_regenerates(env: Any, ns: str) -> None:
     from pyspark.errors import StreamingQueryException
+    from pyspark.sql import functions as F
 
     cc, spark, root = env
     sink = f"{ns}.word_counts"
@@ -497,12 +572,27 @@ def test_streaming_foreign_job_refused_and_an_edited_query_revises(env: Any, ns:
     assert P.REVISION not in properties(cc, sink) and again[-1][P.DEFINITION] == first[P.DEFINITION]
     assert len(again) >= 2
 
-    # an edited query (a new checkpoint): a revision, the sink recomputed by the new query at the barrier
+    # a new version whose first micro-batch fails: the sink keeps serving its rows, nothing committed
+    served, before = again[-1], properties(cc, sink)
+    served_rows = {r["word"]: r["cnt"] for r in rows_at(cc, sink, int(served["id"]))}
+    failing = counting().withColumn("cnt", F.expr("IF(word = 'b', CAST(raise_error('bad row') AS BIGINT), cnt)"))
+    query = streaming_job(spark, failing, sink, "wc", root / ns / "chk-fail", **{"consistent.version": "2"})
+    with pytest.raises(StreamingQueryException, match="bad row"):
+        query.awaitTermination(120)
+    after = properties(cc, sink)  # its registration took the lease again; main and the watermark are as they were
+    assert main_chain(cc, sink)[-1].snapshot_id == int(served["id"]) and PREVIOUS_BRANCH not in cc.catalog.load_table(
+        sink).metadata.refs
+    assert all(after.get(k) == before.get(k) for k in (P.WATERMARK, P.WATERMARK_SNAPSHOT, P.REVISION, PREVIOUS)), after
+    assert {r[0]: r[1] for r in sql(spark, f"SELECT * FROM lake_consistent.{sink}")} == served_rows
+
+    # an edited query (a new checkpoint): a new generation, switched in by its first micro-batch's publish
     query = streaming_job(spark, counting("word <> 'a'"), sink, "wc", root / ns / "chk-2")
     query.awaitTermination(120)
-    edited = epochs(cc, sink)
-    assert properties(cc, sink)[P.REVISION] == "1" and len(edited) == 1
-    epoch = edited[0]
+    epoch = epochs(cc, sink)[-1]
+    props = properties(cc, sink)
+    assert props[P.REVISION] == "1" and epoch[REGENERATE] == "definition"
+    assert cc.catalog.load_table(sink).metadata.snapshot_by_name(PREVIOUS_BRANCH).snapshot_id == int(served["id"])
     assert epoch[P.DEFINITION] != first[P.DEFINITION]
     expected = {w: n for w, n in words_at(cc, ns, epoch).items() if w != "a"}
     assert {r["word"]: r["cnt"] for r in rows_at(cc, sink, int(epoch["id"]))} == expected
+    assert {r[0]: r[1] for r in sql(spark, f"SELECT * FROM lake_consistent.{sink}")} == expected
