@@ -250,16 +250,18 @@ def create_lake(catalog: Any, uri: str, warehouse: str, directory: Path) -> tupl
 
 def start_writer(
     lake: SqlLake, statements: Iterable[str], name: str, *, failpoint: str | None = None, action: str = "halt",
-    release: Path | None = None, conf: Mapping[str, str] | None = None,
+    release: Path | None = None, conf: Mapping[str, str] | None = None, passes: int = 0,
 ) -> WriterRun:
     """Start one writer process running ``statements`` on ``lake``, with a failpoint when given (protocol §5.9;
-    ``action``: ``halt`` as kill -9 does, or ``pause`` until ``release`` exists)."""
+    ``action``: ``halt`` as kill -9 does, or ``pause`` until ``release`` exists; ``passes``: how many times the point
+    lets writes pass first)."""
     script = lake.directory / f"{name}.sql"
     script.write_text("".join(f"{s};\n" for s in statements), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONSISTENT_FAILPOINT")}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     if failpoint is not None:
-        env.update(CONSISTENT_FAILPOINT=failpoint, CONSISTENT_FAILPOINT_ACTION=action)
+        env.update(CONSISTENT_FAILPOINT=failpoint, CONSISTENT_FAILPOINT_ACTION=action,
+                   CONSISTENT_FAILPOINT_AFTER=str(passes))
         if release is not None:
             env["CONSISTENT_FAILPOINT_RELEASE"] = str(release)
     stderr_path = lake.directory / f"{name}.stderr"

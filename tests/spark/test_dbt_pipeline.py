@@ -14,12 +14,13 @@ that block is fenced ``text`` because tests/docs/test_snippets.py's work directo
     FLIP-276's invariants hold (``tests.harness.flip.Contents``) with at least every word ingested before the
     round. Then a rerun with no new word: both models ``done``, nothing written.
 (c) The ownership of a model's table (issue 29, protocol §6.1-§6.2): a copy whose ``word_counts`` names a typo'd
-    job is refused with the owner named, the table unchanged. (An edited model's revision, ``--full-refresh`` and a
-    rerun that is ``done`` are tests of ``test_dbt_project.py`` and (a).)
+    job is refused with the owner named, the table unchanged. (An edited model's new generation, ``--full-refresh`` and
+    a rerun that is ``done`` are tests of ``test_dbt_project.py`` and (a).)
 (b) A failing model publishes nothing: a copy of the project whose ``word_counts`` fails while its statement
     runs; ``dbt run`` fails, ``count_histogram`` is skipped, nothing is published; the failing model's SQL is a
-    changed definition, so both sinks were revised (emptied) before it ran (protocol §6.10). The real project's
-    next run publishes those words exactly once.
+    changed definition, whose new generation never replaced the one that serves: both sinks, their watermarks and
+    the cut are as they were (protocol §6.10, issue 43). The real project's next run publishes those words exactly
+    once.
 """
 
 from __future__ import annotations
@@ -229,7 +230,9 @@ def test_a_failing_model_publishes_nothing_and_the_next_run_publishes_its_epoch_
     words_before = 0 if words_main is None else scan(lake.catalog, WORDS, words_main.snapshot_id).num_rows
     rng = random.Random(2022)
     lake.cc.ingest(WORDS, _words(rng, WORDS_BETWEEN), key="dbt-before-failure")
-    before = heads(lake)
+    before, cut_before = heads(lake), resolve(lake)
+    revisions = {sink: lake.catalog.load_table(sink).metadata.properties.get(P.REVISION) for sink in MODELS}
+    marks = {sink: lake.catalog.load_table(sink).metadata.properties.get(P.WATERMARK) for sink in MODELS}
 
     failed = run_project(lake, broken)
     described = failed.describe()
@@ -237,17 +240,19 @@ def test_a_failing_model_publishes_nothing_and_the_next_run_publishes_its_epoch_
     assert failed.statuses == {"word_counts": "error", "count_histogram": "skipped"}, described
     assert "dbt-flip test: word_counts fails while it runs" in failed.stdout, described
     assert not any(" published (" in line for line in failed.reports), described
-    # its SQL is another definition: the table and the one downstream were revised (emptied, protocol §6.10)
-    # before the statement ran, and nothing was published on them since
-    assert any(line.startswith("[lake_consistent] word-count: demo.word_counts definition changed (sql ")
-               and "revised with demo.count_histogram downstream" in line for line in failed.reports), described
-    assert epochs(lake) == {sink: [] for sink in MODELS}, (before, heads(lake))
-    assert all(lake.catalog.load_table(sink).metadata.properties[P.REVISION] == "1" for sink in MODELS)
+    # its SQL is another definition: a new generation, computed beside the serving one, which it never replaced
+    # (protocol §6.10): main, the watermarks and the cut are as they were
+    assert {sink: h["main"] for sink, h in heads(lake).items()} == {sink: h["main"] for sink, h in before.items()}
+    assert {sink: len(ids) for sink, ids in epochs(lake).items()} == published
     for sink in MODELS:
+        loaded = lake.catalog.load_table(sink).metadata
+        assert loaded.properties.get(P.REVISION) == revisions[sink] and "consistent-previous" not in loaded.refs
+        assert loaded.properties.get(P.WATERMARK) == marks[sink]
         assert not lineage_problems(lake.catalog, sink), lineage_problems(lake.catalog, sink)
+    assert resolve(lake) == cut_before
 
-    # the real project: the words that arrived before the failure, published once
+    # the real project (its definition is the one on main): the words that arrived before the failure, published once
     run = run_readme_dbt(lake)
     total = words_before + WORDS_BETWEEN
-    check_round(lake, run, 1, total, total)  # the revision emptied main: the real model's epoch starts it again
+    check_round(lake, run, published[COUNTS] + 1, total, total)
     assert published[COUNTS] == published[HISTOGRAM]

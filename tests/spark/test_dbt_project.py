@@ -19,10 +19,10 @@ nothing; the views' SQL recorded; the tables created from the models' output sch
 schema tests pass, those on a view too), new source data and dbt build again (the incremental marts read only the new rows: the
 ranges their epochs name are those their recorded inputs give, and the appended mart holds every payment once), dbt
 docs generate, dbt source
-freshness (the sources' watermarks), both epoch models edited (a column
-added, a type widened: schema evolution, then a revision) and the incremental ``order_status`` edited (a filter: a
-revision, then its source read whole), dbt run --full-refresh -s customers order_status (revisions, the incremental
-mart recomputed whole), and a change Iceberg cannot evolve, refused with the way out, in the same invocation as the
+freshness (the sources' watermarks), ``orders`` edited with an error (dbt run reports it, every mart keeps serving its
+rows), both epoch models edited (a column added, a type widened: schema evolution, then a new generation each, issue
+43) and the incremental ``order_status`` edited (a filter: a new generation, its source read whole), dbt run
+--full-refresh -s customers order_status (new generations, the incremental mart recomputed whole), and a change Iceberg cannot evolve, refused with the way out, in the same invocation as the
 incremental model without the project's opt-in file and a ``table`` model (both refused up front, naming the way out). After every run that published, the cut ``consistent-
 catalog resolve`` gives over the eight tables is read with pyiceberg and each mart is compared with its SQL
 recomputed by DuckDB over the roots (seed included) at that cut (never the plugin's own output).
@@ -113,7 +113,7 @@ SELECT o.order_id, o.customer_id, o.order_date, o.status, coalesce(p.amount, 0) 
        coalesce(p.payments, 0) AS payments
 FROM {{ ref('stg_orders') }} AS o LEFT JOIN paid AS p ON o.order_id = p.order_id
 """
-# the incremental model order_status edited (version 2): returned orders left out, a new definition (a revision)
+# the incremental model order_status edited (version 2): returned orders left out, a new definition (a new generation)
 ORDER_STATUS_V2 = """\
 {{ config(materialized='incremental', unique_key='order_id') }}
 -- each order's latest row, merged by order_id; returned orders left out
@@ -385,8 +385,23 @@ def test_a_user_shaped_project_runs_with_no_ddl_by_hand_and_every_cut_recounts(s
     assert {m: epochs(shop, m) for m in MARTS} == dict.fromkeys(MARTS, 2)
     check_cut(shop, 1)
 
-    # 4. both epoch models edited: a column added, a type widened (Iceberg schema evolution), then revisions; and the
-    # incremental model order_status edited (a filter added): its definition changed, so a revision too (§6.10)
+    # 4a. orders edited with an error that shows at run time (issue 43): dbt run reports it and skips customers;
+    # its new generation never replaced the old one, so every mart keeps serving its rows at the same cut
+    before, revisions = heads(shop), {m: shop.catalog.load_table(m).metadata.properties.get(P.REVISION) for m in MARTS}
+    original = (shop.project / "models" / "marts" / "orders.sql").read_text(encoding="utf-8")
+    write_model(shop, "orders", original + "\nWHERE assert_true(o.order_id IS NULL, 'orders edited with an error') IS NULL\n")
+    broken = dbt(shop, "run", "-s", "orders", "customers")
+    assert broken.returncode == 1 and broken.statuses == {"orders": "error", "customers": "skipped"}, broken.describe()
+    assert "orders edited with an error" in broken.stdout, broken.describe()
+    assert heads(shop) == before, (before, heads(shop))
+    for mart in MARTS:
+        loaded = shop.catalog.load_table(mart).metadata
+        assert loaded.properties.get(P.REVISION) == revisions[mart] and "consistent-previous" not in loaded.refs
+    check_cut(shop, 1)
+
+    # 4. both epoch models edited: a column added, a type widened (Iceberg schema evolution), then new generations;
+    # and the incremental model order_status edited (a filter added): its definition changed, so a new generation too
+    # (§6.10), each switched in by its epoch's publish, the old one kept on consistent-previous
     write_model(shop, "orders", ORDERS_V2)
     write_model(shop, "customers", customers_model(CUSTOMERS_BIGINT))
     write_model(shop, "order_status", ORDER_STATUS_V2)
@@ -395,26 +410,23 @@ def test_a_user_shaped_project_runs_with_no_ddl_by_hand_and_every_cut_recounts(s
     assert "ALTER TABLE `lake`.`shop`.`orders` ADD COLUMNS (`payments` bigint)" in edited.stdout, edited.describe()
     assert "ALTER TABLE `lake`.`shop`.`customers` ALTER COLUMN `number_of_orders` TYPE bigint" in edited.stdout, (
         edited.describe())
-    # orders' definition and schema changed: a revision of it and, in full mode, of customers downstream (emptied),
-    # whose own epoch then recomputes it at the same barrier
-    # (the plugin also announces the revision when it commits, naming the tables it emptied downstream)
-    announced = [line for line in edited.reports if "recomputing it at barrier" in line]
-    assert len(announced) == 2 and len([line for line in announced if "shop.customers downstream" in line]) == 1, (
-        edited.describe())
-    for model in ("orders", "order_status"):
+    # orders' and customers' definitions changed: each a new generation, computed whole at the barrier and switched in
+    for model in ("orders", "customers", "order_status"):
         assert f"shop.{model} definition changed" in edited.report(model), edited.describe()
-        assert " revised at barrier " in edited.report(model), edited.describe()
-    assert " published (" in edited.report("customers"), edited.describe()
-    # the edited incremental mart: revised (emptied), then its epoch read its source whole (no epoch on main to
-    # start from) and merged it: the recount below runs the edited SQL over every order of the cut
-    assert shop.catalog.load_table("shop.order_status").metadata.properties[P.REVISION] == "1"
+        assert ": new generation at barrier " in edited.report(model), edited.describe()
+        assert " published (" in edited.report(model), edited.describe()
+        loaded = shop.catalog.load_table(f"shop.{model}").metadata
+        assert loaded.refs["consistent-previous"].snapshot_id == before[f"shop.{model}"], model
+        assert loaded.properties[P.REVISION] == "1"
+    # the edited incremental mart: a new generation, whose epoch read its source whole and merged it into an empty
+    # sink: the recount below runs the edited SQL over every order of the cut
     # the other incremental mart, unedited and with no new row: done (its full and incremental statements are one
-    # definition, the version the materialization declares, so no revision)
+    # definition, the version the materialization declares, so no new generation)
     assert " done: the sink already holds it" in edited.report("payment_log"), edited.describe()
     assert str(shop.catalog.load_table("shop.customers").schema().find_field("number_of_orders").field_type) == "long"
     check_cut(shop, 2)
 
-    # 5. --full-refresh of an epoch model and of an incremental one: revisions, each recomputed whole at the current
+    # 5. --full-refresh of an epoch model and of an incremental one: new generations, each recomputed whole at the current
     # barrier (the incremental one by its whole SQL, not its increment)
     # (and a new incremental model over the epoch mart orders, created whole: the kill test's run refuses its
     # increment, since orders' epochs overwrite it)
@@ -423,7 +435,8 @@ def test_a_user_shaped_project_runs_with_no_ddl_by_hand_and_every_cut_recounts(s
     assert refreshed.returncode == 0 and refreshed.statuses == dict.fromkeys(
         ("customers", "order_status", "order_copy"), "success"), refreshed.describe()
     for model in ("customers", "order_status"):
-        assert f"shop.{model} rebuild requested: revised at barrier " in refreshed.report(model), refreshed.describe()
+        assert f"shop.{model} rebuild requested: new generation at barrier " in refreshed.report(model), (
+            refreshed.describe())
     assert "incremental:" not in refreshed.report("order_status"), refreshed.describe()
     assert shop.catalog.load_table("shop.order_status").metadata.properties[P.REVISION] == "2"
     check_cut(shop, 2)

@@ -45,6 +45,7 @@ from tests.harness.sql_writer import (
     COUNTS,
     EXIT_HALTED,
     JOB,
+    WORD_COUNT_SQL,
     WORDS,
     Epoch,
     SqlLake,
@@ -52,6 +53,7 @@ from tests.harness.sql_writer import (
     ancestry,
     batch,
     check_exactly_once,
+    counts_at,
     create_lake,
     epoch_statements,
     ingest_keys,
@@ -124,7 +126,16 @@ SCENARIOS = {  # name -> (backend, failpoint)
     "after-publish": ("sqlite", "after-publish"),
     "after-stage-postgres": ("postgres", "after-stage"),
     "before-ingest": ("sqlite", "before-ingest"),
+    # an edited statement (issue 43): its first epoch, a new generation, killed at each failpoint after the old
+    # statement's epoch passed it
+    "regenerate-before-stage": ("sqlite", "before-stage"),
+    "regenerate-after-stage": ("sqlite", "after-stage"),
+    "regenerate-after-publish": ("sqlite", "after-publish"),
 }
+EDITED_SQL = WORD_COUNT_SQL.replace("GROUP BY word", "WHERE word NOT LIKE 'only%' GROUP BY word")
+"""The word-count job's statement edited: another definition (protocol §6.10)."""
+REGENERATE_SAYS = {"before-stage": "new generation published", "after-stage": "new generation republished",
+                   "after-publish": "done"}
 INGEST_KEY = "load-1"
 
 
@@ -144,7 +155,14 @@ def crashes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         else:
             lakes[name] = sqlite_lake(root / name)
 
-    def statements(point: str, *, again: bool) -> list[str]:
+    def edited(takeover: bool) -> list[str]:
+        return [*epoch_statements(takeover=takeover)[:-1], EDITED_SQL]
+
+    def statements(name: str, point: str, *, again: bool) -> list[str]:
+        if name.startswith("regenerate-"):  # the old statement's epoch, then the edited one's (killed)
+            if not again:
+                return epoch_statements(takeover=False) + edited(False)
+            return edited(True) + ingest_statements("load-2", batch(2)) + edited(True)
         if point == "before-ingest":
             once = ingest_statements(INGEST_KEY, batch(1))
             return once + once if again else once  # the second time the key is already there
@@ -153,12 +171,14 @@ def crashes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         # the same epoch again (taking over from the dead driver), then one more ingest and epoch
         return epoch_statements(takeover=True) + ingest_statements("load-2", batch(2)) + epoch_statements(takeover=True)
 
-    killed = {name: start_writer(lake, statements(SCENARIOS[name][1], again=False), "killed",
-                                 failpoint=SCENARIOS[name][1]) for name, (lake, _) in lakes.items()}
+    killed = {name: start_writer(lake, statements(name, SCENARIOS[name][1], again=False), "killed",
+                                 failpoint=SCENARIOS[name][1], passes=1 if name.startswith("regenerate-") else 0)
+              for name, (lake, _) in lakes.items()}
     wait_all(list(killed.values()))
     found = {name: Crash(name, SCENARIOS[name][1], lake, barrier, killed[name], State.read(lake))
              for name, (lake, barrier) in lakes.items()}
-    resumed = {name: start_writer(c.lake, statements(c.point, again=True), "resumed") for name, c in found.items()}
+    resumed = {name: start_writer(c.lake, statements(name, c.point, again=True), "resumed")
+               for name, c in found.items()}
     wait_all(list(resumed.values()))
     for name, run in resumed.items():
         found[name].resumed = run
@@ -216,6 +236,55 @@ def test_an_epoch_killed_at_a_failpoint_is_replayed_exactly_once(crashes: dict[s
     # the resumed driver ended normally: its shutdown hook released the lease; the owner and the lineage stay
     final = dict(crash.lake.table(COUNTS).metadata.properties)
     assert P.LEASE_HOLDER not in final and final.get(P.JOB) == JOB and final.get(P.SOURCES) == f'["{WORDS}"]', final
+
+
+@pytest.mark.parametrize("point", EPOCH_POINTS)
+def test_an_edited_statement_killed_at_a_failpoint_leaves_the_old_generation_serving(
+        crashes: dict[str, Crash], point: str) -> None:
+    """Issue 43: the edited statement's first epoch (a new generation) killed at each failpoint: until its publish
+    landed, main, the watermark and the cut are the old generation's (never empty, never blocked); the next run
+    regenerates (or republishes the staged regeneration, or is done) and the cut then reads the edited statement's
+    output, recounted from demo.words with pyiceberg."""
+    crash = crash_of(crashes, f"regenerate-{point}")
+    assert_killed_at(crash)
+    words, counts = crash.lake.table(WORDS), crash.lake.table(COUNTS)
+    after = crash.after_kill
+    old = after.epochs[0]
+    assert old.barrier == crash.barrier and len(old.attempts) == 1
+    read = old.inputs()[WORDS]
+    if point == "after-publish":  # switched: the old generation on consistent-previous
+        assert after.properties.get(P.REVISION) == "1" and counts.metadata.refs["consistent-previous"].snapshot_id == old.head
+    else:
+        assert len(after.epochs) == 1 and after.properties.get(P.REVISION) is None, after.epochs
+        assert "consistent.previous" not in after.properties and after.properties.get(P.WATERMARK) is None
+        if point == "after-stage":  # a delete of every row, then the write: one attempt, tagged
+            staged = [counts.metadata.snapshot_by_id(i) for i in after.staged]
+            assert {s.summary["consistent.regenerate"] for s in staged} == {"definition"}, staged
+            assert len(set(after.staged.values())) == 1
+    resumed = crash.resumed
+    assert resumed is not None and resumed.process.returncode == 0, resumed.tail() if resumed else "not run"
+    # the killed run's barrier, as the next run says it; then the new ingest's plain epoch
+    first = next(line for line in resumed.lines() if f"barrier {crash.barrier} " in line)
+    if point == "after-publish":
+        assert f"barrier {crash.barrier} " in first and " done: " in first, resumed.lines()
+    else:
+        how = REGENERATE_SAYS[point].split()[-1]
+        assert "definition changed (sql " in first and f": new generation at barrier {crash.barrier} " in first, first
+        assert f", {how} (" in first, first
+    landed = [b for b, how in resumed.ingests() if how == "landed"]
+    assert len(landed) == 1 and resumed.epochs()[-1] == (landed[0], "published"), resumed.lines()
+    # one switch only, to the edited statement's output; every epoch of the new generation recounts its input
+    counts = crash.lake.table(COUNTS)
+    assert counts.metadata.properties.get(P.REVISION) == "1"
+    assert counts.metadata.refs["consistent-previous"].snapshot_id == old.head
+    epochs = [e for e in main_epochs(counts) if e.head != old.head]
+    assert [e.barrier for e in epochs] == [crash.barrier, landed[0]] and all(len(e.attempts) == 1 for e in epochs)
+    for epoch in epochs:
+        expected = {w: n for w, n in word_counter(words, epoch.inputs()[WORDS]).items() if not w.startswith("only")}
+        assert counts_at(counts, epoch.head) == expected
+    assert epochs[0].inputs()[WORDS] == read
+    if point == "after-stage":
+        assert epochs[0].attempts == set(after.staged.values())
 
 
 def test_a_keyed_ingest_killed_before_its_commit_lands_once(crashes: dict[str, Crash]) -> None:

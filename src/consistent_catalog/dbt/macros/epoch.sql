@@ -25,8 +25,9 @@
 
   The plugin registers the job on the first write into the new, empty table. The statement's text is the
   epoch's definition (consistent.definition) and the schema id is recorded with it: an edited model, a changed
-  schema or --full-refresh revises the table (and the tables downstream of it) and recomputes it at the current
-  barrier.
+  schema or --full-refresh computes a new generation of the table at the current barrier, beside the one that serves
+  readers, and switches to it when it is published (protocol §6.10; the models downstream follow when they run). An
+  edited model that fails leaves the table serving its rows.
 
   A view model it reads (materialized='view', view.sql) is the statement's own subquery: its recorded SQL in the
   place of its name, so the statement's text holds it.
@@ -202,7 +203,7 @@
 {#
   The whole model as one overwrite epoch (the job set by the caller): the incremental setting reset (an incremental
   model that failed before its RESET must not make this epoch read increments), static overwrite (dynamic: an empty
-  result would keep the old rows), a revision first when `rebuild` (--full-refresh).
+  result would keep the old rows), a new generation when `rebuild` (--full-refresh).
 #}
 {% macro consistent_overwrite_epoch(relation, query, rebuild) -%}
   {%- call statement('reset_consistent_incremental') -%}

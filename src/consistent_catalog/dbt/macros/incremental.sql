@@ -32,7 +32,8 @@
   The plugin fixes the range inside the statement: it plans the epoch's barrier T and its inputs snap(source, T),
   and reads each source from the sink's previous input (its main head's consistent.sources) to that input, so the
   epoch records exactly the range it read. The definition is the declared version, not the statement's text: the
-  full and the incremental statements are one definition, and an edited model (or view, or unique_key) revises.
+  full and the incremental statements are one definition, and an edited model (or view, or unique_key) computes a
+  new generation (its sources read whole, merged into an empty table, switched in when published).
 
   A source whose rows changed otherwise than by appends in the range (a derived table recomputed by INSERT
   OVERWRITE, a revision) is refused by the plugin (CONSISTENT_READ.NOT_INCREMENTAL) with the way out: dbt run

@@ -14,7 +14,7 @@
   records it, views it reads already inlined, as properties of the view's namespace in the plain catalog
   (consistent.dbt-view.<view>.<i>: the UTF-8 text in hex, in chunks that fit any catalog's property column). Every
   statement that reads the view then carries its SQL in place of its name: an epoch (materialized='epoch', whose
-  definition so holds the view's text: an edited view revises the epochs reading it) and dbt's tests (get_test_sql).
+  definition so holds the view's text: an edited view starts new generations of the epochs reading it) and dbt's tests (get_test_sql).
   As with a view in any warehouse, the SQL recorded is the one of the view's last `dbt run`.
 -#}
 
