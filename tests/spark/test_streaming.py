@@ -372,10 +372,13 @@ def test_native_sink_refuses_with_the_way_out(env, ns):
 # --- native streaming epoch jobs: readStream.table(...) ... toTable(derived), option consistent.job ----------
 
 
-def native_job(frame, base, table, job, mode="append", trigger="0.3 seconds", checkpoint="chk-job"):
-    """``frame`` written to ``table`` as the epochs of ``job`` (``trigger`` None: availableNow)."""
+def native_job(frame, base, table, job, mode="append", trigger="0.3 seconds", checkpoint="chk-job", version=None):
+    """``frame`` written to ``table`` as the epochs of ``job`` (``trigger`` None: availableNow; ``version``: the
+    declared ``consistent.version``)."""
     writer = (frame.writeStream.outputMode(mode).option("checkpointLocation", str(base / checkpoint))
               .option("consistent.job", job))
+    if version is not None:
+        writer = writer.option("consistent.version", version)
     writer = writer.trigger(availableNow=True) if trigger is None else writer.trigger(processingTime=trigger)
     return writer.toTable(f"lake_consistent.{table}")
 
@@ -443,6 +446,29 @@ def test_native_streaming_jobs_commit_each_micro_batch_as_the_epoch_of_its_sourc
     with pytest.raises(StreamingQueryException, match=r"this checkpoint does not continue the sink's epochs"):
         elsewhere.awaitTermination(120)
     assert summaries(catalog, copy)[-1]["id"] == before
+
+    # a new version (issue 43): a new generation, whose first micro-batch must hold the whole output — from its old
+    # checkpoint (which continues from its last offsets) refused before anything is committed, the rows still served
+    restarted = native_job(spark.readStream.table(f"lake_consistent.{words}"), base, copy, f"{name}-copy",
+                           checkpoint="chk-copy", trigger=None, version="2")
+    with pytest.raises(StreamingQueryException, match=r"new generation is computed from each source whole.*new checkpoint"):
+        restarted.awaitTermination(120)
+    table = catalog.load_table(copy)
+    assert table.metadata.snapshot_by_name("main").snapshot_id == int(before)
+    assert P.REVISION not in table.metadata.properties and "consistent-previous" not in table.metadata.refs
+    # from a new checkpoint: the batch reads words whole, its one commit replaces every row, the publish switches
+    fresh = native_job(spark.readStream.table(f"lake_consistent.{words}"), base, copy, f"{name}-copy",
+                       checkpoint="chk-copy-3", trigger=None, version="2")
+    fresh.awaitTermination(120)
+    table = catalog.load_table(copy)
+    head = table.metadata.snapshot_by_name("main")
+    summary = head.summary.additional_properties
+    assert summary["consistent.regenerate"] == "definition" and head.parent_snapshot_id == int(before)
+    assert table.metadata.properties[P.REVISION] == "1"
+    assert table.metadata.refs["consistent-previous"].snapshot_id == int(before)
+    read = json.loads(summary[P.SOURCES])[words]
+    assert Counter(r["word"] for r in rows(catalog, copy, head.snapshot_id)) == Counter(
+        r["word"] for r in rows(catalog, words, read)) == Counter("a b a b c d".split())
 
 
 def east_ahead_of_west(env, ns, *tables):
