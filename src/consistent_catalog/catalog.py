@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from consistent_catalog import ingest as _ingest
 from consistent_catalog import openlineage_events, ownership
+from consistent_catalog import properties as P
 from consistent_catalog import revise as _revise
 from consistent_catalog.barrier import BarrierLike
 from consistent_catalog.changelog_read import read_changes
@@ -156,6 +157,10 @@ class ConsistentCatalog:
         """Per table: its watermark, own delay, the bottleneck upstream, its job and lease."""
         names = self.list_tables() if tables is None else [normalize_identifier(t) for t in tables]
         states = self.store.upstream_states(names)  # the upstream tables give own delays and bottlenecks
+        if tables is not None and any(states[n].head(P.PREVIOUS_BRANCH) is not None for n in names):
+            # a previous generation is read by the tables downstream: which of them still read it (§10.2)
+            listed = [t for t in self.list_tables() if t not in states]
+            states.update((s.identifier, s) for s in self.store.states(listed))
         return status(states, names, now=now_ms() if now is None else now)
 
     def history(self, table: str) -> list[HistoryEntry]:
@@ -261,6 +266,13 @@ class ConsistentCatalog:
         future (beyond the clock-skew allowance) is refused with InvalidBarrierError.
         """
         return _revise.revise(self.store, table, barrier, mode=mode, retries=retries)
+
+    def abandon_generation(self, table: str, *, retries: int = 10) -> RevisionResult:
+        """Return ``table`` and every table downstream of it to the generation before its new definition
+        (protocol §6.10 step 6): a staged regeneration is discarded, a published one rolled back to
+        ``consistent-previous``. Revert the job's definition too, or its next run regenerates again.
+        InvalidInputError when ``table`` has no new generation."""
+        return _revise.abandon_generation(self.store, table, retries=retries)
 
     # --- jobs and maintenance -----------------------------------------------------------------
     def job(

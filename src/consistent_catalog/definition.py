@@ -22,7 +22,7 @@ from consistent_catalog.state import TableState
 
 DefinitionKind = Literal["sql", "plan", "python", "version"]
 KINDS: tuple[str, ...] = ("sql", "plan", "python", "version")
-ChangeReason = Literal["rebuild", "definition", "schema"]
+ChangeReason = Literal["rebuild", "definition", "schema", "upstream"]
 
 
 def fingerprint(kind: str, text: str) -> str:
@@ -135,11 +135,13 @@ def last_epoch(state: TableState, job: str) -> SnapshotRecord | None:
 
 @dataclass(frozen=True)
 class DefinitionChange:
-    """Why a sink needs a revision before the job's next epoch (protocol §6.10)."""
+    """Why a sink needs a new generation at the job's next epoch (protocol §6.10); ``reason`` is what the epoch's
+    snapshots record as ``consistent.regenerate``."""
 
     reason: ChangeReason
     recorded: str | None
-    """The last epoch's fingerprint (``consistent.definition``), or its schema id for ``schema``."""
+    """The last epoch's fingerprint (``consistent.definition``), its schema id for ``schema``, the source that
+    switched generations for ``upstream``."""
     current: str | None
     """The job's fingerprint now, or the sink's current schema id for ``schema``."""
 
@@ -147,6 +149,8 @@ class DefinitionChange:
         """``definition changed (sql 3f2a… -> 9b1c…)``, ``schema changed (schema 0 -> 1)``, ``rebuild requested``."""
         if self.reason == "rebuild":
             return "rebuild requested"
+        if self.reason == "upstream":
+            return f"source {self.recorded} switched generations"
         if self.reason == "schema":
             return f"schema changed (schema {self.recorded} -> {self.current})"
         kind_then, _, hash_then = (self.recorded or "").partition(":")
@@ -159,7 +163,7 @@ class DefinitionChange:
 def definition_change(
     state: TableState, job: str, definition: str | None, *, rebuild: bool = False
 ) -> DefinitionChange | None:
-    """Whether ``job``'s next epoch on the sink ``state`` must be a revision, and why (None: it need not).
+    """Whether ``job``'s next epoch on the sink ``state`` must start a new generation, and why (None: it need not).
 
     Only when the sink has an epoch of the job: then a rebuild request, a fingerprint that differs from the one
     that epoch recorded (an epoch without one, written before fingerprints, matches), or a schema other than the

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from consistent_catalog import epoch_commits, openlineage_events
 from consistent_catalog import properties as P
-from consistent_catalog import revise as _revise
 from consistent_catalog.commit import TableStore
 from consistent_catalog.definition import job_definition
 from consistent_catalog.epoch_plan import EpochPlan, check_append_only, plan_epoch
@@ -55,6 +54,8 @@ class EpochContext:
     _planned: Mapping[str, Located] = field(default_factory=dict)
     """Where the plan found each source: read from that very metadata file, with no catalog round trip."""
     _tables: dict[str, Table] = field(default_factory=dict)
+    fresh_sinks: frozenset[str] = frozenset()
+    """Sinks whose new generation this epoch computes (protocol §6.10): ``read_sink`` reads them empty."""
 
     def table(self, name: str) -> Table:
         name = normalize_identifier(name)
@@ -98,9 +99,10 @@ class EpochContext:
         ).to_arrow()
 
     def read_sink(self, sink: str) -> pa.Table:
-        """A sink's published content (for transforms that merge into their previous output)."""
+        """A sink's published content (for transforms that merge into their previous output); empty while the epoch
+        computes the sink's new generation (protocol §6.10: as on its first epoch)."""
         table = self.table(sink)
-        if table.metadata.snapshot_by_name(P.MAIN_BRANCH) is None:
+        if table.metadata.snapshot_by_name(P.MAIN_BRANCH) is None or normalize_identifier(sink) in self.fresh_sinks:
             return empty_read(table)
         return table.scan().to_arrow()
 
@@ -126,7 +128,8 @@ class EpochResult:
     barrier: int | None
     actions: Mapping[str, str]
     """Per sink: ``done`` (nothing to do), ``published``, ``republished`` (a staged epoch found after a crash),
-    ``watermark`` (inputs unchanged: only the watermark moved) or ``conflict`` (the sink changed meanwhile; re-plan)."""
+    ``watermark`` (inputs unchanged: only the watermark moved), ``regenerated`` (a new generation switched in,
+    protocol §6.10) or ``conflict`` (the sink changed meanwhile; re-plan)."""
     snapshots: Mapping[str, int | None]
     rows: Mapping[str, int] = field(default_factory=dict)
     attempts: Mapping[str, str] = field(default_factory=dict)
@@ -134,15 +137,21 @@ class EpochResult:
     faults: int = 0
     """Catalog faults (lost answers, an unavailable catalog) settled while this epoch ran (protocol §6.8), as the
     catalog's store counts them: calls of other threads on the same ``ConsistentCatalog`` meanwhile count too."""
-    revised: Mapping[str, str] = field(default_factory=dict)
-    """Per sink revised before this epoch because its definition changed or a rebuild was asked (protocol
-    §6.10): ``definition changed (python 3f2a… -> 9b1c…): revised at barrier …``."""
+    regenerated: Mapping[str, str] = field(default_factory=dict)
+    """Per sink whose new generation this epoch computed, and why (protocol §6.10): ``definition changed (python
+    3f2a… -> 9b1c…): new generation at barrier …``, ``source db.a switched generations: new generation at …``."""
     warnings: tuple[str, ...] = ()
     """What the epoch published but a person should know: a source read before its first data (§6.10)."""
 
     @property
     def did_work(self) -> bool:
         return any(a != "done" for a in self.actions.values())
+
+    @property
+    def revised(self) -> Mapping[str, str]:
+        """The former name of ``regenerated`` (a changed definition revised its sink before protocol §6.10's
+        generations); kept for code written against it."""
+        return self.regenerated
 
 
 class EpochJob:
@@ -266,23 +275,13 @@ class EpochJob:
             definition=self.definition, rebuild=self.rebuild,
         )
 
-    def plan_revising(self, *, advance_idle: bool = True) -> tuple[EpochPlan, dict[str, str]]:
-        """Plan the next epoch; a sink whose definition changed (or ``rebuild``) is revised first (protocol §6.10:
-        §8's ``full`` mode, downstream included) and the epoch planned again. Returns the plan and, per revised
-        sink, the line that says why."""
-        plan = self.plan(advance_idle=advance_idle)
-        revised: dict[str, str] = {}
-        if plan.barrier is None:
-            return plan, revised
-        if not plan.revisions:
-            self.rebuild = False  # a sink without an epoch yet has nothing to rebuild: its first epoch is the build
-            return plan, revised
-        for sink, change in plan.revisions.items():
-            _revise.revise(self.store, sink, plan.barrier, mode="full")
-            revised[sink] = f"{change.describe()}: revised at barrier {fmt_barrier(plan.barrier)}"
-            log.warning("%s: %s %s", self.job, sink, revised[sink])
-        self.rebuild = False
-        return self.plan(advance_idle=False), revised
+    def regenerations(self, plan: EpochPlan) -> dict[str, str]:
+        """Per sink whose new generation ``plan``'s epoch computes (protocol §6.10), the line that says why."""
+        found = {}
+        for sink, change in plan.regenerations.items():
+            found[sink] = f"{change.describe()}: new generation at barrier {fmt_barrier(plan.barrier)}"
+            log.warning("%s: %s %s", self.job, sink, found[sink])
+        return found
 
     def source_warnings(self, plan: EpochPlan) -> tuple[str, ...]:
         """§6.10: a staged epoch that read a source empty at T although it holds data at a later barrier."""
@@ -323,15 +322,15 @@ class EpochJob:
 
     def _run_epoch(self, advance_idle: bool) -> EpochResult:
         if self.lineage_events is None:
-            plan, revised = self.plan_revising(advance_idle=advance_idle)
-            return self._with_notes(self._run_planned(plan), plan, revised)
+            plan = self.plan(advance_idle=advance_idle)
+            return self._with_notes(self._run_planned(plan), plan)
         run = self.lineage_events.new_run()
         try:
-            plan, revised = self.plan_revising(advance_idle=advance_idle)
+            plan = self.plan(advance_idle=advance_idle)
             if plan.barrier is None or not plan.pending:
-                return self._with_notes(self._run_planned(plan), plan, revised)
+                return self._with_notes(self._run_planned(plan), plan)
             run.start(plan, self.lease.instance if self.lease is not None else None)
-            result = self._with_notes(self._run_planned(plan), plan, revised)
+            result = self._with_notes(self._run_planned(plan), plan)
         except Exception as exc:
             run.fail(exc, self.sources, self.sinks)
             raise
@@ -342,13 +341,19 @@ class EpochJob:
         run.complete(plan, result.actions, result.snapshots, result.attempts)
         return result
 
-    def _with_notes(self, result: EpochResult, plan: EpochPlan, revised: Mapping[str, str]) -> EpochResult:
+    def _with_notes(self, result: EpochResult, plan: EpochPlan) -> EpochResult:
         notes = self.source_warnings(plan)
         for note in notes:
             log.warning("%s", note)
-        if not revised and not notes:
+        regenerated = {
+            sink: why for sink, why in self.regenerations(plan).items() if result.actions.get(sink) == "regenerated"
+        }
+        if self.rebuild and not any(p.action == "regenerate" and result.actions.get(s) != "regenerated"
+                                    for s, p in plan.sinks.items()):
+            self.rebuild = False  # rebuilt (or nothing to rebuild: a sink's first epoch is its build)
+        if not regenerated and not notes:
             return result
-        return dataclasses.replace(result, revised=dict(revised), warnings=notes)
+        return dataclasses.replace(result, regenerated=regenerated, warnings=notes)
 
     def _run_planned(self, plan: EpochPlan) -> EpochResult:
         if plan.barrier is None or not plan.pending:
@@ -365,17 +370,17 @@ class EpochJob:
                 actions[sink] = "done"
                 continue
             try:
-                if sink_plan.action == "publish-staged":
+                if sink_plan.action == "publish-staged" or sink_plan.replay:
                     staged = Staged(sink_plan.main_head, sink_plan.staged_head, 0,
                                     attempt=self._staged_attempt(sink, sink_plan.staged_head))
-                    actions[sink] = "republished"
+                    actions[sink] = "regenerated" if sink_plan.replay else "republished"
                 elif sink_plan.action == "watermark":
                     staged = Staged(sink_plan.main_head, None, 0)
                     actions[sink] = "watermark"
                 else:
                     staged = self.stage(sink, plan, outputs.get(sink))
                     rows[sink] = staged.rows
-                    actions[sink] = "published"
+                    actions[sink] = "regenerated" if sink_plan.action == "regenerate" else "published"
                 snapshots[sink] = self.publish(sink, plan, staged.base, staged.head, table=staged.table)
                 if staged.attempt is not None:
                     attempts[sink] = staged.attempt
@@ -387,7 +392,7 @@ class EpochJob:
                 log.warning("%s: %s changed while barrier %s was being written; re-planning", self.job, sink, plan.barrier)
         log.info("%s: barrier %s %s", self.job, plan.barrier, actions)
         # --- retention: cut-aware expiry of the sinks every `expire_every` published epochs ---
-        if self.expire_every and any(a in ("published", "republished") for a in actions.values()):
+        if self.expire_every and any(a in ("published", "republished", "regenerated") for a in actions.values()):
             self._published_epochs += 1
             if self._published_epochs % self.expire_every == 0:
                 run_maintenance(self.store, self.sinks, self.retention)
@@ -453,17 +458,18 @@ class EpochJob:
         """Run the transform for ``plan``'s epoch and return its output per sink (nothing is written).
 
         The sinks to stage usually share their previous inputs (where their last epoch ended); when
-        they do not (one sink was revised, or joined the job later), the transform runs once per
+        they do not (one sink starts a new generation, or joined the job later), the transform runs once per
         group, so each sink's incremental read starts where its own last epoch ended.
         """
         assert plan.barrier is not None
         groups: dict[tuple[tuple[str, int | None], ...], list[str]] = {}
         for sink, sink_plan in plan.sinks.items():
-            if sink_plan.action == "stage":
-                groups.setdefault(tuple(sorted(sink_plan.previous_inputs.items())), []).append(sink)
+            if sink_plan.action == "stage" or (sink_plan.action == "regenerate" and not sink_plan.replay):
+                groups.setdefault(tuple(sorted(sink_plan.previous_for_transform.items())), []).append(sink)
         outputs: dict[str, Any] = {}
         for previous, sinks in groups.items():
-            produced = self._outputs_per_sink(self._call_transform(plan, dict(previous)))
+            fresh = frozenset(s for s in sinks if plan.sinks[s].action == "regenerate")
+            produced = self._outputs_per_sink(self._call_transform(plan, dict(previous), fresh))
             outputs.update({sink: produced[sink] for sink in sinks if sink in produced})
         return outputs
 
@@ -479,15 +485,27 @@ class EpochJob:
             raise InvalidInputError(f"job {self.job!r} has {len(self.sinks)} sinks; the transform must return a dict sink -> data")
         return {self.sinks[0]: output}
 
-    def _call_transform(self, plan: EpochPlan, previous: Mapping[str, int | None]) -> Any:
+    def _call_transform(
+        self, plan: EpochPlan, previous: Mapping[str, int | None], fresh: frozenset[str] = frozenset()
+    ) -> Any:
         if self.transform is None:
             raise InvalidInputError(f"job {self.job!r} has no transform; pass transform= to the job")
         assert plan.barrier is not None
-        return self.transform(EpochContext(self.job, plan.barrier, plan.inputs, previous, self.store, self._planned))
+        return self.transform(
+            EpochContext(self.job, plan.barrier, plan.inputs, previous, self.store, self._planned, fresh_sinks=fresh)
+        )
 
-    def summary_properties(self, plan: EpochPlan) -> dict[str, str]:
-        """The summary keys every snapshot of one staging attempt carries (a fresh attempt id per call)."""
-        return epoch_commits.summary(plan, self.job, uuid.uuid4().hex[:12])
+    def summary_properties(self, plan: EpochPlan, sink: str | None = None) -> dict[str, str]:
+        """The summary keys every snapshot of one staging attempt carries (a fresh attempt id per call); a sink's new
+        generation also records why (``consistent.regenerate``, protocol §6.10)."""
+        sink_plan = plan.sinks.get(sink) if sink is not None else None
+        regenerate = sink_plan.change.reason if sink_plan is not None and sink_plan.action == "regenerate" and sink_plan.change else None
+        return epoch_commits.summary(plan, self.job, uuid.uuid4().hex[:12], regenerate)
+
+    def write_mode(self, plan: EpochPlan, sink: str) -> str:
+        """How the epoch writes ``sink``: the job's mode, or ``overwrite`` for a new generation (its output replaces
+        every row, protocol §6.10)."""
+        return "overwrite" if plan.sinks[sink].action == "regenerate" else self.mode
 
     def _commit(self, table: Table, commit: epoch_commits.Commit) -> Table:
         """Send one of this instance's epoch commits (``epoch_commits``: the fence as planned among its requirements)."""
@@ -524,8 +542,8 @@ class EpochJob:
         """
         table, base = self.prepare_staged_branch(sink, plan)
         data = _conform(table.schema().as_arrow().empty_table() if data is None else data, table)
-        properties = self.summary_properties(plan)
-        committed = self._write_staged(table, base, properties, data, self.mode, plan)
+        properties = self.summary_properties(plan, sink)
+        committed = self._write_staged(table, base, properties, data, self.write_mode(plan, sink), plan)
         if committed is None:  # overwriting nothing with nothing
             committed = self.record_empty_epoch(sink, base, properties, plan, table)
         return self.verify_staged(sink, plan, base, properties[P.ATTEMPT], committed)
@@ -623,7 +641,7 @@ def progress_line(result: EpochResult, seconds: float) -> str:
     parts = ", ".join(f"{s}: {a} ({result.rows.get(s, 0)} rows)" for s, a in result.actions.items())
     faults = f", {result.faults} catalog fault{'s' if result.faults != 1 else ''} settled" if result.faults else ""
     line = f"[{result.job}] barrier {result.barrier} ({fmt_ms(result.barrier)}) {parts} in {seconds:.1f}s{faults}"
-    notes = [f"[{result.job}] {sink} {why}" for sink, why in result.revised.items()]
+    notes = [f"[{result.job}] {sink} {why}" for sink, why in result.regenerated.items()]
     notes += [f"[warning] {w}" for w in result.warnings]
     return "\n".join([*notes, line])
 

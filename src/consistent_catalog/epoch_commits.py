@@ -74,9 +74,9 @@ def staged_write(plan: SinkPlan, base: int) -> tuple[AssertRefSnapshotId, ...]:
     return fenced(plan.fence, {P.STAGED_BRANCH: base, P.MAIN_BRANCH: base})
 
 
-def summary(plan: EpochPlan, job: str, attempt: str) -> dict[str, str]:
+def summary(plan: EpochPlan, job: str, attempt: str, regenerate: str | None = None) -> dict[str, str]:
     """The summary keys every snapshot of one staging attempt carries (protocol §2.1): the definition's
-    fingerprint only when the job knows it (§6.10)."""
+    fingerprint only when the job knows it, ``consistent.regenerate`` on a new generation's epoch (§6.10)."""
     keys = {
         P.BARRIER: str(plan.barrier),
         P.JOB: job,
@@ -85,6 +85,8 @@ def summary(plan: EpochPlan, job: str, attempt: str) -> dict[str, str]:
     }
     if plan.definition is not None:
         keys[P.DEFINITION] = plan.definition
+    if regenerate is not None:
+        keys[P.REGENERATE] = regenerate
     return keys
 
 
@@ -92,10 +94,28 @@ def publish(
     plan: EpochPlan, sink: str, state: TableState, main_head: int | None, staged_head: int | None, *, lease_until: int
 ) -> Commit:
     """§5.3: ``main`` to the staged head (``staged_head`` given), or the watermark to T on ``main_head``
-    (``state``: the sink as read before publishing), and the lease renewed to ``lease_until``."""
+    (``state``: the sink as read before publishing), and the lease renewed to ``lease_until``. A new generation's
+    publish is its switch (§6.10 step 3)."""
     refs: dict[str, int | None] = {P.MAIN_BRANCH: main_head}
     updates: list[Any] = []
-    if staged_head is not None:
+    if plan.sinks[sink].action == "regenerate" and staged_head is not None:
+        assert plan.barrier is not None
+        previous = state.head(P.PREVIOUS_BRANCH)
+        refs[P.STAGED_BRANCH] = staged_head
+        refs[P.PREVIOUS_BRANCH] = previous
+        updates.append(branch_ref(P.MAIN_BRANCH, staged_head))
+        properties = {
+            P.LEASE_UNTIL: str(lease_until),
+            P.REVISION: str(state.revision + 1),
+            # overrides for main's history as it is (§3.6); the new floor starts at the staged head
+            **state.watermark_properties(plan.barrier, main_head),
+            P.WATERMARK_SNAPSHOT: str(staged_head),
+        }
+        if previous is None and main_head is not None:
+            updates.append(branch_ref(P.PREVIOUS_BRANCH, main_head))
+            properties.update(state.previous_properties())
+        updates.append(SetPropertiesUpdate(updates=properties))
+    elif staged_head is not None:
         refs[P.STAGED_BRANCH] = staged_head
         updates.append(branch_ref(P.MAIN_BRANCH, staged_head))
         updates.append(SetPropertiesUpdate(updates={P.LEASE_UNTIL: str(lease_until)}))

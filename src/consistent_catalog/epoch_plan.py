@@ -1,7 +1,7 @@
 """Epoch planning (docs/protocol.md §5.1), pure: table states in, a plan out.
 
 ``plan_epoch`` decides, from metadata alone, the barrier of a job's next epoch, the input snapshot
-of every source at it, and for every sink what the epoch has to do (``revise``, ``done``,
+of every source at it, and for every sink what the epoch has to do (``regenerate``, ``done``,
 ``publish-staged``, ``watermark`` or ``stage``). Re-planning after a crash is the same call. ``EpochJob``
 (``consistent_catalog.epoch``) carries a plan out; the Spark jobs reuse it.
 """
@@ -18,7 +18,7 @@ from consistent_catalog.definition import DefinitionChange, definition_change
 from consistent_catalog.exceptions import InvalidInputError
 from consistent_catalog.state import TableState, parse_summary_sources
 
-SinkAction = Literal["revise", "done", "publish-staged", "watermark", "stage"]
+SinkAction = Literal["regenerate", "done", "publish-staged", "watermark", "stage"]
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,14 @@ class SinkPlan:
     """The fence ref's head as planned, read where this instance was seen holding the lease: every commit of
     the epoch asserts it, so a takeover, revision, tag or expiry meanwhile makes it refused (protocol §6)."""
     change: DefinitionChange | None = None
-    """Why the action is ``revise``: the sink's last epoch was computed by another definition (protocol §6.10)."""
+    """Why the action is ``regenerate`` (protocol §6.10): another definition, schema, a rebuild, a source's switch."""
+    replay: bool = False
+    """``regenerate`` only: ``consistent-staged`` already holds this regeneration, finished: publish it as it is."""
+
+    @property
+    def previous_for_transform(self) -> Mapping[str, int | None]:
+        """Where the transform's incremental reads start: nowhere for a new generation (a first epoch, §6.10)."""
+        return {} if self.action == "regenerate" else self.previous_inputs
 
 
 @dataclass(frozen=True)
@@ -50,9 +57,9 @@ class EpochPlan:
     """The job's fingerprint (``consistent.definition``) that its staged snapshots record; None: unknown."""
 
     @property
-    def revisions(self) -> dict[str, DefinitionChange]:
-        """The sinks whose action is ``revise``, with why."""
-        return {s: p.change for s, p in self.sinks.items() if p.action == "revise" and p.change is not None}
+    def regenerations(self) -> dict[str, DefinitionChange]:
+        """The sinks whose action is ``regenerate``, with why."""
+        return {s: p.change for s, p in self.sinks.items() if p.action == "regenerate" and p.change is not None}
 
     @property
     def pending(self) -> list[str]:
@@ -60,11 +67,15 @@ class EpochPlan:
 
     @property
     def needs_transform(self) -> bool:
-        return any(p.action == "stage" for p in self.sinks.values())
+        return any(p.action == "stage" or (p.action == "regenerate" and not p.replay) for p in self.sinks.values())
 
 
-def staged_epoch_matches(state: TableState, job: str, barrier: int, inputs: Mapping[str, int | None]) -> bool:
-    """Whether ``consistent-staged`` holds exactly one finished epoch for ``barrier`` with these inputs."""
+def staged_epoch_matches(
+    state: TableState, job: str, barrier: int, inputs: Mapping[str, int | None], regenerate: str | None = None,
+    definition: str | None = None,
+) -> bool:
+    """Whether ``consistent-staged`` holds exactly one finished epoch for ``barrier`` with these inputs; for a new
+    generation (``regenerate``: its reason), one whose snapshots all record it and ``definition``."""
     if not state.staged_ahead:
         return False
     main = state.head()
@@ -73,6 +84,10 @@ def staged_epoch_matches(state: TableState, job: str, barrier: int, inputs: Mapp
     while current is not None and current != main:
         record = state.snapshots[current]
         if record.barrier != barrier or record.job != job:
+            return False
+        if record.summary.get(P.REGENERATE) != regenerate:
+            return False
+        if regenerate is not None and record.summary.get(P.DEFINITION) != definition:
             return False
         attempts.add(record.summary.get(P.ATTEMPT))
         if len(attempts) > 1:  # two writers staged the same epoch on top of each other
@@ -99,8 +114,9 @@ def plan_epoch(
     ``completeness``; ``upstream`` holds the sources' own transitive sources), so a multi-source job
     never mixes a source that skipped T with one that processed it. A sink whose inputs at T hold the
     same rows as its previous epoch's only needs its watermark moved (``watermark``). A sink whose last epoch
-    was computed by another ``definition`` (or under another schema, or when ``rebuild`` is asked) is
-    ``revise``: the runner revises it (protocol §8, ``full``) and plans again (§6.10).
+    was computed by another ``definition`` (or under another schema, or when ``rebuild`` is asked), or one of whose
+    sources switched generations since its last epoch, is ``regenerate``: a new generation, computed as a first
+    epoch and switched in by its publish (§6.10).
     """
     if not sources:
         raise InvalidInputError(f"job {job!r} has no sources")
@@ -131,9 +147,13 @@ def plan_epoch(
         unchanged = all(
             sources[src].branch().same_data(previous.get(src), snapshot) for src, snapshot in inputs.items()
         )
-        change = definition_change(state, job, definition, rebuild=rebuild)
+        change = definition_change(state, job, definition, rebuild=rebuild) or upstream_change(
+            sources, previous, inputs
+        )
+        replay = False
         if change is not None:
-            action: SinkAction = "revise"
+            action: SinkAction = "regenerate"
+            replay = staged_epoch_matches(state, job, barrier, inputs, change.reason, definition)
         elif sink_mark is not None and barrier <= sink_mark:
             action = "done"
         elif staged_epoch_matches(state, job, barrier, inputs):
@@ -144,9 +164,30 @@ def plan_epoch(
             action = "stage"
         plans[name] = SinkPlan(
             name, action, main_head, state.head(P.STAGED_BRANCH), previous, state.properties.get(P.REVISION),
-            state.head(P.FENCE_BRANCH), change,
+            state.head(P.FENCE_BRANCH), change, replay,
         )
     return EpochPlan(job, barrier, inputs, plans, definition)
+
+
+def upstream_change(
+    sources: Mapping[str, TableState], previous: Mapping[str, int | None], inputs: Mapping[str, int | None]
+) -> DefinitionChange | None:
+    """A source that switched generations since the sink's last epoch (protocol §6.10 step 4): a snapshot carrying
+    ``consistent.regenerate`` in ``(previous input, new input]``. Only for a sink with an epoch that read the source."""
+    for name, end in sorted(inputs.items()):
+        start = previous.get(name)
+        if start is None or end is None or start == end:
+            continue
+        state = sources[name]
+        current: int | None = end
+        while current is not None and current != start:
+            record = state.snapshots.get(current)
+            if record is None:
+                break
+            if record.summary.get(P.REGENERATE) is not None:
+                return DefinitionChange("upstream", name, None)
+            current = record.parent_id
+    return None
 
 
 def check_append_only(state: TableState, start: int | None, end: int) -> None:

@@ -23,7 +23,11 @@ INGEST_KEY: Final = "consistent.ingest-key"
 """Summary of a root snapshot: the idempotency key of the ingest that wrote it (one key lands once)."""
 DEFINITION: Final = "consistent.definition"
 """Summary of a staged snapshot: ``<kind>:<16 hex>``, the fingerprint of the job definition that computed the epoch
-(protocol §6.10); a changed one makes the job's next epoch a revision."""
+(protocol §6.10); a changed one makes the job's next epoch start a new generation."""
+REGENERATE: Final = "consistent.regenerate"
+"""Summary of every snapshot of an epoch that starts a new generation of its sink (protocol §6.10): why the whole output
+was recomputed (one of ``REGENERATE_REASONS``)."""
+REGENERATE_REASONS: Final = ("definition", "schema", "rebuild", "upstream")
 
 # Table properties.
 LEASE_UNTIL: Final = "consistent.lease-until"
@@ -44,7 +48,10 @@ LEASE_HOLDER_INFO: Final = "consistent.lease-holder-info"
 (``app`` only for Spark writers), written with the lease, removed with it, so that an operator can tell whether a
 holder is really dead before a takeover (protocol §6.2)."""
 REVISION: Final = "consistent.revision"
-"""Integer bumped each time a revision rolls the table back."""
+"""Integer bumped each time a revision rolls the table back, and by every generation switch and abandon (§6.10)."""
+PREVIOUS: Final = "consistent.previous"
+"""Compact JSON ``{"snapshot": id, "watermark": barrier|null, "watermark-snapshot": id|-1|null}``: the previous
+generation of a table (protocol §6.10), beside the ``consistent-previous`` branch at that snapshot."""
 
 CLOCK_SKEW: Final = "consistent.clock-skew-ms"
 """Table property: how far ahead of the writer's clock a barrier may lie (default ``DEFAULT_CLOCK_SKEW_MS``)."""
@@ -55,6 +62,8 @@ DEFAULT_CLOCK_SKEW_MS: Final = 5 * 60 * 1000
 # Refs.
 MAIN_BRANCH: Final = "main"
 STAGED_BRANCH: Final = "consistent-staged"
+PREVIOUS_BRANCH: Final = "consistent-previous"
+"""Branch at main's head before a generation switch (protocol §6.10): read while tables downstream have not switched."""
 FENCE_BRANCH: Final = "consistent-fence"
 """The fence ref (docs/protocol.md §6): moved to a new, empty snapshot by every commit that changes ownership,
 revises the table, advances an idle root, adds or removes tags or expires snapshots. Every other commit
@@ -64,10 +73,10 @@ TAG_PREFIX: Final = "consistent-"
 
 TABLE_PROPERTIES: Final = (
     JOB, SOURCES, LEASE_UNTIL, LEASE_HOLDER, LEASE_HOLDER_INFO, WATERMARK, WATERMARK_SNAPSHOT, BARRIER_OVERRIDES, REVISION, CLOCK_SKEW,
-    IDLE_AFTER,
+    IDLE_AFTER, PREVIOUS,
 )
 NO_SNAPSHOT: Final = "-1"
-SUMMARY_PROPERTIES: Final = (BARRIER, JOB, SOURCES, ATTEMPT, INGEST_KEY, DEFINITION)
+SUMMARY_PROPERTIES: Final = (BARRIER, JOB, SOURCES, ATTEMPT, INGEST_KEY, DEFINITION, REGENERATE)
 
 # Summary properties of the fence ref's snapshots (they hold no data and belong to no branch's history).
 FENCE_REASON: Final = "consistent.fence-reason"

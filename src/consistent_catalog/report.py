@@ -45,6 +45,10 @@ class TableStatus:
     """The snapshot from which the table is untracked (written outside its job), if any."""
     untracked_by: str | None = None
     """Who wrote it, from its summary (engine, app id), when known."""
+    generation: dict[str, Any] | None = None
+    """The table's generations (protocol §6.10, §10.2): ``previous_snapshot``, ``previous_watermark``, ``read_by``
+    (tables downstream still reading the previous one), ``staged`` (why a staged regeneration recomputes it); None
+    without a previous generation or a staged regeneration."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -62,6 +66,8 @@ class HistoryEntry:
     operation: str
     added_records: int
     deleted_records: int
+    regenerate: str | None = None
+    """``consistent.regenerate``: the snapshot belongs to an epoch that started a new generation, and why."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -173,9 +179,48 @@ def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int)
                 error=errors.get(name),
                 untracked_since=untracked,
                 untracked_by=state.untracked_writer() if untracked is not None else None,
+                generation=generation(states, state),
             )
         )
     return rows
+
+
+def generation(states: Mapping[str, TableState], state: TableState) -> dict[str, Any] | None:
+    """A table's generations as ``status`` shows them (protocol §10.2), or None when it has only the serving one."""
+    previous = state.head(P.PREVIOUS_BRANCH)
+    staged_head = state.head(P.STAGED_BRANCH) if state.staged_ahead else None
+    staged_record = state.snapshots.get(staged_head) if staged_head is not None else None
+    staged = staged_record.summary.get(P.REGENERATE) if staged_record is not None else None
+    if previous is None and staged is None:
+        return None
+    read_by = []
+    if previous is not None:
+        for other in states.values():
+            try:
+                sources = other.sources
+            except ConsistentCatalogError:
+                continue
+            if state.identifier not in sources:
+                continue
+            if other.reads_previous_generation(state):
+                read_by.append(other.identifier)
+    try:
+        record = state.previous_record or {}
+    except ConsistentCatalogError:
+        record = {}
+    previous_watermark = None
+    if previous is not None:
+        view = state.previous_view()
+        try:
+            previous_watermark = view.watermark() if view is not None else None
+        except ConsistentCatalogError:
+            previous_watermark = record.get("watermark")
+    return {
+        "previous_snapshot": previous,
+        "previous_watermark": previous_watermark,
+        "read_by": sorted(read_by),
+        "staged": staged,
+    }
 
 
 def _unwritable(states: Mapping[str, TableState]) -> set[str]:
@@ -399,6 +444,7 @@ def history(state: TableState) -> list[HistoryEntry]:
                 operation=record.operation,
                 added_records=_count(record.summary, "added-records"),
                 deleted_records=_count(record.summary, "deleted-records"),
+                regenerate=record.summary.get(P.REGENERATE),
             )
         )
     return entries
@@ -424,6 +470,8 @@ class EpochEntry:
     added_records: int
     deleted_records: int
     total_records: int | None
+    regenerate: str | None = None
+    """``consistent.regenerate`` of the epoch: it started a new generation (protocol §6.10), and why."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -469,6 +517,7 @@ def epochs(state: TableState) -> list[EpochEntry]:
                 added_records=sum(_count(r.summary, "added-records") for r in records),
                 deleted_records=sum(_count(r.summary, "deleted-records") for r in records),
                 total_records=int(total) if total.isdigit() else None,
+                regenerate=last.summary.get(P.REGENERATE),
             )
         )
     entries.reverse()

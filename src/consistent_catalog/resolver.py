@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
@@ -40,6 +41,8 @@ class TableCut:
     barrier: int | None
     branch: str
     revision: int = 0
+    generation: str = "current"
+    """``current``, or ``previous`` when the cut read the table's previous generation (protocol §4.8)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"snapshot_id": self.snapshot_id, "barrier": self.barrier}
@@ -160,6 +163,45 @@ def resolve(
             tables[state.identifier] = _table_cut(state, branch, point)
         return Cut(checked, None, tables)
 
+    closure = list(upstream)
+    found: Cut | None = None
+    try:
+        found = _search(states, checked, limit, closure)
+    except ConsistentCatalogError as exc:
+        error = exc
+    previous = _previous_views([*states, *closure])  # §4.8: a second search with every switch undone
+    older: Cut | None = None
+    if previous:
+        try:
+            older = _search([previous.get(s.identifier, s) for s in states], checked, limit,
+                            [previous.get(s.identifier, s) for s in closure])
+        except ConsistentCatalogError:
+            pass
+    if older is None or (found is not None and (found.barrier or 0) >= (older.barrier or 0)):
+        if found is None:
+            raise error
+        return found
+    return Cut(older.level, older.barrier, {
+        name: dataclasses.replace(cut, generation="previous") if name in previous else cut
+        for name, cut in older.tables.items()
+    })
+
+
+def _previous_views(states: Iterable[TableState]) -> dict[str, TableState]:
+    """The previous view (protocol §4.8) of every table among ``states`` that has one."""
+    views = {}
+    for state in states:
+        try:
+            view = state.previous_view()
+        except ConsistentCatalogError:  # a malformed record: the table is read as it is
+            continue
+        if view is not None:
+            views[state.identifier] = view
+    return views
+
+
+def _search(states: list[TableState], checked: Level, limit: int | None, upstream: Iterable[TableState]) -> Cut:
+    """The search of protocol §4.3 over one set of histories (the tables as they are, or their previous views)."""
     for state in states:  # an untracked write: only cuts from before it resolve
         branch = _branch_for(state, checked)
         history = state.branch(branch)

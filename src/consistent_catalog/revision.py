@@ -22,8 +22,9 @@ MODES: tuple[str, ...] = ("incremental", "full")
 class RevisionStep:
     table: str
     action: str
-    """``rolled-back`` (main -> its state at T), ``truncated`` (emptied: its job rebuilds it from scratch) or
-    ``unchanged`` (the table already is its state at T: nothing is committed, the revision is not bumped)."""
+    """``rolled-back`` (main -> its state at T), ``truncated`` (emptied: its job rebuilds it from scratch),
+    ``abandoned`` (back to its previous generation, protocol §6.10) or ``unchanged`` (the table already is its state
+    at T, or has no new generation: nothing is committed, the revision is not bumped)."""
     from_snapshot: int | None
     to_snapshot: int | None
     watermark: int | None
@@ -37,7 +38,8 @@ class RevisionStep:
 @dataclass(frozen=True)
 class RevisionResult:
     table: str
-    barrier: int
+    barrier: int | None
+    """The barrier revised to; None when a new generation was abandoned (mode ``abandon``)."""
     mode: str
     steps: tuple[RevisionStep, ...]
 

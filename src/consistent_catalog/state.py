@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -206,6 +207,72 @@ class TableState:
         """The oldest effective barrier of ``main``'s retained history (None: no barrier yet)."""
         barriers = [b for b in self.branch().barriers if b is not None] if self.head() is not None else []
         return min(barriers) if barriers else None
+
+    # --- generations (protocol §6.10, §4.8) ----------------------------------------------------
+    @cached_property
+    def previous_record(self) -> dict[str, int | None] | None:
+        """``consistent.previous`` parsed: ``{"snapshot", "watermark", "watermark-snapshot"}`` (None: absent)."""
+        value = self.properties.get(P.PREVIOUS)
+        if value is None:
+            return None
+        try:
+            parsed = json.loads(value)
+            record = {key: parsed.get(key) for key in ("snapshot", "watermark", "watermark-snapshot")}
+            if not all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in record.values()):
+                raise ValueError("not integers")
+        except (ValueError, AttributeError):
+            raise MalformedMetadataError(
+                f"{self.identifier}: table property {P.PREVIOUS} must be a JSON object of snapshot, watermark and "
+                f"watermark-snapshot, got {value[:80]!r}; abandon the previous generation (abandon_generation) or "
+                "remove the property"
+            ) from None
+        return record
+
+    def previous_view(self) -> TableState | None:
+        """The table as it was before its generation switch (protocol §4.8): main at ``consistent-previous``, the
+        watermark properties recorded in ``consistent.previous``, no staged branch. None without a previous
+        generation."""
+        head = self.branches.get(P.PREVIOUS_BRANCH)
+        if head is None:
+            return None
+        cache = self.__dict__.setdefault("_previous_view", [])
+        if cache:
+            return cache[0]
+        record = self.previous_record or {}
+        properties = {k: v for k, v in self.properties.items() if k not in (P.WATERMARK, P.WATERMARK_SNAPSHOT, P.PREVIOUS)}
+        if record.get("watermark") is not None:
+            properties[P.WATERMARK] = str(record["watermark"])
+        if record.get("watermark-snapshot") is not None:
+            properties[P.WATERMARK_SNAPSHOT] = str(record["watermark-snapshot"])
+        branches = {
+            name: value for name, value in self.branches.items()
+            if name not in (P.MAIN_BRANCH, P.STAGED_BRANCH, P.PREVIOUS_BRANCH)
+        }
+        branches[P.MAIN_BRANCH] = head
+        view = dataclasses.replace(self, branches=branches, properties=properties)
+        cache.append(view)
+        return view
+
+    def reads_previous_generation(self, source: TableState) -> bool:
+        """Whether this table's ``main`` head was computed from ``source``'s previous generation (protocol §6.10 step
+        7): it records an input of ``source`` at the head of ``consistent-previous`` or before it (or read it empty)."""
+        previous = source.head(P.PREVIOUS_BRANCH)
+        if previous is None:
+            return False
+        recorded = self.recorded_inputs(self.head())
+        input_id = recorded.get(source.identifier)
+        return bool(recorded) and (input_id is None or source.is_ancestor(input_id, previous))
+
+    def previous_properties(self) -> dict[str, str]:
+        """``consistent.previous`` for a switch of this table (protocol §6.10 step 3): main's head now and the
+        watermark properties it has."""
+        marker = self.properties.get(P.WATERMARK_SNAPSHOT)
+        record = {
+            "snapshot": self.head(),
+            "watermark": self.watermark_property,
+            "watermark-snapshot": None if marker is None else int(marker),
+        }
+        return {P.PREVIOUS: json.dumps(dict(sorted(record.items())), separators=(",", ":"))}
 
     # --- branches ----------------------------------------------------------------------------
     def head(self, branch: str = P.MAIN_BRANCH) -> int | None:

@@ -3,7 +3,8 @@
 Against a real SQLite catalog: a wrong or foreign job name never takes a table away (also after its owner
 released its lease), ``reassign`` is the one way a table changes owner, a job may not read its own output over
 several registrations, and a changed definition (transform, declared version, the sink's schema, a rebuild
-request) reaches the sink as a revision, downstream included. Every check reads the tables back with plain
+request) reaches the sink as a new generation, downstream included (protocol §6.10; tests/catalog/test_generations.py
+has what readers see meanwhile). Every check reads the tables back with plain
 pyiceberg and recomputes what they should hold from the ingested words, not from the project's own reader.
 """
 
@@ -164,22 +165,23 @@ def test_an_unchanged_definition_stays_done_and_writes_nothing(counted, catalog)
     before = {t: len(catalog.load_table(t).metadata.snapshots) for t in (COUNTS, HIST)}
     first, second = run_pipeline(counted, count_words)
     assert first.actions == {COUNTS: "done"} and second.actions == {HIST: "done"}
-    assert not first.revised and not second.revised
+    assert not first.regenerated and not second.regenerated
     for table in (COUNTS, HIST):  # registration renews the lease, nothing else: no snapshot, no revision
         assert len(catalog.load_table(table).metadata.snapshots) == before[table]
         assert P.REVISION not in properties(catalog, table)
 
 
-def test_an_edited_transform_revises_the_sink_and_its_downstream(counted, catalog):
+def test_an_edited_transform_regenerates_the_sink_and_its_downstream(counted, catalog):
     run_pipeline(counted, count_words)
     assert histogram_of(counts_of(catalog)) == {r["cnt"]: r["words"] for r in scan(catalog, HIST)}
     recorded = catalog.load_table(COUNTS).metadata.snapshot_by_name("main").summary.additional_properties[P.DEFINITION]
     assert recorded.startswith("python:")
     first, second = run_pipeline(counted, count_upper_words)
-    assert first.actions == {COUNTS: "published"}
-    assert first.revised[COUNTS].startswith(f"definition changed (python {recorded.split(':')[1]} -> ")
-    assert ": revised at barrier 1700000001000 (" in first.revised[COUNTS]
-    assert second.actions == {HIST: "published"}  # truncated by the revision, rebuilt from the new counts
+    assert first.actions == {COUNTS: "regenerated"}
+    assert first.regenerated[COUNTS].startswith(f"definition changed (python {recorded.split(':')[1]} -> ")
+    assert ": new generation at barrier 1700000001000 (" in first.regenerated[COUNTS]
+    assert second.actions == {HIST: "regenerated"}  # its source switched: recomputed from the new counts
+    assert second.regenerated[HIST].startswith(f"source {COUNTS} switched generations: new generation at barrier")
     expected = counts_of(catalog, upper=True)
     assert {r["word"]: r["cnt"] for r in scan(catalog, COUNTS)} == expected == {"A": 3, "B": 1, "C": 1}
     assert {r["cnt"]: r["words"] for r in scan(catalog, HIST)} == histogram_of(expected)
@@ -193,16 +195,16 @@ def test_an_edited_transform_revises_the_sink_and_its_downstream(counted, catalo
 
 def test_a_declared_version_decides_and_rebuild_forces(counted, catalog):
     first, _ = run_pipeline(counted, count_words, version="1")
-    assert first.revised  # the epoch recorded a python fingerprint; version 1 differs
+    assert first.regenerated  # the epoch recorded a python fingerprint; version 1 differs
     first, _ = run_pipeline(counted, count_upper_words, version="1")  # same version: the code change is not seen
-    assert first.actions == {COUNTS: "done"} and not first.revised
+    assert first.actions == {COUNTS: "done"} and not first.regenerated
     first, second = run_pipeline(counted, count_upper_words, version="1", rebuild=True)
-    assert first.revised[COUNTS].startswith("rebuild requested: revised at barrier")
+    assert first.regenerated[COUNTS].startswith("rebuild requested: new generation at barrier")
     assert {r["word"]: r["cnt"] for r in scan(catalog, COUNTS)} == counts_of(catalog, upper=True)
-    assert second.actions == {HIST: "published"}
+    assert second.actions == {HIST: "regenerated"}
 
 
-def test_a_schema_change_of_the_sink_revises_it_and_fills_the_new_column(counted, catalog):
+def test_a_schema_change_of_the_sink_regenerates_it_and_fills_the_new_column(counted, catalog):
     with catalog.load_table(COUNTS).update_schema() as update:
         update.add_column("length", LongType())
 
@@ -213,7 +215,7 @@ def test_a_schema_change_of_the_sink_revises_it_and_fills_the_new_column(counted
     with counted.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=with_length, mode="overwrite",
                      version="1") as job:
         result = job.run_epoch()
-    assert "revised at barrier" in result.revised[COUNTS]
+    assert ": new generation at barrier " in result.regenerated[COUNTS]
     rows = scan(catalog, COUNTS)
     assert {r["word"]: (r["cnt"], r["length"]) for r in rows} == {w: (n, len(w)) for w, n in counts_of(catalog).items()}
 
@@ -263,5 +265,5 @@ def test_rebuild_on_a_sink_without_an_epoch_is_its_first_build_only(cc, catalog,
         cc.ingest(WORDS, words("b"), barrier=1_700_000_001_000)
         second = job.run_epoch()
     assert first.actions == second.actions == {COUNTS: "published"}
-    assert not first.revised and not second.revised  # nothing to rebuild, then no second rebuild
+    assert not first.regenerated and not second.regenerated  # nothing to rebuild, then no second rebuild
     assert P.REVISION not in properties(catalog, COUNTS)

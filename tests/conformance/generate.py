@@ -645,6 +645,24 @@ HAND: dict[str, dict[int, Callable[[dict[str, Any]], bool]]] = {
         9: lambda a: a == {"error": "InvalidInputError"},
         10: lambda a: "error" not in a,
     },
+    # protocol §4.8 and §6.10, by hand (the worked example of §4.8 and its variants)
+    "h19_generations": {
+        0: lambda a: (a["barrier"], a["tables"]["db.s"]["snapshot_id"], a["tables"]["db.x"]["snapshot_id"]) == (T0 + 300, 12, 22),
+        1: lambda a: (a["barrier"], a["tables"]["db.s"]["snapshot_id"]) == (T0 + 300, 13),
+        2: lambda a: (a["tables"]["db.s"]["snapshot_id"], a["tables"]["db.y"]["snapshot_id"]) == (13, 33),
+        3: lambda a: [a["tables"][t]["snapshot_id"] for t in ("db.s", "db.y", "db.z")] == [12, 32, 42],
+        4: lambda a: a["cut"]["barrier"] == T0 + 300 and a["cut"]["tables"]["db.s"]["snapshot_id"] == 12,
+        6: lambda a: a["barrier"] is None and (a["tables"]["db.s"]["snapshot_id"], a["tables"]["db.x"]["snapshot_id"]) == (13, 22),
+        7: lambda a: (a["barrier"], a["tables"]["db.s"]["snapshot_id"], a["tables"]["db.x"]["snapshot_id"]) == (T0 + 200, 11, 21),
+        8: lambda a: a["tables"]["db.w"]["snapshot_id"] == 51,
+        9: lambda a: a["tables"]["db.w"]["snapshot_id"] == 52,
+        10: lambda a: a["plan"]["sinks"]["db.x"]["action"] == "regenerate" and a["plan"]["sinks"]["db.x"]["reason"] == "upstream",
+        11: lambda a: a["plan"]["sinks"]["db.z"]["action"] == "regenerate",
+        12: lambda a: a["plan"]["sinks"]["db.s"]["action"] == "done",
+        13: lambda a: a["plan"]["sinks"]["db.s"]["reason"] == "definition" and not a["plan"]["sinks"]["db.s"]["replay"],
+        14: lambda a: a["plan"]["sinks"]["db.w"]["replay"] and [c["commit"] for c in a["commits"]["db.w"]] == ["publish"],
+        15: lambda a: not a["plan"]["sinks"]["db.w"]["replay"],
+    },
     # protocol §3.6, §5.1-§5.3
     "h16_write_commits": {
         # worked out from protocol §5.6, §6.1-§6.3 and §6.9 (now = T0 + 10 s, W(db.r) = T0 + 400)
@@ -1312,6 +1330,76 @@ def h18_stranded_data() -> Case:
     ), queries
 
 
+def h19_generations() -> Case:
+    """Protocol §4.8 and §6.10: the chain r -> s -> x, s's definition changed and its new generation switched in at the
+    old watermark (300); x has not switched, y (another table derived from s) has, z (derived from y) has not. A cut
+    reads the previous generation while a table of it has not switched, the new one once all have; a tie goes to the
+    new one. The plans: x and z regenerate (a source switched), s with yet another definition regenerates again, s
+    with its definition is done; a staged regeneration is republished."""
+    r = root_state("db.r", [T0 + 100, T0 + 300])
+
+    def regen(snapshot_id: int, parent: int, barrier: int, job: str, sources: dict[str, int], why: str) -> SnapshotRecord:
+        record = epoch(snapshot_id, parent, barrier, job=job, sources=sources, total=2)
+        return SnapshotRecord(record.snapshot_id, record.parent_id, record.timestamp_ms, "overwrite",
+                              {**record.summary, P.REGENERATE: why, P.DEFINITION: "version:2", "deleted-records": "1"})
+
+    def switched(name: str, job: str, records: list[SnapshotRecord], head: int, previous: int, source: str,
+                 staged: int | None = None) -> TableState:
+        branches = {MAIN: head, P.PREVIOUS_BRANCH: previous, STAGED: head if staged is None else staged}
+        properties = {**derived_properties(job, source), P.REVISION: "1", P.WATERMARK: str(T0 + 300),
+                      P.WATERMARK_SNAPSHOT: str(head),
+                      P.PREVIOUS: json.dumps({"snapshot": previous, "watermark": None, "watermark-snapshot": None},
+                                             separators=(",", ":"), sort_keys=True)}
+        return table_state(name, records, branches, properties)
+
+    def versioned(record: SnapshotRecord) -> SnapshotRecord:
+        return SnapshotRecord(record.snapshot_id, record.parent_id, record.timestamp_ms, record.operation,
+                              {**record.summary, P.DEFINITION: "version:1"})
+
+    s = switched("db.s", "job-s", [
+        genesis(10, job="job-s", ts=T0),
+        versioned(epoch(11, 10, T0 + 100, job="job-s", sources={"db.r": 1})),
+        versioned(epoch(12, 11, T0 + 300, job="job-s", sources={"db.r": 2}, total=2)),
+        regen(13, 12, T0 + 300, "job-s", {"db.r": 2}, "definition"),
+    ], 13, 12, "db.r")
+    x = derived_state("db.x", ["db.s"], [(T0 + 100, {"db.s": 11}), (T0 + 300, {"db.s": 12})], 20, job="job-x")
+    y = switched("db.y", "job-y", [
+        genesis(30, job="job-y", ts=T0),
+        epoch(31, 30, T0 + 100, job="job-y", sources={"db.s": 11}),
+        epoch(32, 31, T0 + 300, job="job-y", sources={"db.s": 12}),
+        regen(33, 32, T0 + 300, "job-y", {"db.s": 13}, "upstream"),
+    ], 33, 32, "db.s")
+    z = derived_state("db.z", ["db.y"], [(T0 + 100, {"db.y": 31}), (T0 + 300, {"db.y": 32})], 40, job="job-z")
+    # w: a staged regeneration of its new definition, not published (killed after staging): cuts read the old one
+    w = table_state("db.w", [
+        genesis(50, job="job-w", ts=T0),
+        versioned(epoch(51, 50, T0 + 300, job="job-w", sources={"db.r": 2})),
+        regen(52, 51, T0 + 300, "job-w", {"db.r": 2}, "definition"),
+    ], {MAIN: 51, STAGED: 52}, derived_properties("job-w", "db.r"))
+    w = TableState(w.identifier, w.snapshots, w.branches, w.properties)
+    queries = [
+        q(["db.s", "db.x"]),  # 0: previous, at 300: s 12, x 22
+        q("db.s"),  # 1: current: s 13
+        q(["db.s", "db.y"]),  # 2: a tie at 300: current (s 13, y 33)
+        q(["db.s", "db.y", "db.z"]),  # 3: z has not switched: previous (s 12, y 32, z 42)
+        comp("db.s"),  # 4: the component: previous
+        q(["db.s", "db.x"], "read-committed"),  # 5: as 0
+        q(["db.s", "db.x"], "read-uncommitted"),  # 6: each at its newest branch
+        q(["db.s", "db.x"], as_of=T0 + 200),  # 7: before the switch: the same history either way
+        q(["db.w", "db.r"]),  # 8: a staged regeneration changes no cut
+        q(["db.w", "db.r"], "read-committed"),  # 9: read-committed reads the staged regeneration
+        wp("job-x", ["db.s"], ["db.x"]),  # 10: regenerate (upstream), at 300 although W(x) = 300
+        wp("job-z", ["db.y"], ["db.z"]),  # 11: regenerate (upstream)
+        wp("job-s", ["db.r"], ["db.s"], definition="version:2"),  # 12: done: the new generation is published
+        wp("job-s", ["db.r"], ["db.s"], definition="version:3"),  # 13: regenerate (definition) again
+        wp("job-w", ["db.r"], ["db.w"], definition="version:2"),  # 14: the staged regeneration is republished
+        wp("job-w", ["db.r"], ["db.w"], definition="version:3"),  # 15: another definition: staged again
+    ]
+    return "generations: a switched chain read at its previous generation until every table switched", meta(
+        r, s, x, y, z, w
+    ), queries
+
+
 HANDWRITTEN: tuple[Callable[[], Case], ...] = (
     h01_late_snapshots,
     h02_replace_and_overwrite,
@@ -1331,6 +1419,7 @@ HANDWRITTEN: tuple[Callable[[], Case], ...] = (
     h16_write_commits,
     h17_change_ranges,
     h18_stranded_data,
+    h19_generations,
 )
 
 

@@ -34,8 +34,10 @@ JVM's (``conformance.Main``: ``EpochPlanner`` and ``EpochCommits``):
   ``"takeover"``). The answer is ``{"commit": null}`` (nothing to commit), ``{"skipped_by", "barrier"}`` (an ingest
   whose key landed), or ``{"commit": {"what", "requirements", "updates", "take_fence": {"expected", "reason",
   "holder", "job"} | null, "summary", "genesis"}}`` (plus ``"barrier"`` for an ingest), in Iceberg's REST JSON.
-- a ``"write-plan"`` may carry ``"definition"`` and ``"rebuild"``: then a sink's action may be ``revise`` (no
-  commits: the runner revises the sink and plans again).
+- a ``"write-plan"`` may carry ``"definition"`` and ``"rebuild"``: then a sink's action may be ``regenerate`` (protocol
+  §6.10; also when a source switched generations), its plan with ``"reason"`` and ``"replay"``, its commits those of
+  ``stage`` with ``consistent.regenerate`` in the summary and the switch in the publish (``replay``: the publish of the
+  staged head only).
 
 Either kind answers ``{"error": <Python exception class name>}`` when refused. The snapshots a commit
 creates get a fresh id and timestamp on every run (the genesis): ``normalised`` names them ``created-1``...
@@ -202,15 +204,13 @@ def answer(tables: Mapping[str, Any], query: Mapping[str, Any], states: Mapping[
 
 
 def plan_json(plan: EpochPlan) -> dict[str, Any]:
-    return {
-        "barrier": plan.barrier,
-        "inputs": dict(plan.inputs),
-        "sinks": {
-            name: {"action": p.action, "main_head": p.main_head, "staged_head": p.staged_head,
-                   "previous_inputs": dict(p.previous_inputs), "fence": p.fence}
-            for name, p in plan.sinks.items()
-        },
-    }
+    sinks = {}
+    for name, p in plan.sinks.items():
+        sinks[name] = {"action": p.action, "main_head": p.main_head, "staged_head": p.staged_head,
+                       "previous_inputs": dict(p.previous_inputs), "fence": p.fence}
+        if p.action == "regenerate":
+            sinks[name].update({"reason": p.change.reason if p.change else None, "replay": p.replay})
+    return {"barrier": plan.barrier, "inputs": dict(plan.inputs), "sinks": sinks}
 
 
 def epoch_commit_list(
@@ -219,9 +219,9 @@ def epoch_commit_list(
     """The commits ``EpochJob`` sends for ``sink``'s action, in order, as it builds them (``epoch_commits``)."""
     sink_plan = plan.sinks[sink]
     lease_until = query["lease_until"]
-    if plan.barrier is None or sink_plan.action in ("done", "revise"):
+    if plan.barrier is None or sink_plan.action == "done":
         return []
-    if sink_plan.action == "publish-staged":
+    if sink_plan.action == "publish-staged" or sink_plan.replay:
         return [commit_json("publish", epoch_commits.publish(
             plan, sink, state, sink_plan.main_head, sink_plan.staged_head, lease_until=lease_until))]
     if sink_plan.action == "watermark":
@@ -240,7 +240,8 @@ def epoch_commit_list(
     out.append({
         "commit": "staged-write",
         "requirements": [_rest_json(r) for r in epoch_commits.staged_write(sink_plan, base)],
-        "summary": epoch_commits.summary(plan, plan.job, query["attempt"]),
+        "summary": epoch_commits.summary(plan, plan.job, query["attempt"], sink_plan.change.reason
+                                         if sink_plan.action == "regenerate" and sink_plan.change else None),
     })
     out.append(commit_json("publish", epoch_commits.publish(plan, sink, state, base, query["written"],
                                                             lease_until=lease_until)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from typing import Any
 
 import click
 
@@ -194,7 +195,8 @@ def status(ctx: Context, tables: tuple[str, ...], output: str | None) -> None:
             [
                 [r.table, r.role, r.job, r.lease + (" (zombie suspect)" if r.lease == "expired" else ""),
                  r.watermark, r.staged_barrier, fmt_duration(r.delay_ms), fmt_duration(r.own_delay_ms),
-                 r.slowest_source, r.bottleneck_job, r.revision, r.error]
+                 r.slowest_source, r.bottleneck_job, r.revision,
+                 "; ".join(n for n in (r.error, generation_note(r.generation, r.staged_barrier)) if n) or None]
                 for r in rows
             ],
         )
@@ -342,7 +344,7 @@ def reassign(ctx: Context, table: str, job: str, takeover: bool, output: str | N
     """Hand the derived TABLE to another job: the only way a table changes owner (a typo'd job name is refused).
 
     The table keeps its data, history and sources; the job registers it at its next run, and its next epoch
-    revises the table if its definition differs. Refused for a root, while the owner runs, and when the new job
+    starts a new generation of the table if its definition differs. Refused for a root, while the owner runs, and when the new job
     would read its own output.
 
     \b
@@ -360,28 +362,58 @@ def reassign(ctx: Context, table: str, job: str, takeover: bool, output: str | N
     ctx.out(output).emit(result.to_json(), text)
 
 
+def generation_note(generation: dict[str, Any] | None, staged_barrier: int | None) -> str | None:
+    """``status``'s note on a table's generations (protocol §6.10): the old one still read, a new one staged."""
+    if generation is None:
+        return None
+    parts = []
+    if generation["staged"] is not None:
+        parts.append(f"a new generation ({generation['staged']}) is staged at barrier {fmt_barrier(staged_barrier)}, "
+                     "not published: cuts read the serving one")
+    if generation["previous_snapshot"] is not None:
+        readers = generation["read_by"]
+        where = (f"cuts with {', '.join(readers)} read it until {'their jobs switch' if len(readers) > 1 else 'its job switches'}"
+                 if readers else "no table reads it: the next expire removes it")
+        parts.append(f"previous generation at snapshot {generation['previous_snapshot']}, watermark "
+                     f"{fmt_barrier(generation['previous_watermark'])}: {where}")
+    return "; ".join(parts)
+
+
 @cli.command()
 @click.argument("table")
-@click.option("--to-barrier", "barrier", required=True, help="barrier to roll back to: ms, ISO-8601 time, now-1h ... (protocol §3.8)")
+@click.option("--to-barrier", "barrier", help="barrier to roll back to: ms, ISO-8601 time, now-1h ... (protocol §3.8)")
 @click.option("--mode", type=click.Choice(["incremental", "full"]), default="incremental", show_default=True,
               help="incremental: downstream jobs replay from the barrier; full: downstream tables are rebuilt")
+@click.option("--abandon", is_flag=True,
+              help="instead of a barrier: return TABLE and its downstream to the generation before a new definition")
 @output_option
 @click.pass_obj
 @command_errors
-def revise(ctx: Context, table: str, barrier: str, mode: str, output: str | None) -> None:
+def revise(ctx: Context, table: str, barrier: str | None, mode: str, abandon: bool, output: str | None) -> None:
     """Roll TABLE and every table downstream of it back to their state at a barrier, and bump their revision.
 
-    Their jobs then replay from that barrier (incremental) or rebuild from scratch (full).
+    Their jobs then replay from that barrier (incremental) or rebuild from scratch (full). With --abandon instead,
+    TABLE and its downstream return to the generation before a new definition (protocol §6.10): revert the
+    definition too, or its job regenerates again.
 
     \b
-    Example:
+    Examples:
       consistent-catalog --catalog lake revise demo.words --to-barrier 2024-01-01T00:00:00Z --mode incremental
+      consistent-catalog --catalog lake revise demo.word_counts --abandon
     """
-    result = ctx.catalog.revise(table, barrier, mode=mode)
+    if (barrier is None) == (not abandon):
+        raise click.UsageError("give either --to-barrier T (roll back to a barrier) or --abandon (drop a new generation)")
+    if abandon:
+        result = ctx.catalog.abandon_generation(table)
+        title = f"abandoned the new generation of {result.table}"
+    else:
+        assert barrier is not None
+        result = ctx.catalog.revise(table, barrier, mode=mode)
+        title = f"revised {result.table} to barrier {fmt_barrier(result.barrier)} ({mode})"
 
     def text() -> None:
         table_out(
-            f"revised {result.table} to barrier {fmt_barrier(result.barrier)} ({mode})",
+            title,
             [Col("table"), Col("action"), Col("from"), Col("to"), Col("watermark", "barrier"), Col("revision", drop=1)],
             [[s.table, s.action, s.from_snapshot, s.to_snapshot, s.watermark, s.revision] for s in result.steps],
         )

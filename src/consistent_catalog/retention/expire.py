@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pyiceberg.table.update import RemoveSnapshotRefUpdate
+from pyiceberg.table.update import RemovePropertiesUpdate, RemoveSnapshotRefUpdate
 
 from consistent_catalog import properties as P
 from consistent_catalog._pyiceberg import remove_snapshots_keeping_parents
@@ -89,6 +89,8 @@ def commit_expiry(store: TableStore, table: Table, planned: TableExpiry) -> Tabl
     It takes the fence itself, so a pin or tag planned before it is refused in turn.
     """
     updates: list[Any] = [RemoveSnapshotRefUpdate(ref_name=name) for name in planned.drop_tags]
+    if planned.drop_previous:  # no table reads the previous generation any more (protocol §6.10 step 7)
+        updates += [RemoveSnapshotRefUpdate(ref_name=P.PREVIOUS_BRANCH), RemovePropertiesUpdate(removals=[P.PREVIOUS])]
     if planned.expire:
         updates.append(remove_snapshots_keeping_parents(planned.expire))
     return store.commit(

@@ -35,10 +35,13 @@ class TableExpiry:
     """Oldest snapshot of main's retained ancestry (None: main has no snapshot)."""
     timestamps: Mapping[int, int] = field(default_factory=dict, repr=False)
     barriers: Mapping[int, int | None] = field(default_factory=dict, repr=False)
+    drop_previous: bool = False
+    """The table's previous generation is no longer read (protocol §6.10 step 7): ``consistent-previous`` and
+    ``consistent.previous`` are removed in the same commit."""
 
     @property
     def changes(self) -> bool:
-        return bool(self.expire or self.drop_tags)
+        return bool(self.expire or self.drop_tags or self.drop_previous)
 
     @property
     def held_by(self) -> tuple[str, ...]:
@@ -52,6 +55,7 @@ class TableExpiry:
             "expire": list(self.expire),
             "kept": len(self.keep),
             "drop_tags": dict(self.drop_tags),
+            "drop_previous": self.drop_previous,
             "history_start": None
             if start is None
             else {
@@ -127,6 +131,33 @@ def latest_cut(component: Iterable[str], states: Mapping[str, TableState]) -> tu
     return cut, blocked
 
 
+def previous_in_use(states: Mapping[str, TableState]) -> set[str]:
+    """The tables whose previous generation (``consistent-previous``) some table still reads (protocol §6.10 step 7):
+    a table derived from it whose ``main`` head records an input of it at that generation's head or before (or reads
+    it empty), or whose own previous generation is in use."""
+    derived: dict[str, list[TableState]] = {}
+    for state in states.values():
+        try:
+            for source in state.sources:
+                derived.setdefault(source, []).append(state)
+        except ConsistentCatalogError:
+            continue
+    in_use: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, state in states.items():
+            previous = state.head(P.PREVIOUS_BRANCH)
+            if previous is None or name in in_use:
+                continue
+            for reader in derived.get(name, ()):
+                if reader.identifier in in_use or reader.reads_previous_generation(state):
+                    in_use.add(name)
+                    changed = True
+                    break
+    return in_use
+
+
 def _add(needs: dict[int, list[str]], snapshot_id: int, reason: str) -> None:
     """Record why a snapshot stays: every distinct reason (JSON carries them all; text shows the first few)."""
     reasons = needs.setdefault(snapshot_id, [])
@@ -176,6 +207,8 @@ def plan_table(
     needs: Mapping[int, Sequence[str]],
     policy: RetentionPolicy,
     now: int,
+    *,
+    drop_previous: bool = False,
 ) -> tuple[TableExpiry, list[int]]:
     """Plan one table; returns the plan and the retained history (main and staged) whose inputs the sources must keep.
 
@@ -190,6 +223,8 @@ def plan_table(
     drop_tags: dict[str, int] = {}
     for ref in refs.values():
         record = snapshots.get(ref.snapshot_id)
+        if ref.name == P.PREVIOUS_BRANCH and drop_previous:
+            continue  # removed in this commit: its snapshots expire by the rules that follow
         if not ref.is_tag:
             _add(keep, ref.snapshot_id, f"head of branch {ref.name}")
             continue
@@ -236,7 +271,7 @@ def plan_table(
     # other branches: a staged epoch (and any foreign branch) keeps what it adds on top of main
     on_main = set(history)
     for name, ref in refs.items():
-        if ref.is_tag or name == P.MAIN_BRANCH:
+        if ref.is_tag or name == P.MAIN_BRANCH or (name == P.PREVIOUS_BRANCH and drop_previous):
             continue
         current: int | None = ref.snapshot_id
         while current is not None and current in snapshots and current not in on_main and current not in position:
@@ -266,6 +301,7 @@ def plan_table(
         history_start=main[start] if main else None,
         timestamps={sid: snapshots[sid].timestamp_ms for sid in keep},
         barriers={sid: barriers.get(sid) for sid in keep},
+        drop_previous=drop_previous,
     )
     return plan, history
 
@@ -304,6 +340,12 @@ def plan_expiry(
             if table_cut.snapshot_id is not None:
                 _add(needs[name], table_cut.snapshot_id, f"latest repeatable-read cut (barrier {cut.barrier})")
 
+    in_use = previous_in_use(states)
+    for name in scope:
+        previous = states[name].head(P.PREVIOUS_BRANCH) if name in states else None
+        if previous is not None and name in in_use:  # its history too: the previous view walks back from it
+            _add(needs[name], previous, f"head of {P.PREVIOUS_BRANCH}, still read by the tables derived from it")
+
     plans: dict[str, TableExpiry] = {}
     for name in reversed(graph.topological(scope)):
         state = states.get(name)
@@ -313,7 +355,10 @@ def plan_expiry(
             history = [*_history_chain(state, P.MAIN_BRANCH)]
             history += [s for s in _history_chain(state, P.STAGED_BRANCH) if s not in set(history)]
         else:
-            table_plan, history = plan_table(state, refs.get(name, {}), needs[name], policy, now)
+            table_plan, history = plan_table(
+                state, refs.get(name, {}), needs[name], policy, now,
+                drop_previous=state.head(P.PREVIOUS_BRANCH) is not None and name not in in_use,
+            )
             plans[name] = table_plan
         for snapshot_id in history:
             for source, input_id in state.recorded_inputs(snapshot_id).items():

@@ -63,13 +63,17 @@ def read_snapshot(spark: SparkSession, qualified: str, snapshot_id: int) -> Data
 class SparkEpochContext:
     """What a Spark transform sees: DataFrames of the sources pinned at ``snap(source, T)``."""
 
-    def __init__(self, job: SparkEpochJob, plan: EpochPlan, previous: Mapping[str, int | None]) -> None:
+    def __init__(
+        self, job: SparkEpochJob, plan: EpochPlan, previous: Mapping[str, int | None], fresh: frozenset[str] = frozenset()
+    ) -> None:
         assert plan.barrier is not None
         self.spark = job.spark
         self.job = job.job
         self.barrier = plan.barrier
         self.inputs = dict(plan.inputs)
         self.previous_inputs = dict(previous)
+        self.fresh_sinks = fresh
+        """Sinks whose new generation this epoch computes (protocol §6.10): ``read_sink`` reads them empty."""
         self.epoch_job = job
 
     def _source(self, source: str) -> str:
@@ -106,10 +110,10 @@ class SparkEpochContext:
         )
 
     def read_sink(self, sink: str) -> DataFrame:
-        """A sink's published content (main), e.g. to merge into."""
+        """A sink's published content (main), e.g. to merge into; empty while the epoch computes its new generation."""
         name = normalize_identifier(sink)
         head = self.epoch_job.cc.store.state(name).head()
-        if head is None:
+        if head is None or name in self.fresh_sinks:
             return self.spark.table(self._qualified(name)).limit(0)
         return read_snapshot(self.spark, self._qualified(name), head)
 
@@ -181,8 +185,10 @@ class SparkEpochJob(EpochJob):
         if mode == "merge" and not self.keys:
             raise InvalidInputError(f"job {job!r}: merge mode needs keys=[...] naming the columns rows are matched on")
 
-    def _call_transform(self, plan: EpochPlan, previous: Mapping[str, int | None]) -> Any:
-        ctx = SparkEpochContext(self, plan, previous)
+    def _call_transform(
+        self, plan: EpochPlan, previous: Mapping[str, int | None], fresh: frozenset[str] = frozenset()
+    ) -> Any:
+        ctx = SparkEpochContext(self, plan, previous, fresh)
         if isinstance(self.spark_transform, str):
             return ctx.sql(self.spark_transform, incremental=self.incremental)
         return self.spark_transform(ctx)
@@ -195,9 +201,15 @@ class SparkEpochJob(EpochJob):
         writer interfered, and the epoch is refused (re-planning discards it).
         """
         table, base_id = self.prepare_staged_branch(sink, plan)
-        properties = self.summary_properties(plan)
+        properties = self.summary_properties(plan, sink)
+        mode = self.write_mode(plan, sink)
         if data is None:  # nothing to write: the empty snapshot still records barrier and inputs
-            self.record_empty_epoch(sink, base_id, properties, plan)
+            emptied = None
+            if mode == "overwrite" and plan.sinks[sink].action == "regenerate":  # a new generation without rows
+                emptied = self._write_staged(table, base_id, properties, table.schema().as_arrow().empty_table(),
+                                             "overwrite", plan)
+            if emptied is None:
+                self.record_empty_epoch(sink, base_id, properties, plan)
             return self.verify_staged(sink, plan, base_id, properties[P.ATTEMPT])
         target = branch_identifier(self.spark_catalog, sink, P.STAGED_BRANCH)
         columns = [f.name for f in table.schema().fields]
@@ -207,11 +219,11 @@ class SparkEpochJob(EpochJob):
         frame = data.select(*columns)
 
         def write() -> None:
-            if self.mode == "merge":
+            if mode == "merge":
                 self._merge(frame, target, properties)
             else:
                 writer = frame.writeTo(target).options(**snapshot_options(properties))
-                if self.mode == "append":
+                if mode == "append":
                     writer.append()
                 else:
                     from pyspark.sql.functions import lit
