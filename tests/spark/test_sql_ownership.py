@@ -36,8 +36,6 @@ HIST = Schema(NestedField(1, "cnt", LongType(), required=False), NestedField(2, 
 COUNT = "INSERT OVERWRITE lake_consistent.{ns}.word_counts SELECT word, count(*) AS cnt FROM lake_consistent.{ns}.words GROUP BY word"
 HISTOGRAM = ("INSERT OVERWRITE lake_consistent.{ns}.hist SELECT cnt, count(*) AS words FROM lake_consistent.{ns}.word_counts "
              "GROUP BY cnt")
-REGENERATE, PREVIOUS, PREVIOUS_BRANCH = "consistent.regenerate", "consistent.previous", "consistent-previous"
-"""Protocol §2.1-§2.3's generation keys (issue 43), until ``consistent_catalog.properties`` names them."""
 SETTINGS = ("job", "takeover", "lease", "ingestKey", "eventTimeColumn", "rebuild", "version")
 
 
@@ -343,7 +341,7 @@ def test_an_edited_statement_regenerates_beside_the_serving_generation(env: Any,
         assert main_chain(cc, sink)[-1].snapshot_id == old_head
         props = properties(cc, sink)
         assert all(props.get(k) == old_props.get(k) for k in (P.WATERMARK, P.WATERMARK_SNAPSHOT, P.REVISION)), props
-        assert PREVIOUS not in props
+        assert P.PREVIOUS not in props
         assert spark_cut(spark, hist) == {f"{ns}.words": int(json.loads(old[P.SOURCES])[f"{ns}.words"]),
                                           sink: old_head, hist: old_hist_head}
         assert spark_rows(spark, sink) == old_rows and spark_rows(spark, hist) == old_hist_rows
@@ -371,7 +369,7 @@ def test_an_edited_statement_regenerates_beside_the_serving_generation(env: Any,
     lines = plugin_lines(capfd)
     epoch = epochs(cc, sink)[-1]
     assert epoch[P.DEFINITION] != old[P.DEFINITION] and epoch[P.BARRIER] == old[P.BARRIER]
-    assert epoch.get(REGENERATE) == "definition", epoch
+    assert epoch.get(P.REGENERATE) == "definition", epoch
     then, now = old[P.DEFINITION].split(":")[1], epoch[P.DEFINITION].split(":")[1]
     assert any(f"wc: {sink} definition changed (sql {then} -> {now}): new generation at barrier " in line
                and ", published (" in line for line in lines), lines
@@ -380,8 +378,8 @@ def test_an_edited_statement_regenerates_beside_the_serving_generation(env: Any,
     assert new_rows == {w: n for w, n in words_at(cc, ns, epoch).items() if w != "c"}
     props = properties(cc, sink)
     loaded = cc.catalog.load_table(sink)
-    assert loaded.metadata.snapshot_by_name(PREVIOUS_BRANCH).snapshot_id == old_head
-    assert json.loads(props[PREVIOUS]) == {"snapshot": old_head, "watermark": int(old_props[P.WATERMARK])
+    assert loaded.metadata.snapshot_by_name(P.PREVIOUS_BRANCH).snapshot_id == old_head
+    assert json.loads(props[P.PREVIOUS]) == {"snapshot": old_head, "watermark": int(old_props[P.WATERMARK])
                                               if P.WATERMARK in old_props else None,
                                               "watermark-snapshot": int(old_props[P.WATERMARK_SNAPSHOT])
                                               if P.WATERMARK_SNAPSHOT in old_props else None}
@@ -392,9 +390,9 @@ def test_an_edited_statement_regenerates_beside_the_serving_generation(env: Any,
     ids = [s.snapshot_id for s in chain]
     staged = chain[ids.index(old_head) + 1:]
     assert {s.summary.additional_properties[P.ATTEMPT] for s in staged} == {epoch[P.ATTEMPT]}
-    assert {s.summary.additional_properties[REGENERATE] for s in staged} == {"definition"}
+    assert {s.summary.additional_properties[P.REGENERATE] for s in staged} == {"definition"}
     assert rows_at(cc, sink, staged[0].snapshot_id) == []
-    assert PREVIOUS_BRANCH not in cc.catalog.load_table(hist).metadata.refs
+    assert P.PREVIOUS_BRANCH not in cc.catalog.load_table(hist).metadata.refs
 
     # hist has not run over the new generation: the cut of {word_counts, hist} is the old generation of both
     old_cut = {f"{ns}.words": int(json.loads(old[P.SOURCES])[f"{ns}.words"]), sink: old_head,
@@ -412,11 +410,11 @@ def test_an_edited_statement_regenerates_beside_the_serving_generation(env: Any,
     assert any(f"hist: {hist} source {sink} switched generations: new generation at barrier " in line
                for line in plugin_lines(capfd))
     rebuilt = epochs(cc, hist)[-1]
-    assert rebuilt.get(REGENERATE) == "upstream" and json.loads(rebuilt[P.SOURCES])[sink] == new_head
+    assert rebuilt.get(P.REGENERATE) == "upstream" and json.loads(rebuilt[P.SOURCES])[sink] == new_head
     new_hist_rows = {r["cnt"]: r["words"] for r in rows_at(cc, hist, int(rebuilt["id"]))}
     assert new_hist_rows == dict(Counter(new_rows.values()))
     assert properties(cc, hist)[P.REVISION] == "1"
-    assert cc.catalog.load_table(hist).metadata.snapshot_by_name(PREVIOUS_BRANCH).snapshot_id == old_hist_head
+    assert cc.catalog.load_table(hist).metadata.snapshot_by_name(P.PREVIOUS_BRANCH).snapshot_id == old_hist_head
     cut = spark_cut(spark, hist)
     assert cut[sink] == new_head and cut[hist] == int(rebuilt["id"])
     assert spark_rows(spark, sink) == new_rows and spark_rows(spark, hist) == new_hist_rows
@@ -443,9 +441,9 @@ def test_rebuild_true_regenerates_whatever_the_definition(env: Any, ns: str, cap
     assert any("rebuild requested: new generation at barrier" in line for line in plugin_lines(capfd))
     again = epochs(cc, sink)
     assert again[-1]["id"] != first["id"] and again[-1][P.DEFINITION] == first[P.DEFINITION]
-    assert again[-1][REGENERATE] == "rebuild" and again[-1][P.BARRIER] == first[P.BARRIER]
+    assert again[-1][P.REGENERATE] == "rebuild" and again[-1][P.BARRIER] == first[P.BARRIER]
     assert properties(cc, sink)[P.REVISION] == "1"
-    assert cc.catalog.load_table(sink).metadata.snapshot_by_name(PREVIOUS_BRANCH).snapshot_id == int(first["id"])
+    assert cc.catalog.load_table(sink).metadata.snapshot_by_name(P.PREVIOUS_BRANCH).snapshot_id == int(first["id"])
 
 
 def test_a_column_added_to_the_sink_and_the_statement_is_filled(env: Any, ns: str, capfd: Stderr) -> None:
@@ -580,9 +578,9 @@ def test_streaming_foreign_job_refused_and_an_edited_query_regenerates(env: Any,
     with pytest.raises(StreamingQueryException, match="bad row"):
         query.awaitTermination(120)
     after = properties(cc, sink)  # its registration took the lease again; main and the watermark are as they were
-    assert main_chain(cc, sink)[-1].snapshot_id == int(served["id"]) and PREVIOUS_BRANCH not in cc.catalog.load_table(
+    assert main_chain(cc, sink)[-1].snapshot_id == int(served["id"]) and P.PREVIOUS_BRANCH not in cc.catalog.load_table(
         sink).metadata.refs
-    assert all(after.get(k) == before.get(k) for k in (P.WATERMARK, P.WATERMARK_SNAPSHOT, P.REVISION, PREVIOUS)), after
+    assert all(after.get(k) == before.get(k) for k in (P.WATERMARK, P.WATERMARK_SNAPSHOT, P.REVISION, P.PREVIOUS)), after
     assert {r[0]: r[1] for r in sql(spark, f"SELECT * FROM lake_consistent.{sink}")} == served_rows
 
     # an edited query (a new checkpoint): a new generation, switched in by its first micro-batch's publish
@@ -590,8 +588,8 @@ def test_streaming_foreign_job_refused_and_an_edited_query_regenerates(env: Any,
     query.awaitTermination(120)
     epoch = epochs(cc, sink)[-1]
     props = properties(cc, sink)
-    assert props[P.REVISION] == "1" and epoch[REGENERATE] == "definition"
-    assert cc.catalog.load_table(sink).metadata.snapshot_by_name(PREVIOUS_BRANCH).snapshot_id == int(served["id"])
+    assert props[P.REVISION] == "1" and epoch[P.REGENERATE] == "definition"
+    assert cc.catalog.load_table(sink).metadata.snapshot_by_name(P.PREVIOUS_BRANCH).snapshot_id == int(served["id"])
     assert epoch[P.DEFINITION] != first[P.DEFINITION]
     expected = {w: n for w, n in words_at(cc, ns, epoch).items() if w != "a"}
     assert {r["word"]: r["cnt"] for r in rows_at(cc, sink, int(epoch["id"]))} == expected

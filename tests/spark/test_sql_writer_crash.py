@@ -26,6 +26,7 @@ runs: on 2 cores, several driver JVMs at once take about half the time they take
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -38,6 +39,7 @@ from typing import Any
 
 import pytest
 
+from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
 from tests.harness.lake import sqlite_catalog
 from tests.harness.servers import postgres_sql_catalog
@@ -134,8 +136,8 @@ SCENARIOS = {  # name -> (backend, failpoint)
 }
 EDITED_SQL = WORD_COUNT_SQL.replace("GROUP BY word", "WHERE word NOT LIKE 'only%' GROUP BY word")
 """The word-count job's statement edited: another definition (protocol §6.10)."""
-REGENERATE_SAYS = {"before-stage": "new generation published", "after-stage": "new generation republished",
-                   "after-publish": "done"}
+REGENERATE_SAYS = {"before-stage": "published", "after-stage": "republished"}
+"""What the next run's line says about the new generation the killed run was writing (after-publish: done)."""
 INGEST_KEY = "load-1"
 
 
@@ -249,44 +251,76 @@ def test_an_edited_statement_killed_at_a_failpoint_leaves_the_old_generation_ser
     output, recounted from demo.words with pyiceberg."""
     crash = crash_of(crashes, f"regenerate-{point}")
     assert_killed_at(crash, before=1)  # the old statement's epoch published, then the edited one's was killed
-    words, counts = crash.lake.table(WORDS), crash.lake.table(COUNTS)
+    words = crash.lake.table(WORDS)
     after = crash.after_kill
-    old = after.epochs[0]
-    assert old.barrier == crash.barrier and len(old.attempts) == 1
-    read = old.inputs()[WORDS]
+    runs = attempt_runs(after.epochs)
+    old = runs[0]
+    assert old.barrier == crash.barrier and old.regenerate == {None}, runs
     if point == "after-publish":  # switched: the old generation on consistent-previous
-        assert after.properties.get(P.REVISION) == "1" and counts.metadata.refs["consistent-previous"].snapshot_id == old.head
-    else:
-        assert len(after.epochs) == 1 and after.properties.get(P.REVISION) is None, after.epochs
-        assert "consistent.previous" not in after.properties and after.properties.get(P.WATERMARK) is None
-        if point == "after-stage":  # a delete of every row, then the write: one attempt, tagged
-            staged = [counts.metadata.snapshot_by_id(i) for i in after.staged]
-            assert {s.summary["consistent.regenerate"] for s in staged} == {"definition"}, staged
-            assert len(set(after.staged.values())) == 1
+        assert [r.regenerate for r in runs] == [{None}, {"definition"}], runs
+        assert after.properties.get(P.REVISION) == "1"
+        assert json.loads(after.properties[P.PREVIOUS])["snapshot"] == old.head
+    else:  # main, its watermark properties and the cut: the old generation's
+        assert len(runs) == 1 and after.properties.get(P.REVISION) is None, runs
+        assert P.PREVIOUS not in after.properties and P.WATERMARK not in after.properties
+        staged = [crash.lake.table(COUNTS).metadata.snapshot_by_id(i) for i in after.staged]
+        # before-stage: the new generation's delete of every row, at most; after-stage: the delete and the write
+        assert {s.summary[P.REGENERATE] for s in staged} == {"definition"} and len(set(after.staged.values())) == 1
+        assert len(staged) == (2 if point == "after-stage" else 1), staged
+        cut = ConsistentCatalog(crash.lake.catalog).resolve([COUNTS])
+        assert cut.barrier == crash.barrier and cut.tables[COUNTS].snapshot_id == old.head
     resumed = crash.resumed
     assert resumed is not None and resumed.process.returncode == 0, resumed.tail() if resumed else "not run"
     # the killed run's barrier, as the next run says it; then the new ingest's plain epoch
     first = next(line for line in resumed.lines() if f"barrier {crash.barrier} " in line)
     if point == "after-publish":
-        assert f"barrier {crash.barrier} " in first and " done: " in first, resumed.lines()
+        assert " done: " in first, resumed.lines()
     else:
-        how = REGENERATE_SAYS[point].split()[-1]
         assert "definition changed (sql " in first and f": new generation at barrier {crash.barrier} " in first, first
-        assert f", {how} (" in first, first
+        assert f", {REGENERATE_SAYS[point]} (" in first, first
     landed = [b for b, how in resumed.ingests() if how == "landed"]
     assert len(landed) == 1 and resumed.epochs()[-1] == (landed[0], "published"), resumed.lines()
-    # one switch only, to the edited statement's output; every epoch of the new generation recounts its input
+    # one switch only, to the edited statement's output; each epoch since recounts its recorded input
     counts = crash.lake.table(COUNTS)
     assert counts.metadata.properties.get(P.REVISION) == "1"
-    assert counts.metadata.refs["consistent-previous"].snapshot_id == old.head
-    epochs = [e for e in main_epochs(counts) if e.head != old.head]
-    assert [e.barrier for e in epochs] == [crash.barrier, landed[0]] and all(len(e.attempts) == 1 for e in epochs)
+    assert counts.metadata.refs[P.PREVIOUS_BRANCH].snapshot_id == old.head
+    final = attempt_runs(main_epochs(counts))
+    assert final[0] == old and [(r.barrier, r.regenerate) for r in final[1:]] == [
+        (crash.barrier, {"definition"}), (landed[0], {None})], final
+    for run in final[1:]:
+        expected = {w: n for w, n in word_counter(words, run.inputs[WORDS]).items() if not w.startswith("only")}
+        assert counts_at(counts, run.head) == expected
+    assert final[1].inputs == old.inputs
+    if point == "after-stage":  # published as the killed run staged it
+        assert {final[1].attempt} == set(after.staged.values())
+
+
+@dataclass
+class AttemptRun:
+    """Consecutive snapshots of ``main`` staged by one attempt (an epoch; a new generation's delete and write)."""
+
+    attempt: str | None
+    barrier: int
+    ids: list[int]
+    regenerate: set[str | None]
+    inputs: dict[str, int | None]
+
+    @property
+    def head(self) -> int:
+        return self.ids[-1]
+
+
+def attempt_runs(epochs: list[Epoch]) -> list[AttemptRun]:
+    """``main_epochs`` split by staging attempt: an old generation and the new one at the same barrier apart."""
+    runs: list[AttemptRun] = []
     for epoch in epochs:
-        expected = {w: n for w, n in word_counter(words, epoch.inputs()[WORDS]).items() if not w.startswith("only")}
-        assert counts_at(counts, epoch.head) == expected
-    assert epochs[0].inputs()[WORDS] == read
-    if point == "after-stage":
-        assert epochs[0].attempts == set(after.staged.values())
+        for snapshot_id, summary in zip(epoch.snapshot_ids, epoch.summaries, strict=True):
+            attempt = summary.get(P.ATTEMPT)
+            if not runs or runs[-1].attempt != attempt:
+                runs.append(AttemptRun(attempt, epoch.barrier, [], set(), json.loads(summary[P.SOURCES])))
+            runs[-1].ids.append(snapshot_id)
+            runs[-1].regenerate.add(summary.get(P.REGENERATE))
+    return runs
 
 
 def test_a_keyed_ingest_killed_before_its_commit_lands_once(crashes: dict[str, Crash]) -> None:

@@ -140,11 +140,12 @@ public final class EpochCommits {
       properties.putAll(sink.previousProperties());
     }
     properties.put(Keys.REVISION, Long.toString(sink.revision() + 1));
-    properties.putAll(sink.watermarkProperties(plan.barrier, stagedHead));
+    // overrides for main's history as it is (§3.6); the new floor starts at the staged head
+    properties.putAll(sink.watermarkProperties(plan.barrier, mainHead));
+    properties.put(Keys.WATERMARK_SNAPSHOT, Long.toString(stagedHead));
     updates.add(new MetadataUpdate.SetProperties(properties));
     Map<String, Long> asserted = refs(Keys.MAIN_BRANCH, mainHead, Keys.STAGED_BRANCH, stagedHead);
     asserted.put(Keys.PREVIOUS_BRANCH, previous);
-    return new Commit("switching to the new generation at barrier " + Barriers.format(plan.barrier),
-        fenced(sinkPlan.fence, asserted), updates);
+    return new Commit("publishing barrier " + Barriers.format(plan.barrier), fenced(sinkPlan.fence, asserted), updates);
   }
 }

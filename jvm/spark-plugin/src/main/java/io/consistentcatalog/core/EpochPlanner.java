@@ -71,15 +71,21 @@ public final class EpochPlanner {
     public final Long fence;
     /** Why the sink starts a new generation ({@link Action#REGENERATE}; null otherwise). */
     public final Definitions.Change change;
+    /**
+     * {@link Action#REGENERATE} only: {@code consistent-staged} already holds this regeneration, finished — publish it
+     * as it is (§6.10 step 2, §5.4).
+     */
+    public final boolean replay;
 
     SinkPlan(String sink, Action action, Long mainHead, Long stagedHead, Map<String, Long> previousInputs, Long fence) {
-      this(sink, action, mainHead, stagedHead, previousInputs, fence, null);
+      this(sink, action, mainHead, stagedHead, previousInputs, fence, null, false);
     }
 
     SinkPlan(
         String sink, Action action, Long mainHead, Long stagedHead, Map<String, Long> previousInputs, Long fence,
-        Definitions.Change change) {
+        Definitions.Change change, boolean replay) {
       this.change = change;
+      this.replay = replay;
       this.sink = sink;
       this.action = action;
       this.mainHead = mainHead;
@@ -201,8 +207,10 @@ public final class EpochPlanner {
       if (change == null) {
         change = switchedSource(sources, inputs, previous);
       }
+      boolean replay = false;
       if (change != null) {
         action = Action.REGENERATE;
+        replay = stagedEpochMatches(state, job, barrier, inputs, change.reason, definition);
       } else if (sinkMark != null && barrier <= sinkMark) {
         action = Action.DONE;
       } else if (stagedEpochMatches(state, job, barrier, inputs)) {
@@ -213,7 +221,7 @@ public final class EpochPlanner {
         action = Action.STAGE;
       }
       plans.put(e.getKey(), new SinkPlan(e.getKey(), action, mainHead, state.head(Keys.STAGED_BRANCH), previous,
-          state.head(Keys.FENCE_BRANCH), change));
+          state.head(Keys.FENCE_BRANCH), change, replay));
     }
     return new Plan(job, barrier, Collections.unmodifiableMap(inputs), plans, definition);
   }
@@ -228,19 +236,19 @@ public final class EpochPlanner {
   }
 
   /**
-   * §6.10 step 4: the first source (by name) whose range (previous input, new input] holds a snapshot carrying
-   * {@code consistent.regenerate} — it switched generations since the sink's last epoch; null when none did. A sink
-   * without a previous epoch (no recorded inputs of the source) has no range.
+   * §6.10 step 4 ({@code upstream_change}): the first source (by name) whose range (previous input, new input] holds a
+   * snapshot carrying {@code consistent.regenerate} — it switched generations since the sink's last epoch; null when
+   * none did. Only for a sink with an epoch that read the source (a previous input that is not null).
    */
   static Definitions.Change switchedSource(
       Map<String, TableState> sources, Map<String, Long> inputs, Map<String, Long> previous) {
     for (Map.Entry<String, Long> input : inputs.entrySet()) {
-      if (!previous.containsKey(input.getKey())) {
+      Long stop = previous.get(input.getKey());
+      Long current = input.getValue();
+      if (stop == null || current == null || stop.equals(current)) {
         continue;
       }
       TableState source = sources.get(input.getKey());
-      Long stop = previous.get(input.getKey());
-      Long current = input.getValue();
       Set<Long> seen = new HashSet<>();
       while (current != null && !current.equals(stop) && seen.add(current)) {
         SnapshotRecord record = source.snapshots.get(current);
@@ -256,31 +264,18 @@ public final class EpochPlanner {
     return null;
   }
 
-  /**
-   * §6.10 step 2, §5.4: {@code consistent-staged} holds a finished regeneration of {@code barrier} with these inputs,
-   * by {@code job} under {@code definition} (every snapshot carrying {@code consistent.regenerate}): its publish is the
-   * switch, without computing it again.
-   */
-  public static boolean stagedRegenerationMatches(
-      TableState state, String job, long barrier, Map<String, Long> inputs, String definition) {
-    if (!stagedEpochMatches(state, job, barrier, inputs)) {
-      return false;
-    }
-    Long main = state.head();
-    Long current = state.head(Keys.STAGED_BRANCH);
-    while (current != null && !current.equals(main)) {
-      SnapshotRecord record = state.snapshots.get(current);
-      if (record.summary.get(Keys.REGENERATE) == null
-          || !Objects.equals(record.summary.get(Keys.DEFINITION), definition)) {
-        return false;
-      }
-      current = record.parentId;
-    }
-    return true;
-  }
-
   /** Whether {@code consistent-staged} holds exactly one finished epoch for {@code barrier} with these inputs. */
   public static boolean stagedEpochMatches(TableState state, String job, long barrier, Map<String, Long> inputs) {
+    return stagedEpochMatches(state, job, barrier, inputs, null, null);
+  }
+
+  /**
+   * {@code staged_epoch_matches}: whether {@code consistent-staged} holds exactly one finished epoch for {@code barrier}
+   * with these inputs; for a new generation ({@code regenerate}: its reason, else null) one whose snapshots all record
+   * it and {@code definition} (§6.10 step 2, §5.4); an ordinary epoch's snapshots record no regeneration.
+   */
+  public static boolean stagedEpochMatches(
+      TableState state, String job, long barrier, Map<String, Long> inputs, String regenerate, String definition) {
     if (!state.stagedAhead()) {
       return false;
     }
@@ -296,6 +291,12 @@ public final class EpochPlanner {
       if (recorded == null || recorded != barrier || !job.equals(record.job())) {
         return false;
       }
+      if (!Objects.equals(record.summary.get(Keys.REGENERATE), regenerate)) {
+        return false;
+      }
+      if (regenerate != null && !Objects.equals(record.summary.get(Keys.DEFINITION), definition)) {
+        return false;
+      }
       attempts.add(record.summary.get(Keys.ATTEMPT));
       if (attempts.size() > 1) { // two writers staged the same epoch on top of each other
         return false;
@@ -309,6 +310,18 @@ public final class EpochPlanner {
       current = record.parentId;
     }
     return true;
+  }
+
+  /**
+   * Whether a staged regeneration the plan would {@link SinkPlan#replay} is more than the JVM writer's first commit of
+   * it (§5.2 step 5: the delete of every row, committed before Spark writes the output): a {@code delete} snapshot
+   * alone on {@code consistent-staged} is a write that stopped half-way, never a new generation to switch to (a
+   * finished one holds the delete and at least one write, an empty output's empty append included).
+   */
+  public static boolean stagedRegenerationFinished(TableState state) {
+    Long staged = state.head(Keys.STAGED_BRANCH);
+    SnapshotRecord head = staged == null ? null : state.snapshots.get(staged);
+    return head != null && !(Objects.equals(head.parentId, state.head()) && "delete".equals(head.operation));
   }
 
   /**

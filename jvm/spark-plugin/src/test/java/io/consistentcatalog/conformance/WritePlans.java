@@ -268,7 +268,7 @@ final class WritePlans {
     }
     switch (sinkPlan.action) {
       case REGENERATE:
-        if (EpochPlanner.stagedRegenerationMatches(state, plan.job, plan.barrier, plan.inputs, plan.definition)) {
+        if (sinkPlan.replay) {
           out.add(commitJson("publish",
               EpochCommits.publish(plan, sink, state, sinkPlan.mainHead, sinkPlan.stagedHead, leaseUntil)));
           return out;
@@ -339,6 +339,14 @@ final class WritePlans {
       putLong(s, "staged_head", sink.stagedHead);
       s.set("previous_inputs", ids(sink.previousInputs));
       putLong(s, "fence", sink.fence);
+      if (sink.action == EpochPlanner.Action.REGENERATE) {
+        if (sink.change == null) {
+          s.putNull("reason");
+        } else {
+          s.put("reason", sink.change.reason);
+        }
+        s.put("replay", sink.replay);
+      }
       sinks.set(sink.sink, s);
     }
     node.set("sinks", sinks);

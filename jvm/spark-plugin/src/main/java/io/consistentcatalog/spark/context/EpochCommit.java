@@ -72,6 +72,8 @@ public final class EpochCommit implements WriteCommit {
   private volatile List<UpdateRequirement> requirements = Collections.emptyList();
   /** Main's head the staged epoch is written on (set when the staged branch is reset). */
   private long base;
+  /** A new generation's delete of every row on the staged branch (§5.2 step 5; null before it, or without one). */
+  private Long deleted;
   /** The fenced operations the staged write commits through (set when the staged branch is reset). */
   private FencedOperations fenced;
   /** The sink's metadata once the staged branch is prepared (what the reset's commit returned). */
@@ -91,8 +93,7 @@ public final class EpochCommit implements WriteCommit {
     this.lineage = lineage;
     this.streamingFence = streamingFence;
     this.regenerating = plan.barrier != null && sinkPlan.action == EpochPlanner.Action.REGENERATE
-        && !EpochPlanner.stagedRegenerationMatches(FencedCommit.state(sink, table), job, plan.barrier, plan.inputs,
-            plan.definition);
+        && !(sinkPlan.replay && EpochPlanner.stagedRegenerationFinished(FencedCommit.state(sink, table)));
   }
 
   /** A statement's epoch of {@code plan} into {@code sink} ({@code lineage}: its run, planned; null: none). */
@@ -198,7 +199,7 @@ public final class EpochCommit implements WriteCommit {
         .deleteFromRowFilter(org.apache.iceberg.expressions.Expressions.alwaysTrue()).toBranch(Keys.STAGED_BRANCH);
     EpochCommits.summary(plan, sink, job, attempt).forEach(delete::set);
     delete.commit();
-    Long deleted = TableState.fromMetadata(sink, fenced.committed()).head(Keys.STAGED_BRANCH);
+    deleted = TableState.fromMetadata(sink, fenced.committed()).head(Keys.STAGED_BRANCH);
     java.util.Map<String, Long> refs = new java.util.LinkedHashMap<>();
     refs.put(Keys.STAGED_BRANCH, deleted);
     refs.put(Keys.MAIN_BRANCH, base);
@@ -393,8 +394,9 @@ public final class EpochCommit implements WriteCommit {
           + "at " + barrier + ", since main already holds this query's batch of that id or a later one (a checkpoint "
           + "whose offsets and commits were reset); nothing was staged — start the query with a new checkpoint");
     }
-    if (staged == null || base == TableState.fromMetadata(sink, staged).head(Keys.STAGED_BRANCH)) {
-      recordEmptyEpoch(properties); // Spark committed nothing (an empty dynamic overwrite)
+    Long written = staged == null ? null : TableState.fromMetadata(sink, staged).head(Keys.STAGED_BRANCH);
+    if (written == null || written == base || written.equals(deleted)) {
+      recordEmptyEpoch(properties); // Spark committed nothing (an empty dynamic overwrite, an empty new generation)
       staged = fenced.committed();
     }
     TableState state = TableState.fromMetadata(sink, staged);
