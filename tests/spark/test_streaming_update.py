@@ -166,6 +166,28 @@ def test_update_mode_merges_each_micro_batch_by_key_as_one_epoch_exactly_once_ac
     assert int(round_1.get("deleted-data-files", 0)) == 0 and int(round_1["added-records"]) == 2
     assert round_2["operation"] == "overwrite" and int(round_2["deleted-data-files"]) >= 1
 
+    # a new version from a new checkpoint (issue 43): its first micro-batch starts a new generation, which replaces
+    # every row (merged with none of the old ones) and is switched in by its publish; the old one on consistent-previous
+    from pyspark.sql import functions as F
+
+    old_head = published_epochs[-1]["id"]
+    frame = (spark.readStream.table(f"lake_consistent.{orders}").groupBy("customer")
+             .agg(F.count(F.lit(1)).alias("orders"), F.sum("amount").alias("revenue")))
+    (frame.writeStream.outputMode("update").option("checkpointLocation", str(root / name / "chk-v2"))
+     .option("consistent.job", job).option("consistent.version", "2").trigger(availableNow=True)
+     .toTable(f"lake_consistent.{revenue}").awaitTermination(120))
+    table = catalog.load_table(revenue)
+    chain = [s for s in main_chain(table)]
+    new = chain[[s.snapshot_id for s in chain].index(old_head) + 1:]
+    switched = new[0].summary.additional_properties
+    assert switched[P.REGENERATE] == "definition" and switched[P.DEFINITION].startswith("version:")
+    assert table.metadata.refs[P.PREVIOUS_BRANCH].snapshot_id == old_head and table.metadata.properties[P.REVISION] == "1"
+    for snapshot in new:  # each epoch of the new generation recounts its input, from the first
+        read = json.loads(snapshot.summary.additional_properties[P.SOURCES])[orders]
+        output = rows(catalog, revenue, snapshot.snapshot_id)
+        assert {r["customer"]: (r["orders"], r["revenue"]) for r in output} == recount(rows(catalog, orders, read))
+    assert {r["customer"]: (r["orders"], r["revenue"]) for r in rows(catalog, revenue, new[-1].snapshot_id)} == final
+
 
 def test_update_mode_is_refused_with_the_way_out(env):
 
