@@ -1118,6 +1118,8 @@ def main(argv: list[str] | None = None) -> int:
                              "to a first epoch before the timed phase)")
     parser.add_argument("--hot-root", type=float, default=0.0, metavar="SECONDS",
                         help="after each run, every writer ingests into one root for SECONDS (protocol, then plain)")
+    parser.add_argument("--hot-root-only", action="store_true",
+                        help="run only the hot-root part (--hot-root seconds, 10 by default) on a small lake")
     parser.add_argument("--markdown", action="store_true", help="(the output is always Markdown; kept for make bench-all)")
     args = parser.parse_args(argv)
     if args.spark_writers and args.backend != "postgres":
@@ -1144,6 +1146,9 @@ def main(argv: list[str] | None = None) -> int:
                 catalog_args = CatalogArgs(uri, f"file://{workdir}/warehouse")
                 created = create_lake(catalog_args, shape)
                 print(f"{writers} writers: {2 * len(shape.tables)} tables created in {created:.0f}s", file=sys.stderr)
+                if args.hot_root_only:
+                    results[writers] = {"hot": run_hot_root(catalog_args, shape.roots[0], writers, args.hot_root or 10)}
+                    continue
                 run = run_lake(catalog_args, shape, writers=writers, duration=args.duration,
                                ingest_every=args.ingest_every, rows=args.rows, seed=args.seed,
                                check_every=args.check_every, pg=pg is not None, spark_writers=args.spark_writers,
@@ -1159,8 +1164,28 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if pg is not None:
             pg.stop()
-    print_results(results, shape, args, command.strip(), load_start)
+    if args.hot_root_only:
+        print_hot_root(results, shape, command.strip())
+    else:
+        print_results(results, shape, args, command.strip(), load_start)
     return 0
+
+
+def print_hot_root(results: Mapping[int, Mapping[str, Any]], shape: LakeShape, command: str) -> None:
+    """The hot-root figures alone (``--hot-root-only``): every writer ingesting into one root."""
+    print(f"`{command}`\n")
+    print(f"| writers into {shape.roots[0]} | ingests/s protocol / plain | ms median/p95 protocol / plain | errors "
+          "protocol / plain |")
+    print("|---|---|---|---|")
+    for writers, figures in results.items():
+        hot = figures["hot"]
+        print(f"| {writers} | {hot['protocol']['rate']:.1f} / {hot['plain']['rate']:.1f} "
+              f"({_ratio(hot['protocol']['rate'], hot['plain']['rate'])}) | {_q(hot['protocol']['ms'])} / "
+              f"{_q(hot['plain']['ms'])} | {hot['protocol']['errors']} / {hot['plain']['errors']} |")
+    for writers, figures in results.items():
+        for phase in ("protocol", "plain"):
+            for line in figures["hot"][phase]["error_lines"]:
+                print(f"- {writers} writers, {phase}: {line}")
 
 
 if __name__ == "__main__":

@@ -45,6 +45,12 @@ test, by name, instead of corrupting a table. Nothing here runs at import time: 
    ``_SnapshotProducer._commit`` writes one), for the fence ref. pyiceberg makes snapshots only
    inside a data write; this builds the same ``Snapshot`` from its public pieces
    (``write_manifest_list``, ``location_provider``, ``new_snapshot_id``).
+8. ``write_data_files`` / ``append_data_files``: ``Transaction.append`` in two halves, so that an ingest refused by a
+   concurrent commit plans again without writing its Parquet files again: the data files written once (pyiceberg's
+   private ``_dataframe_to_data_files``, with the schema check ``append`` makes), then appended by each attempt
+   through the snapshot producer ``append`` uses (the private ``_append_snapshot_producer``: a fast or merge append
+   as the table's properties say). A refused attempt deletes its manifests, never data files (pyiceberg's
+   ``_clean_all_uncommitted``), so the files stay valid for the next one.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from pyiceberg.exceptions import CommitFailedException, ValidationException
+from pyiceberg.table.refs import MAIN_BRANCH as MAIN_BRANCH_NAME
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import (
     AssertTableUUID,
@@ -69,8 +76,10 @@ from requests import Request
 from requests.adapters import HTTPAdapter
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyiceberg.catalog import Catalog
     from pyiceberg.io import FileIO
+    from pyiceberg.manifest import DataFile
     from pyiceberg.table import CommitTableResponse, Table, Transaction
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot, Summary
@@ -80,6 +89,8 @@ R = TypeVar("R")
 
 __all__ = [
     "ValidatableTableRequirement",
+    "append_data_files",
+    "write_data_files",
     "commit_transaction_once",
     "metadata_file_io",
     "open_table",
@@ -521,3 +532,26 @@ def validates_client_side(catalog: Catalog) -> bool:
     from pyiceberg.catalog.rest import RestCatalog
 
     return not isinstance(catalog, RestCatalog)
+
+
+# --- 8. an append whose data files are written once ------------------------------------------------
+def write_data_files(table: Table, data: pa.Table) -> list[DataFile]:
+    """``data`` written as the table's data files (Parquet), not yet part of any snapshot (``append`` checks the
+    schema the same way first). None for no rows: an append of nothing still commits a snapshot."""
+    import uuid
+
+    from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible, _dataframe_to_data_files
+
+    metadata = table.metadata
+    _check_pyarrow_schema_compatible(metadata.schema(), provided_schema=data.schema,
+                                     format_version=metadata.format_version)
+    if data.num_rows == 0:
+        return []
+    return list(_dataframe_to_data_files(table_metadata=metadata, write_uuid=uuid.uuid4(), df=data, io=table.io))
+
+
+def append_data_files(tx: Transaction, files: Sequence[DataFile], snapshot_properties: Mapping[str, str]) -> None:
+    """Append already written data ``files`` to ``main`` in ``tx``: the snapshot ``tx.append`` would make."""
+    with tx._append_snapshot_producer(dict(snapshot_properties), branch=MAIN_BRANCH_NAME) as append:
+        for data_file in files:
+            append.append_data_file(data_file)

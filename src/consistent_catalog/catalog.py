@@ -219,7 +219,7 @@ class ConsistentCatalog:
         barrier: BarrierLike | None = None,
         key: str | None = None,
         allow_future: bool = False,
-        retries: int = 10,
+        retries: int | None = None,
     ) -> IngestResult:
         """Append ``data`` to a root table, tagged with an explicit (event-time) barrier or the current time.
 

@@ -19,6 +19,7 @@ from pyiceberg.table.update import RemovePropertiesUpdate, SetPropertiesUpdate
 
 from consistent_catalog import properties as P
 from consistent_catalog import write_plans
+from consistent_catalog._pyiceberg import append_data_files, write_data_files
 from consistent_catalog.barrier import BarrierLike, to_barrier
 from consistent_catalog.commit import RetryPolicy, TableStore
 from consistent_catalog.exceptions import FencedError, InvalidBarrierError, InvalidInputError
@@ -49,7 +50,7 @@ def ingest(
     barrier: BarrierLike | None = None,
     key: str | None = None,
     allow_future: bool = False,
-    retries: int = 10,
+    retries: int | None = None,
 ) -> IngestResult:
     """Append ``data`` to a root table, tagged with an explicit (event-time) barrier or the current time.
 
@@ -61,11 +62,17 @@ def ingest(
     A barrier at or below the table's watermark would change content that readers were told is
     complete, so it is raised to W(X) + 1 (the late-snapshot rule of protocol §3). An explicit
     barrier beyond now plus the clock-skew allowance is refused unless ``allow_future``.
+
+    A commit refused because another one landed first (many writers into one root) plans again after a jittered
+    wait, with the data files it wrote kept (only the metadata is written again): for ``CONTENTION_SECONDS`` by
+    default, or ``retries`` attempts when given; then FencedError (run it again: a key makes that safe).
     """
     if key is not None and not str(key).strip():
         raise InvalidInputError("an ingest key must be a non-empty string (e.g. the source's batch or file id)")
     wanted = None if barrier is None else to_barrier(barrier)
-    for _ in RetryPolicy(retries).attempts():  # refused: plan again after a jittered wait
+    files, layout = None, None  # written at the first attempt that commits; later attempts append the same files
+    attempts = 0
+    for attempts in contention_policy(retries).attempts():  # noqa: B007 - named in the error: refused, plan again
         loaded, state = store.load(table)
         plan = write_plans.ingest(state, now=now_ms(), barrier=wanted, key=key, allow_future=allow_future)
         if plan.skipped_by is not None:
@@ -73,13 +80,16 @@ def ingest(
         commit = plan.commit
         assert commit is not None
         base = state.head()
+        if files is None or layout != (loaded.metadata.current_schema_id, loaded.metadata.default_spec_id):
+            files = write_data_files(loaded, data)  # (again only if the schema or partitioning changed meanwhile)
+            layout = (loaded.metadata.current_schema_id, loaded.metadata.default_spec_id)
         try:
             # main and the fence as read: another ingest, an idle advance or a revision meanwhile
             # changed the watermark this barrier was computed from (or landed the same key)
             committed = store.write(
                 loaded,
                 commit.requirements,
-                lambda tx, props=dict(commit.summary): tx.append(data, snapshot_properties=props),
+                lambda tx, props=dict(commit.summary), written=files: append_data_files(tx, written, props),
                 what=commit.what,
             )
         except FencedError:
@@ -91,8 +101,22 @@ def ingest(
     again = "run it again — the key makes it safe to repeat" if key is not None else "run it again"
     raise FencedError(
         f"{normalize_identifier(table)}: ingest{'' if key is None else f' of key {key!r}'} kept losing the race to "
-        f"other commits ({retries} attempts); {again}"
+        f"other commits ({attempts} attempts); {again}"
     )
+
+
+#: How long an ingest refused by concurrent commits to its root keeps planning again (``retries`` not given).
+CONTENTION_SECONDS = 60.0
+
+
+def contention_policy(retries: int | None) -> RetryPolicy:
+    """Retries of a commit refused because another landed first: ``retries`` attempts, or (None) as many as fit in
+    ``CONTENTION_SECONDS``, waits from Iceberg's ``commit.retry.min-wait-ms`` default (100 ms) doubling to 5 s with
+    full jitter: a root takes one commit at a time, and writers that retry at once only refuse each other again
+    (docs/scaling.md)."""
+    if retries is not None:
+        return RetryPolicy(retries)
+    return RetryPolicy(attempts_max=1_000_000, base_delay=0.1, max_delay=5.0, deadline=CONTENTION_SECONDS)
 
 
 def advance_watermark(store: TableStore, table: str, barrier: BarrierLike, *, allow_future: bool = False) -> int:

@@ -315,7 +315,8 @@ class EpochRun:
                  attempts: Mapping[str, str]) -> None:
         """COMPLETE: every output at the snapshot now on its ``main`` (published sinks only)."""
         sinks = {s: {"action": a, **({"attempt": attempts[s]} if s in attempts else {})} for s, a in actions.items()}
-        outputs = {s: snapshots.get(s) for s, a in actions.items() if a in ("published", "republished", "watermark")}
+        outputs = {s: snapshots.get(s) for s, a in actions.items()
+                   if a in ("published", "republished", "regenerated", "watermark")}
         self.emitter.send(
             lambda: self._event("COMPLETE", plan, outputs, actions, (), self._epoch_facet(plan.barrier, sinks)), "COMPLETE")
 

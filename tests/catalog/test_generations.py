@@ -14,8 +14,6 @@ import json
 import threading
 from collections import Counter
 
-import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 from click.testing import CliRunner
 
@@ -25,6 +23,7 @@ from consistent_catalog.cli.main import cli
 from consistent_catalog.epoch import EpochJob
 from consistent_catalog.exceptions import InvalidInputError
 from tests.harness.lake import words
+from tests.harness.transforms import count_upper_words  # the edited definition
 
 WORDS, COUNTS, HIST = "demo.words", "demo.word_counts", "demo.count_histogram"
 T0 = 1_700_000_000_000
@@ -34,11 +33,6 @@ pytestmark = pytest.mark.parametrize("backend", ["sqlite"])
 def count_words(ctx):
     table = ctx.read(WORDS)
     return table.group_by("word").aggregate([("word", "count")]).rename_columns(["word", "cnt"])
-
-
-def count_upper_words(ctx):  # the edited definition
-    upper = pa.table({"word": pc.utf8_upper(ctx.read(WORDS)["word"])})
-    return upper.group_by("word").aggregate([("word", "count")]).rename_columns(["word", "cnt"])
 
 
 def histogram(ctx):

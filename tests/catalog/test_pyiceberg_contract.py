@@ -130,6 +130,29 @@ def test_a_failed_requirement_is_not_retried_and_its_manifests_are_deleted(table
     assert table.scan().to_arrow()["word"].to_pylist() == ["a"]
 
 
+def test_data_files_written_once_survive_a_refused_append_and_land_with_the_next(table) -> None:
+    """``write_data_files``/``append_data_files`` (item 8): a refused attempt deletes its manifests, not the data files,
+    so the next attempt appends the same files; the snapshot is the one ``append`` makes (its summary counts)."""
+    files = _pyiceberg.write_data_files(table, rows(["a", "b"]))
+    paths = [Path(f.file_path.removeprefix("file://")) for f in files]
+    assert files and all(p.is_file() for p in paths)
+    tx = table.transaction()
+    _pyiceberg.append_data_files(tx, files, {"k": "refused"})
+    with pytest.raises(CommitFailedException):
+        _pyiceberg.commit_transaction_once(tx, refs_at({"consistent-fence": 12345}))
+    assert all(p.is_file() for p in paths)
+    tx = table.transaction()
+    _pyiceberg.append_data_files(tx, files, {"k": "landed"})
+    _pyiceberg.commit_transaction_once(tx)
+    table.refresh()
+    assert sorted(table.scan().to_arrow()["word"].to_pylist()) == ["a", "b"]
+    summary = table.current_snapshot().summary
+    assert (summary.operation.value, summary["k"], summary["added-records"]) == ("append", "landed", "2")
+    assert _pyiceberg.write_data_files(table, rows([])) == []
+    with pytest.raises(ValueError):  # the schema check append makes
+        _pyiceberg.write_data_files(table, pa.table({"other": [1]}))
+
+
 def test_nothing_to_commit_commits_nothing(table) -> None:
     tx = table.transaction()
     assert _pyiceberg.commit_transaction_once(tx, refs_at({"consistent-fence": None})) is None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,14 @@ from consistent_catalog import properties as P
 from consistent_catalog.demo import count_words, epoch_words
 from tests.harness.crash.common import COPY, COUNTS, CRASH_POINTS, JOBS, WORDS
 from tests.harness.crash.driver import Harness, Report
-from tests.harness.crash.oracle import RowReader, check_lake, check_latest_cuts, read_lake
+from tests.harness.crash.oracle import (
+    RowReader,
+    check_lake,
+    check_latest_cuts,
+    read_lake,
+    spec7_problems,
+    word_count_problems,
+)
 from tests.harness.crash.scenarios import (
     chosen_point_scenario,
     commit_sweep_scenario,
@@ -119,6 +127,42 @@ def test_a_zombie_woken_after_a_takeover_is_fenced_on_rest(rest_server, tmp_path
     report = zombie_scenario(rest_lake(rest_server, tmp_path / "lake"), "copy", "after-stage")
     assert_clean(report)
     assert report.pauses == 1 and report.fenced == 1
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_a_new_generation_killed_at_a_chosen_point(tmp_path: Path, point: str) -> None:
+    """Protocol §6.10: word-count's edited definition (words counted case-insensitively) is killed with ``kill -9`` at
+    ``point`` of its new generation's first epoch. Meanwhile every cut of the chain is the one before, recounted with
+    DuckDB (the old counts of the words at the cut, their histogram); the rerun switches, and once count-histogram
+    followed, the cut holds the new counts."""
+    from consistent_catalog import ConsistentCatalog
+    from tests.harness.crash.common import HISTOGRAM, open_catalog
+
+    chain = [WORDS, COUNTS, HISTOGRAM]
+    with Harness(tmp_path / "lake", reader=False) as h:
+        h.ingest()
+        h.run_clean("word-count")
+        h.run_clean("count-histogram")
+        cc = ConsistentCatalog(open_catalog(h.directory))
+        before = cc.resolve(chain)
+        killed = h.run("word-count", crash_at=point, extra=["--upper"])
+        assert killed.killed, killed.describe()
+        meanwhile = ConsistentCatalog(open_catalog(h.directory)).resolve(chain)
+        assert meanwhile.snapshot_ids == before.snapshot_ids and meanwhile.barrier == before.barrier
+        tables, rows = read_lake(h.directory), RowReader()
+        at = {t: rows.rows(t, tables[t].location, meanwhile[t].snapshot_id) for t in chain}
+        assert not word_count_problems(at[WORDS], at[COUNTS], "the cut after the kill")  # the old definition's
+        assert not spec7_problems(at[WORDS], at[COUNTS], at[HISTOGRAM], "the cut after the kill")
+        rerun = h.run_clean("word-count", extra=["--upper"])
+        assert [action for _, _, action in rerun.epochs()] == ([] if point == "after-publish" else ["regenerated"])
+        h.run_clean("count-histogram")
+        after = ConsistentCatalog(open_catalog(h.directory)).resolve(chain)
+        assert after.barrier == before.barrier
+        tables = read_lake(h.directory)
+        at = {t: rows.rows(t, tables[t].location, after[t].snapshot_id) for t in chain}
+        upper = Counter(word.upper() for (word,), n in at[WORDS].items() for _ in range(n))
+        assert {word: cnt for (word, cnt) in at[COUNTS]} == dict(upper)
+        assert not spec7_problems(at[WORDS], at[COUNTS], at[HISTOGRAM], "the cut after the switch")
 
 
 def test_random_kills(tmp_path: Path) -> None:

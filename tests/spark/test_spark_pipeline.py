@@ -44,7 +44,9 @@ def env(tmp_path_factory):
 def tables(env, request):
     """Fresh FLIP tables (unique namespace per test: one Spark session serves the module)."""
     root, catalog, spark = env
-    namespace = "t_" + request.node.name.split("[")[0].replace("test_", "")[:40]
+    name, _, param = request.node.name.partition("[")
+    namespace = "t_" + name.replace("test_", "")[:40] + ("_" + "".join(c if c.isalnum() else "_" for c in param)[:12]
+                                                        if param else "")
     catalog.create_namespace(namespace)
     names = {k: f"{namespace}.{k}" for k in ("words", "word_counts", "count_histogram", "left", "right")}
     catalog.create_table(names["words"], schema=WORDS_SCHEMA)
@@ -355,3 +357,61 @@ def test_odd_identifiers_in_spark_sql(env, name):
         if not statement.startswith("--"):
             spark.sql(statement.rstrip(";"))
     assert spark.sql(f"SELECT sum(cnt) AS s FROM {quote_identifier(name + '_counts')}").first()["s"] == 3
+
+
+@pytest.mark.parametrize("mode", ["merge", "append"])
+def test_a_spark_job_with_a_new_definition_replaces_its_output_beside_the_old_one(env, tables, mode):
+    """Protocol §6.10 with SparkEpochJob: an edited SQL transform (upper-cased words) in merge and append mode. A new
+    definition that fails at analysis changes nothing; the rerun regenerates: the sink holds the new output only (no
+    row of the old generation merged or appended beside it), and the cut with the table downstream reads the old
+    generation until that table's job followed."""
+    from consistent_catalog.spark.job import SparkEpochJob, ingest_dataframe
+
+    root, catalog, spark = env
+    cc = ConsistentCatalog(catalog)
+    words, counts, hist = tables["words"], tables["word_counts"], tables["count_histogram"]
+    ingest_dataframe(cc, df(spark, "a", "b", "a", "B"), words, barrier=5_000)
+    options = {"keys": ["word"]} if mode == "merge" else {}
+    upper_sql = "SELECT upper(word) AS word, count(*) AS cnt FROM words GROUP BY upper(word)"
+
+    def counter(sql):
+        return SparkEpochJob(cc, spark, "wc", sources=[words], sinks=[counts], transform=sql, mode=mode,
+                             takeover=True, **options)
+
+    def histogram():
+        return SparkEpochJob(cc, spark, "hist", sources=[counts], sinks=[hist], transform=(
+            "SELECT cnt, count(*) AS words FROM word_counts GROUP BY cnt"), mode="overwrite", takeover=True)
+
+    with counter(COUNT_SQL) as job:
+        assert job.run_epoch().actions == {counts: "published"}
+    with histogram() as job:
+        assert job.run_epoch().actions == {hist: "published"}
+    before = cc.resolve([words, counts, hist])
+    with counter("SELECT word, count(*) AS cnt FROM words GROUP BY wrod") as job, pytest.raises(Exception, match="wrod"):
+        job.run_epoch()
+    assert cc.resolve([words, counts, hist]) == before
+
+    class Stop(BaseException):
+        """The driver dies after Spark staged the new generation, before the publish."""
+
+    stopped = counter(upper_sql)
+    stopped.register()
+    stopped.publish = lambda *a, **k: (_ for _ in ()).throw(Stop())
+    with pytest.raises(Stop):
+        stopped.run_epoch()
+    assert cc.resolve([words, counts, hist]) == before
+    (row,) = cc.status([counts])
+    assert row.generation["staged"] == "definition" and row.staged_barrier == before.barrier
+    staged = head(catalog, counts, P.STAGED_BRANCH)
+    with counter(upper_sql) as job:  # the staged new generation is published as it is
+        result = job.run_epoch()
+        assert result.actions == {counts: "regenerated"} and result.snapshots[counts] == staged
+    assert {r["word"]: r["cnt"] for r in rows(catalog, counts, head(catalog, counts))} == {"A": 2, "B": 2}
+    meanwhile = cc.resolve([words, counts, hist])
+    assert meanwhile.snapshot_ids == before.snapshot_ids  # the old generation, with the table downstream
+    assert {r["word"]: r["cnt"] for r in rows(catalog, counts, meanwhile[counts].snapshot_id)} == {"a": 2, "b": 1, "B": 1}
+    with histogram() as job:
+        assert job.run_epoch().actions == {hist: "regenerated"}
+    after = cc.resolve([words, counts, hist])
+    assert {r["cnt"]: r["words"] for r in rows(catalog, hist, after[hist].snapshot_id)} == {2: 2}
+    assert {r["word"]: r["cnt"] for r in rows(catalog, counts, after[counts].snapshot_id)} == {"A": 2, "B": 2}

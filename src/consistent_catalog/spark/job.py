@@ -25,7 +25,7 @@ from consistent_catalog.epoch import EpochJob, Staged
 from consistent_catalog.epoch_plan import EpochPlan, check_append_only
 from consistent_catalog.exceptions import FencedError, InvalidInputError
 from consistent_catalog.faults import Fault, unavailable
-from consistent_catalog.ingest import IngestResult
+from consistent_catalog.ingest import IngestResult, contention_policy
 from consistent_catalog.resolver import DEFAULT_LEVEL, Cut
 from consistent_catalog.spark import _jvm
 from consistent_catalog.sql import view_names
@@ -364,7 +364,7 @@ def ingest_dataframe(
     key: str | None = None,
     allow_future: bool = False,
     spark_catalog: str = "lake",
-    retries: int = 10,
+    retries: int | None = None,
 ) -> IngestResult:
     """Append ``frame`` to a root table with Spark, tagged with a barrier.
 
@@ -390,11 +390,12 @@ def ingest_dataframe(
 def _ingest_dataframe(
     cc: ConsistentCatalog, frame: DataFrame, name: str, *, barrier: BarrierLike | Literal["late"] | None,
     event_time_column: str | None,
-    key: str | None, allow_future: bool, spark_catalog: str, retries: int,
+    key: str | None, allow_future: bool, spark_catalog: str, retries: int | None,
 ) -> IngestResult:
     fixed: int | Literal["late"] | None = (
         None if barrier is None else write_plans.LATE if barrier == write_plans.LATE else to_barrier(barrier))
-    for _ in RetryPolicy(retries).attempts():  # refused: plan again after a jittered wait
+    attempts = 0
+    for attempts in contention_policy(retries).attempts():  # noqa: B007 - named in the error: refused, plan again
         loaded, state = cc.store.load(name)
         if fixed is None and event_time_column is not None and state.is_root and (
                 key is None or state.ingested_with_key(key) is None):  # one Spark job, only when rows may land
@@ -422,7 +423,7 @@ def _ingest_dataframe(
     again = " — the key makes it safe to repeat" if key is not None else ""
     raise FencedError(
         f"{name}: ingest{'' if key is None else f' of key {key!r}'} kept losing the race to other ingests "
-        f"({retries} attempts); run it again{again}"
+        f"({attempts} attempts); run it again{again}"
     )
 
 

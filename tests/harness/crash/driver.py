@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,6 +114,7 @@ def run_worker(
     during: tuple[float, Callable[[], Any]] | None = None,
     on_paused: Callable[[], Any] | None = None,
     timeout: float = 180.0,
+    extra: Sequence[str] = (),
 ) -> WorkerRun:
     """Run one worker process. ``kill_after``: SIGKILL it that many seconds after its first step began.
 
@@ -130,6 +131,7 @@ def run_worker(
         argv += ["--crash-after-epochs", str(crash_after_epochs)]
     if crash_at_commit:
         argv += ["--crash-at-commit", str(crash_at_commit[0]), "--commit-side", crash_at_commit[1]]
+    argv += list(extra)
     # the worker is a module of this repository: run it from the root, with the root importable
     pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath}

@@ -40,7 +40,7 @@ import sys
 from typing import Any
 
 from tests.harness.crash.common import CRASH_POINTS, EXIT_FENCED, JOB_CHOICES, JOBS, REST_NOT_SENT, open_catalog
-from tests.harness.transforms import copy_increment
+from tests.harness.transforms import copy_increment, count_upper_words
 
 
 def _emit(*parts: object) -> None:
@@ -160,6 +160,8 @@ def worker_main(argv: list[str] | None = None) -> int:
                         help="SIGKILL this process at its N-th catalog commit (see --commit-side)")
     parser.add_argument("--commit-side", choices=("before", "after"), default="before",
                         help="before: metadata file written, catalog row not swapped; after: commit done")
+    parser.add_argument("--upper", action="store_true",
+                        help="word-count's edited definition: words counted case-insensitively (a new generation)")
     args = parser.parse_args(argv)
 
     from consistent_catalog import ConsistentCatalog
@@ -169,7 +171,8 @@ def worker_main(argv: list[str] | None = None) -> int:
 
     _emit("STARTED", os.getpid())  # imports done: from here on every instant is worth a kill
 
-    transforms = {"word-count": count_words, "count-histogram": histogram, "copy": copy_increment}
+    transforms = {"word-count": count_upper_words if args.upper else count_words, "count-histogram": histogram,
+                  "copy": copy_increment}
     cc = ConsistentCatalog(open_catalog(args.dir))
     _Injector(args.crash_at or args.pause_at, pause=args.pause_at is not None, after_epochs=args.crash_after_epochs,
               commit=args.crash_at_commit, commit_side=args.commit_side).install(EpochJob, cc.catalog)
