@@ -346,6 +346,7 @@ def test_an_edited_statement_regenerates_beside_the_serving_generation(env: Any,
                                           sink: old_head, hist: old_hist_head}
         assert spark_rows(spark, sink) == old_rows and spark_rows(spark, hist) == old_hist_rows
         assert cc.resolve([sink, hist]).tables[sink].snapshot_id == old_head  # never NoWatermarkError
+        assert [row.error for row in cc.status([sink, hist])] == [None, None]
 
     as_job(spark, "wc")
     # (a) a new statement that does not analyse: the error, nothing committed
@@ -398,6 +399,8 @@ def test_an_edited_statement_regenerates_beside_the_serving_generation(env: Any,
     old_cut = {f"{ns}.words": int(json.loads(old[P.SOURCES])[f"{ns}.words"]), sink: old_head,
                                     hist: old_hist_head}
     assert spark_cut(spark, hist) == old_cut
+    assert {t: c.snapshot_id for t, c in cc.resolve([sink, hist]).tables.items()} == {sink: old_head, hist: old_hist_head}
+    assert [row.error for row in cc.status([sink, hist])] == [None, None]
     assert spark_rows(spark, sink) == old_rows and spark_rows(spark, hist) == old_hist_rows
     assert {r[0]: r[1] for r in sql(spark, f"SELECT c.cnt, h.words FROM lake_consistent.{sink} c JOIN "
                                            f"lake_consistent.{hist} h ON c.cnt = h.cnt")} == {
