@@ -598,6 +598,10 @@ class EpochJob:
                 (tx.append if mode == "append" else tx.overwrite)(
                     data, snapshot_properties=dict(properties), branch=P.STAGED_BRANCH
                 )
+                if P.REGENERATE in properties and mode == "overwrite" and data.num_rows == 0:
+                    # a new generation without rows: its delete and an empty write, never a delete alone (which
+                    # is a regeneration stopped half-way, protocol §6.10 step 2)
+                    tx.append(data, snapshot_properties=dict(properties), branch=P.STAGED_BRANCH)
 
         self._require_lease()
         return self.store.write(

@@ -75,8 +75,12 @@ def staged_epoch_matches(
     definition: str | None = None,
 ) -> bool:
     """Whether ``consistent-staged`` holds exactly one finished epoch for ``barrier`` with these inputs; for a new
-    generation (``regenerate``: its reason), one whose snapshots all record it and ``definition``."""
+    generation (``regenerate``: its reason), one whose snapshots all record it and ``definition`` and that is more
+    than its first delete (§5.2 step 5: a ``delete`` alone on main's head is a write that stopped half-way)."""
     if not state.staged_ahead:
+        return False
+    head = state.snapshots.get(state.head(P.STAGED_BRANCH))  # type: ignore[arg-type]
+    if regenerate is not None and head is not None and head.parent_id == state.head() and head.operation == "delete":
         return False
     main = state.head()
     current = state.head(P.STAGED_BRANCH)

@@ -662,6 +662,7 @@ HAND: dict[str, dict[int, Callable[[dict[str, Any]], bool]]] = {
         13: lambda a: a["plan"]["sinks"]["db.s"]["reason"] == "definition" and not a["plan"]["sinks"]["db.s"]["replay"],
         14: lambda a: a["plan"]["sinks"]["db.w"]["replay"] and [c["commit"] for c in a["commits"]["db.w"]] == ["publish"],
         15: lambda a: not a["plan"]["sinks"]["db.w"]["replay"],
+        16: lambda a: a["plan"]["sinks"]["db.v"]["action"] == "regenerate" and not a["plan"]["sinks"]["db.v"]["replay"],
     },
     # protocol §3.6, §5.1-§5.3
     "h16_write_commits": {
@@ -1377,6 +1378,13 @@ def h19_generations() -> Case:
         regen(52, 51, T0 + 300, "job-w", {"db.r": 2}, "definition"),
     ], {MAIN: 51, STAGED: 52}, derived_properties("job-w", "db.r"))
     w = TableState(w.identifier, w.snapshots, w.branches, w.properties)
+    # v: a regeneration stopped after its first commit (the delete of every row, before the output's write)
+    stopped = regen(62, 61, T0 + 300, "job-v", {"db.r": 2}, "definition")
+    v = table_state("db.v", [
+        genesis(60, job="job-v", ts=T0),
+        versioned(epoch(61, 60, T0 + 300, job="job-v", sources={"db.r": 2})),
+        SnapshotRecord(62, 61, stopped.timestamp_ms, "delete", {**stopped.summary, "added-records": "0"}),
+    ], {MAIN: 61, STAGED: 62}, derived_properties("job-v", "db.r"))
     queries = [
         q(["db.s", "db.x"]),  # 0: previous, at 300: s 12, x 22
         q("db.s"),  # 1: current: s 13
@@ -1394,9 +1402,10 @@ def h19_generations() -> Case:
         wp("job-s", ["db.r"], ["db.s"], definition="version:3"),  # 13: regenerate (definition) again
         wp("job-w", ["db.r"], ["db.w"], definition="version:2"),  # 14: the staged regeneration is republished
         wp("job-w", ["db.r"], ["db.w"], definition="version:3"),  # 15: another definition: staged again
+        wp("job-v", ["db.r"], ["db.v"], definition="version:2"),  # 16: a delete alone is no finished regeneration
     ]
     return "generations: a switched chain read at its previous generation until every table switched", meta(
-        r, s, x, y, z, w
+        r, s, x, y, z, w, v
     ), queries
 
 

@@ -210,7 +210,8 @@ public final class EpochPlanner {
       boolean replay = false;
       if (change != null) {
         action = Action.REGENERATE;
-        replay = stagedEpochMatches(state, job, barrier, inputs, change.reason, definition);
+        replay = stagedEpochMatches(state, job, barrier, inputs, change.reason, definition)
+            && stagedRegenerationFinished(state);
       } else if (sinkMark != null && barrier <= sinkMark) {
         action = Action.DONE;
       } else if (stagedEpochMatches(state, job, barrier, inputs)) {

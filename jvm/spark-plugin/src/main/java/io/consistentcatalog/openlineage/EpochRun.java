@@ -91,7 +91,8 @@ public final class EpochRun {
     }
     Map<String, Long> outputs = new TreeMap<>();
     results.forEach((sink, action) -> {
-      if (action.equals("published") || action.equals("republished") || action.equals("watermark")) {
+      if (action.equals("published") || action.equals("republished") || action.equals("regenerated")
+          || action.equals("watermark")) {
         outputs.put(sink, snapshots.get(sink));
       }
     });

@@ -93,7 +93,7 @@ public final class EpochCommit implements WriteCommit {
     this.lineage = lineage;
     this.streamingFence = streamingFence;
     this.regenerating = plan.barrier != null && sinkPlan.action == EpochPlanner.Action.REGENERATE
-        && !(sinkPlan.replay && EpochPlanner.stagedRegenerationFinished(FencedCommit.state(sink, table)));
+        && !sinkPlan.replay;
   }
 
   /** A statement's epoch of {@code plan} into {@code sink} ({@code lineage}: its run, planned; null: none). */
@@ -340,7 +340,7 @@ public final class EpochCommit implements WriteCommit {
         publish(sinkPlan.mainHead, sinkPlan.stagedHead, null);
         return new Published(report(barrier + " republished (an earlier run staged this new generation and did not "
             + "switch to it)"), "regenerated", sinkPlan.stagedHead, lineage == null ? null : stagedAttempt(sinkPlan.stagedHead),
-            "republished", null);
+            "regenerated", null);
       case PUBLISH_STAGED:
         spark.abort();
         publish(sinkPlan.mainHead, sinkPlan.stagedHead, null);
