@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -227,18 +228,19 @@ def test_expiry_keeps_the_previous_generation_exactly_while_it_is_read(lake, cat
 
 def test_no_cut_mixes_generations_while_the_chain_catches_up(lake, catalog, tmp_path):
     """Readers resolve and recount the whole chain in a thread of their own while words keep arriving, word-count
-    switches definitions and count-histogram lags one epoch behind: every cut is one generation, never empty,
-    and its barrier never goes back. The timeline it prints is the one in the issue's note."""
+    switches definitions at the barrier both tables had reached and count-histogram follows two epochs later: every cut
+    is one generation, never empty, and its barrier never goes back. The timeline it prints is the one in the
+    issue's note."""
     reader_cc = ConsistentCatalog(catalog)  # the same catalog object: pyiceberg's SQL catalog is thread-safe
     stop = threading.Event()
-    seen: list[tuple[int, str]] = []
+    seen: list[tuple[int, str, str]] = []
     failures: list[BaseException] = []
 
     def read() -> None:
         while not stop.is_set():
             try:
                 cut = reader_cc.resolve([WORDS, COUNTS, HIST])
-                seen.append((cut.barrier, generation_of(catalog, cut)))
+                seen.append((cut.barrier, generation_of(catalog, cut), cut[COUNTS].generation))
             except BaseException as exc:  # noqa: BLE001 - reported below
                 failures.append(exc)
                 return
@@ -248,19 +250,22 @@ def test_no_cut_mixes_generations_while_the_chain_catches_up(lake, catalog, tmp_
     try:
         for step in range(6):
             lake.ingest(WORDS, words("a", "B", "b"), barrier=T0 + 2000 + 1000 * step)
-            transform = count_words if step < 2 else count_upper_words
-            run(lake, "word-count", transform)
-            if step % 2 == 1:  # the table downstream runs every second epoch
+            run(lake, "word-count", count_words if step < 2 else count_upper_words)
+            if step == 1:  # both at the same watermark, then the edit: the switch lands at that very barrier
+                run(lake, "count-histogram", histogram)
+                run(lake, "word-count", count_upper_words)
+                time.sleep(0.5)  # readers sample the chain while count-histogram has not switched
+            if step == 3:  # count-histogram follows, two epochs later
                 run(lake, "count-histogram", histogram)
         run(lake, "count-histogram", histogram)
     finally:
         stop.set()
         thread.join(timeout=60)
     assert not failures, failures[0]
-    assert seen and [b for b, _ in seen] == sorted(b for b, _ in seen), "a cut went back"
-    generations = [g for _, g in seen]
+    assert seen and [b for b, _, _ in seen] == sorted(b for b, _, _ in seen), "a cut went back"
+    generations = [g for _, g, _ in seen]
     assert generations[0] == "lower" and generations[-1] == "upper"
     assert generations == sorted(generations), "a cut read the old generation after the new one"  # lower < upper
-    timeline = [f"{b - T0:>6} {g}" for b, g in dict.fromkeys(seen)]
-    (tmp_path / "timeline.txt").write_text("\n".join(timeline))
-    print("barrier-T0 generation\n" + "\n".join(timeline))
+    assert any(view == "previous" for _, _, view in seen), "no sampled cut read the previous generation"
+    timeline = [f"{b - T0:>10} {g:>10} {view:>8}" for b, g, view in dict.fromkeys(seen)]
+    print(f"{len(seen)} cuts sampled\nbarrier-T0 definition counts-read\n" + "\n".join(timeline))
