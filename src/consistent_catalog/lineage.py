@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from consistent_catalog import properties as P
 from consistent_catalog.exceptions import CycleError
 from consistent_catalog.state import TableState
 
@@ -36,19 +37,31 @@ class LineageGraph:
     """Derived table -> its direct sources."""
     owners: Mapping[str, str | None] = field(default_factory=dict)
     """Derived table -> its owning job (``TableState.owner``: kept while no instance runs, protocol §6.2)."""
+    generations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Table with a previous generation (protocol §6.10) -> ``{"previous_snapshot", "read_by"}``: the head of
+    ``consistent-previous`` and the tables derived from it whose ``main`` still reads that generation."""
 
     @classmethod
     def from_states(cls, states: Iterable[TableState]) -> LineageGraph:
         upstream: dict[str, tuple[str, ...]] = {}
         owners: dict[str, str | None] = {}
         names: set[str] = set()
+        states = list(states)
         for state in states:
             names.add(state.identifier)
             if state.sources:
                 upstream[state.identifier] = state.sources
                 owners[state.identifier] = state.owner
                 names.update(state.sources)
-        return cls(frozenset(names), upstream, owners)
+        generations = {
+            state.identifier: {
+                "previous_snapshot": state.head(P.PREVIOUS_BRANCH),
+                "read_by": sorted(o.identifier for o in states
+                                  if state.identifier in upstream.get(o.identifier, ()) and o.reads_previous_generation(state)),
+            }
+            for state in states if state.head(P.PREVIOUS_BRANCH) is not None
+        }
+        return cls(frozenset(names), upstream, owners, generations)
 
     @property
     def downstream(self) -> dict[str, tuple[str, ...]]:
@@ -130,6 +143,7 @@ class LineageGraph:
             keep,
             {k: v for k, v in self.upstream.items() if k in keep},
             {k: v for k, v in self.owners.items() if k in keep},
+            {k: v for k, v in self.generations.items() if k in keep},
         )
 
     def topological(self, tables: Iterable[str] | None = None) -> list[str]:
@@ -191,4 +205,5 @@ class LineageGraph:
             "roots": self.roots(),
             "edges": [{"source": s, "sink": t} for t, srcs in sorted(self.upstream.items()) for s in srcs],
             "jobs": [{"job": j.job, "sources": list(j.sources), "sinks": list(j.sinks)} for j in self.jobs()],
+            "generations": {t: dict(g) for t, g in sorted(self.generations.items())},
         }

@@ -98,6 +98,8 @@ def test_the_old_generation_serves_until_the_chain_switched(lake, catalog):
     (row,) = [r for r in lake.status([COUNTS]) if r.table == COUNTS]
     assert row.generation == {"previous_snapshot": before[COUNTS].snapshot_id, "previous_watermark": before.barrier,
                               "read_by": [HIST], "staged": None}
+    assert lake.lineage().to_json()["generations"] == {
+        COUNTS: {"previous_snapshot": before[COUNTS].snapshot_id, "read_by": [HIST]}}
     props = catalog.load_table(COUNTS).metadata.properties
     assert props[P.REVISION] == "1" and json.loads(props[P.PREVIOUS])["snapshot"] == before[COUNTS].snapshot_id
     assert catalog.load_table(COUNTS).metadata.refs[P.PREVIOUS_BRANCH].snapshot_id == before[COUNTS].snapshot_id
@@ -105,6 +107,7 @@ def test_the_old_generation_serves_until_the_chain_switched(lake, catalog):
     switched = run(lake, "count-histogram", histogram)
     assert switched.actions == {HIST: "regenerated"}
     after = lake.resolve([WORDS, COUNTS, HIST])
+    assert {t: g["read_by"] for t, g in lake.lineage().to_json()["generations"].items()} == {COUNTS: [], HIST: []}
     assert after.barrier >= before.barrier
     assert {t.generation for t in after.tables.values()} == {"current"}
     assert generation_of(catalog, after) == "upper"

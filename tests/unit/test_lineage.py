@@ -191,5 +191,6 @@ def test_to_json(graph: LineageGraph) -> None:
         "roots": ["db.x"],
         "edges": [{"source": "db.x", "sink": "db.y"}],
         "jobs": [{"job": "jy", "sources": ["db.x"], "sinks": ["db.y"]}],
+        "generations": {},
     }
     assert len(graph.to_json()["edges"]) == 1 + 2 + 2 + 2 + 1 + 1 + 1

@@ -232,9 +232,12 @@ def lineage(ctx: Context, tables: tuple[str, ...], fmt: str, output: str | None)
         table_out("jobs", [Col("job"), Col("sources", "text"), Col("sinks", "text")],
                   [[j.job, ", ".join(j.sources), ", ".join(j.sinks)] for j in graph.jobs()])
         downstream = graph.downstream
-        table_out("tables", [Col("table"), Col("role", drop=1), Col("owner"), Col("reads", "text"), Col("feeds", "text")],
+        table_out("tables", [Col("table"), Col("role", drop=1), Col("owner"), Col("reads", "text"), Col("feeds", "text"),
+                             Col("note", "note")],
                   [[t, "derived" if t in graph.upstream else "root", graph.owners.get(t),
-                    ", ".join(graph.upstream.get(t, ())), ", ".join(downstream.get(t, ()))]
+                    ", ".join(graph.upstream.get(t, ())), ", ".join(downstream.get(t, ())),
+                    generation_note({**graph.generations[t], "previous_watermark": None, "staged": None}, None)
+                    if t in graph.generations else None]
                    for t in graph.topological()])
 
     ctx.out(output).emit(graph.to_json(), text)
@@ -374,8 +377,9 @@ def generation_note(generation: dict[str, Any] | None, staged_barrier: int | Non
         readers = generation["read_by"]
         where = (f"cuts with {', '.join(readers)} read it until {'their jobs switch' if len(readers) > 1 else 'its job switches'}"
                  if readers else "no table reads it: the next expire removes it")
-        parts.append(f"previous generation at snapshot {generation['previous_snapshot']}, watermark "
-                     f"{fmt_barrier(generation['previous_watermark'])}: {where}")
+        mark = generation["previous_watermark"]
+        parts.append(f"previous generation at snapshot {generation['previous_snapshot']}"
+                     + (f", watermark {fmt_barrier(mark)}" if mark is not None else "") + f": {where}")
     return "; ".join(parts)
 
 
