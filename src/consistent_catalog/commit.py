@@ -58,6 +58,7 @@ from consistent_catalog.exceptions import FencedError
 from consistent_catalog.faults import Fault, FaultLog, RetryPolicy, fault_of, unavailable
 from consistent_catalog.lineage import LineageGraph
 from consistent_catalog.loading import MetadataLoader
+from consistent_catalog.probe import require_sound
 from consistent_catalog.state import TableState
 from consistent_catalog.util.identifiers import normalize_identifier
 
@@ -262,6 +263,14 @@ class TableStore:
         """The faults this store's reads and commits met and settled."""
         self.loader = MetadataLoader(catalog, faults=faults, fault_log=self.fault_log)
         """States for reading: one catalog round-trip, concurrent lean reads, a cache by metadata file."""
+        self._sound = False  # whether the catalog passed the probe (checked before this store's first commit)
+
+    def require_sound(self) -> None:
+        """Refuse a catalog that failed the catalog probe before anything is written (protocol §6.5): once per store,
+        and per catalog and process at most one catalog read (``probe.require_sound``)."""
+        if not self._sound:
+            require_sound(self.catalog)
+            self._sound = True
 
     @property
     def faults(self) -> RetryPolicy:
@@ -348,6 +357,7 @@ class TableStore:
         metadata the catalog's response carries (what a load right after would read, without loading it
         again; ``table`` itself is left as it was).
         """
+        self.require_sound()
         sent = requirement_list(table, requirements, fence=take_fence)
         retired = None
         if take_fence is not None:
@@ -383,6 +393,7 @@ class TableStore:
         as committed (from the catalog's response, like ``commit``), or None when the write produced
         no change to commit (e.g. overwriting nothing with nothing).
         """
+        self.require_sound()
         if not table.metadata.snapshots and validates_client_side(table.catalog):
             requirements = [r for r in requirements if not absent_ref_unassertable(r)]
         def send(sent: tuple[TableRequirement, ...], updates: tuple[Any, ...]) -> Table:

@@ -6,6 +6,7 @@ table); errors of the resolver also carry the table and barrier they are about (
 
     ConsistentCatalogError
     ├── CatalogConfigError          the catalog cannot be found or loaded
+    │   └── CatalogProbeError       the catalog failed the probe: writers refuse it (protocol §6.5)
     ├── NotInstalledError           an optional part needs a package that is not installed (an ImportError)
     ├── TableNotFoundError          a named table does not exist
     ├── InvalidInputError           an argument given by the caller is wrong
@@ -48,6 +49,11 @@ class ConsistentCatalogError(Exception):
 
 class CatalogConfigError(ConsistentCatalogError):
     """The catalog cannot be found or loaded."""
+
+
+class CatalogProbeError(CatalogConfigError):
+    """The catalog failed the catalog probe (``consistent-catalog check-catalog``): a capability the protocol relies
+    on does not hold there, so writers refuse it (protocol §6.5)."""
 
 
 class NotInstalledError(ConsistentCatalogError, ImportError):
