@@ -122,6 +122,7 @@ def probe_catalog(catalog: Catalog, *, record: bool = True) -> ProbeReport:
         checks = _run_checks(catalog, name)
     finally:
         _drop_quietly(catalog, name)
+    checks.sort(key=lambda c: CAPABILITIES.index(c.capability))
     report = ProbeReport(catalog.name, catalog_kind(catalog), PROBE_VERSION, tuple(checks), now_ms())
     if record:
         catalog.update_namespace_properties(PROBE_NAMESPACE, updates={P.CATALOG_PROBE: report.recorded()})

@@ -241,8 +241,10 @@ class MotoGlue(_ChildServer):
 
 
 def reset_catalog(catalog: Any) -> None:
-    """Drop every table (metadata only) and every namespace: an empty catalog."""
+    """Drop every table (metadata only) and every namespace: an empty catalog (a Hive Metastore keeps its database
+    ``default``, which cannot be dropped)."""
     for namespace in catalog.list_namespaces():
         for table in catalog.list_tables(namespace):
             catalog.drop_table(table)
-        catalog.drop_namespace(namespace)
+        if namespace != ("default",):
+            catalog.drop_namespace(namespace)

@@ -1,0 +1,196 @@
+"""The catalogs most Iceberg users run: a Hive Metastore 2.3 and AWS Glue (moto), and the catalog probe (docs/catalogs.md).
+
+The servers are the session's (``tests/conftest.py``: ``hive_metastore``, ``glue_server`` made to check
+``VersionId`` as Glue does, ``glue_unpatched`` as moto is). Every behaviour test here gets its server's one
+catalog emptied, with the namespace ``demo``.
+
+The representative subset of the REST tier runs the *same test functions* as on SQLite and REST, re-hosted
+(``rehost`` of test_third_party_catalogs.py) with this module's ``backend`` (``hive``, ``glue``) and ``catalog``
+fixtures: cuts, the epoch protocol with the fence (a zombie refused by the catalog's own swap: HMS's lock,
+Glue's ``VersionId``), keyed ingests (two concurrent writers of one key), revision, retention, the
+conformance corpus cold and warm. Then the probe: it holds on every catalog the suite starts, and refuses
+moto's Glue as it is (``check-catalog`` exits 1 naming the capability; an ingest is refused with one line).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from consistent_catalog import ConsistentCatalog
+from consistent_catalog import probe as probe_module
+from consistent_catalog import properties as P
+from consistent_catalog.exceptions import CatalogProbeError, ConsistentCatalogError
+from consistent_catalog.probe import CAPABILITIES, CONCURRENT, PROBE_NAMESPACE, probe_catalog
+from consistent_catalog.resolver import DEFAULT_LEVEL
+from tests.catalog import test_catalog_behaviour, test_fence, test_hardening, test_retention
+from tests.conformance.corpus import cut_json, load_cases, python_answer
+from tests.harness.lake import sqlite_catalog
+from tests.harness.metastores import reset_catalog
+from tests.integration.test_third_party_catalogs import rehost
+
+pytestmark = pytest.mark.integration
+
+SERVERS = {"hive": "hive_metastore", "glue": "glue_server"}
+
+
+@pytest.fixture(params=["hive", "glue"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def catalog(backend: str, request: pytest.FixtureRequest) -> Any:
+    """The server's one catalog, emptied, with the namespace ``demo`` (as the ``catalog`` fixture of tests/conftest.py)."""
+    server = request.getfixturevalue(SERVERS[backend])
+    cat = server.catalog()
+    reset_catalog(cat)
+    cat.create_namespace("demo")
+    return cat
+
+
+# --- resolve and cuts ---------------------------------------------------------------------------------
+test_flip_invariants_hold_at_every_cut_of_a_pipeline = pytest.mark.parametrize("seed", [1])(rehost(
+    test_catalog_behaviour.test_flip_invariants_hold_at_every_cut_of_a_pipeline, keep_parametrize=False))
+test_consistent_read_returns_the_cut_rows = rehost(test_catalog_behaviour.test_consistent_read_returns_the_cut_rows)
+test_as_of_reads_a_historical_cut = rehost(test_catalog_behaviour.test_as_of_reads_a_historical_cut)
+
+# --- the epoch protocol and the fence -------------------------------------------------------------------
+test_a_takeover_fences_out_the_zombie_inside_the_catalog = rehost(
+    test_fence.test_a_takeover_fences_out_the_zombie_inside_the_catalog)
+test_zombie_cannot_stage_or_publish_after_takeover = rehost(
+    test_catalog_behaviour.test_zombie_cannot_stage_or_publish_after_takeover)
+test_killed_writer_staged_epoch_is_invisible_at_repeatable_read = rehost(
+    test_catalog_behaviour.test_killed_writer_staged_epoch_is_invisible_at_repeatable_read)
+test_a_revision_moves_the_fence_and_the_owner_replans_with_it = rehost(
+    test_fence.test_a_revision_moves_the_fence_and_the_owner_replans_with_it)
+
+# --- keyed ingests ----------------------------------------------------------------------------------------
+test_an_ingest_key_lands_once = rehost(test_hardening.test_an_ingest_key_lands_once)
+test_concurrent_ingests_of_one_key_land_once = rehost(test_hardening.test_concurrent_ingests_of_one_key_land_once)
+
+# --- retention ------------------------------------------------------------------------------------------
+test_needed_snapshot_older_than_threshold_survives_and_unneeded_old_ones_go = rehost(
+    test_retention.test_needed_snapshot_older_than_threshold_survives_and_unneeded_old_ones_go)
+
+
+# --- the conformance corpus, cold and warm -------------------------------------------------------------
+def test_the_corpus_resolves_to_its_answers_cold_and_warm(catalog: Any, tmp_path: Path) -> None:
+    """Every case of tests/conformance/cases registered in the catalog (one case at a time, the catalog emptied in
+    between), resolved through ``ConsistentCatalog`` cold then warm, against the corpus's reference path."""
+    from tests.catalog.test_loading import own_cache
+
+    wrong: list[str] = []
+    corpus = load_cases()
+    for case, body in sorted(corpus.items()):
+        reset_catalog(catalog)
+        for name, document in body["tables"].items():
+            namespace = name.rpartition(".")[0]
+            if (namespace,) not in catalog.list_namespaces():
+                catalog.create_namespace(namespace)
+            path = tmp_path / case / f"{name}.metadata.json"
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(json.dumps(document), encoding="utf-8")
+            catalog.register_table(name, f"file://{path}")
+        cc = ConsistentCatalog(catalog)
+        own_cache(cc)
+        for repeat in ("cold", "warm"):
+            for index, query in enumerate(body["queries"]):
+                if query.get("kind") is not None:
+                    continue
+                try:
+                    answer = cut_json(cc.resolve(query["tables"], query.get("level", DEFAULT_LEVEL), query.get("as_of")))
+                except ConsistentCatalogError as exc:
+                    answer = {"error": type(exc).__name__}
+                expected = python_answer(body["tables"], query)
+                if answer != expected:
+                    wrong.append(f"{case} {repeat} query {index}: expected {expected}, got {answer}")
+    assert len(corpus) >= 20
+    assert not wrong, "\n".join(wrong[:5])
+
+
+# --- the probe ------------------------------------------------------------------------------------------
+@pytest.fixture(params=["sqlite", "rest", "hive", "glue"])
+def any_catalog(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """A catalog of every kind the suite starts, without a probe namespace."""
+    if request.param == "sqlite":
+        return sqlite_catalog(tmp_path)
+    if request.param == "rest":
+        return request.getfixturevalue("rest_server").catalog(warehouse=f"file://{tmp_path}/warehouse")
+    cat = request.getfixturevalue(SERVERS[request.param]).catalog()
+    reset_catalog(cat)
+    return cat
+
+
+def test_the_probe_holds_on_every_catalog_the_suite_starts(any_catalog: Any) -> None:
+    report = probe_catalog(any_catalog)
+    assert [c.capability for c in report.checks] == list(CAPABILITIES)
+    assert report.holds, report.checks
+    assert [c.holds for c in report.checks] == [True, True, True, True, None]  # multi-table: not used
+    # independently: the scratch tables are gone, the result is recorded in the namespace, as writers read it
+    assert any_catalog.list_tables(PROBE_NAMESPACE) == []
+    recorded = json.loads(any_catalog.load_namespace_properties(PROBE_NAMESPACE)[P.CATALOG_PROBE])
+    assert (recorded["version"], recorded["holds"], recorded["failed"]) == (probe_module.PROBE_VERSION, True, [])
+
+
+@pytest.fixture
+def moto_as_it_is(glue_unpatched: Any) -> Iterator[Any]:
+    cat = glue_unpatched.catalog()
+    reset_catalog(cat)
+    cat.create_namespace("demo")
+    probe_module.forget()
+    yield cat
+    probe_module.forget()
+
+
+def test_unpatched_moto_glue_is_refused_by_check_catalog_and_by_writers(moto_as_it_is: Any, tmp_path: Path) -> None:
+    """moto ignores ``VersionId``: two commits from one base both 'succeed' and one is lost. ``check-catalog`` exits
+    1 naming the capability; an ingest is then refused with one line and writes nothing."""
+    cat = moto_as_it_is
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYICEBERG_")}
+    # pyiceberg's environment configuration: "." of a key is "__", "-" is "_"
+    env.update({f"PYICEBERG_CATALOG__AWS__{k.upper().replace('.', '__').replace('-', '_')}": v
+                for k, v in cat.properties.items()})
+    env["HOME"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "consistent_catalog", "--catalog", "aws", "check-catalog", "-o", "json"],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    answer = json.loads(proc.stdout)
+    assert answer["holds"] is False
+    failed = [c for c in answer["checks"] if c["holds"] is False]
+    assert [c["capability"] for c in failed] == [CONCURRENT] and "lost" in failed[0]["evidence"]
+
+    cat.create_table("demo.words", schema=pa.schema([pa.field("word", pa.string())]))
+    with pytest.raises(CatalogProbeError) as refused:
+        ConsistentCatalog(cat).ingest("demo.words", pa.table({"word": ["a"]}), barrier=1_000)
+    message = str(refused.value)
+    assert "\n" not in message and CONCURRENT in message and "check-catalog" in message
+    assert cat.load_table("demo.words").metadata.snapshots == []  # nothing written
+
+
+def test_writers_read_the_recorded_probe_once_per_process(glue_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe recorded by another process is read (one namespace read), not run again; a second writer in the same
+    process reads nothing."""
+    cat = glue_server.catalog()
+    reset_catalog(cat)
+    cat.create_namespace("demo")
+    cat.create_table("demo.words", schema=pa.schema([pa.field("word", pa.string())]))
+    probe_catalog(cat)
+    probe_module.forget()  # as a new process
+    reads: list[str] = []
+    original = type(cat).load_namespace_properties
+    monkeypatch.setattr(type(cat), "load_namespace_properties",
+                        lambda self, ns: reads.append(str(ns)) or original(self, ns))
+    monkeypatch.setattr(probe_module, "probe_catalog", lambda *a, **k: pytest.fail("probed again"))
+    for _ in range(2):
+        ConsistentCatalog(glue_server.catalog()).ingest("demo.words", pa.table({"word": ["a"]}))
+    assert reads == [PROBE_NAMESPACE]
+    assert len(cat.load_table("demo.words").metadata.snapshots) == 2
