@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -83,14 +84,28 @@ test_needed_snapshot_older_than_threshold_survives_and_unneeded_old_ones_go = re
 
 
 # --- the conformance corpus, cold and warm -------------------------------------------------------------
-def test_the_corpus_resolves_to_its_answers_cold_and_warm(catalog: Any, tmp_path: Path) -> None:
+def test_the_corpus_resolves_to_its_answers_cold_and_warm(catalog: Any, backend: str, tmp_path: Path) -> None:
     """Every case of tests/conformance/cases registered in the catalog (one case at a time, the catalog emptied in
-    between), resolved through ``ConsistentCatalog`` cold then warm, against the corpus's reference path."""
+    between), resolved through ``ConsistentCatalog`` cold then warm, against the corpus's reference path.
+
+    A Hive Metastore refuses table names outside ``[a-z0-9_]`` (h14's ``db.ｗide``, ``db.😀``: HMS 2.3's
+    ``validateName``): that case is left out there, and the refusal checked instead."""
     from tests.catalog.test_loading import own_cache
 
     wrong: list[str] = []
     corpus = load_cases()
+    hive_names = re.compile(r"[a-z0-9_]+")
+    left_out = [case for case, body in corpus.items()
+                if backend == "hive" and not all(hive_names.fullmatch(part) for name in body["tables"]
+                                                 for part in name.split("."))]
+    if left_out:
+        reset_catalog(catalog)
+        catalog.create_namespace("db")
+        with pytest.raises(Exception, match="not a valid object name|immutable instance"):  # pyiceberg re-raises
+            catalog.create_table("db.ｗide", schema=pa.schema([pa.field("id", pa.int64())]))  # Thrift's error badly
     for case, body in sorted(corpus.items()):
+        if case in left_out:
+            continue
         reset_catalog(catalog)
         for name, document in body["tables"].items():
             namespace = name.rpartition(".")[0]
@@ -113,7 +128,7 @@ def test_the_corpus_resolves_to_its_answers_cold_and_warm(catalog: Any, tmp_path
                 expected = python_answer(body["tables"], query)
                 if answer != expected:
                     wrong.append(f"{case} {repeat} query {index}: expected {expected}, got {answer}")
-    assert len(corpus) >= 20
+    assert len(corpus) >= 20 and len(left_out) <= 1
     assert not wrong, "\n".join(wrong[:5])
 
 
