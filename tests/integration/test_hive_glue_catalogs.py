@@ -209,3 +209,10 @@ def test_writers_read_the_recorded_probe_once_per_process(glue_server: Any, monk
         ConsistentCatalog(glue_server.catalog()).ingest("demo.words", pa.table({"word": ["a"]}))
     assert reads == [PROBE_NAMESPACE]
     assert len(cat.load_table("demo.words").metadata.snapshots) == 2
+
+
+def test_openlineage_names_the_glue_catalog_by_its_account_arn(glue_server: Any) -> None:
+    """Without ``glue.id`` the account is the one STS names for the catalog's credentials: moto's default account."""
+    from consistent_catalog.openlineage_events import dataset_namespace
+
+    assert dataset_namespace("lake", glue_server.catalog().properties) == "arn:aws:glue:us-east-1:123456789012"
