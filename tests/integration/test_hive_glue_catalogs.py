@@ -216,3 +216,48 @@ def test_openlineage_names_the_glue_catalog_by_its_account_arn(glue_server: Any)
     from consistent_catalog.openlineage_events import dataset_namespace
 
     assert dataset_namespace("lake", glue_server.catalog().properties) == "arn:aws:glue:us-east-1:123456789012"
+
+
+# --- consistent-catalog init / spark-conf ---------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["hive", "glue"])
+def test_init_renders_the_catalog_for_spark_and_pyiceberg_and_check_catalog_reaches_it(
+        kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """``init --catalog-uri thrift://...`` / ``arn:aws:glue:<region>:<account>?endpoint=...``: Spark's file takes
+    Iceberg's settings for that catalog, the ``.pyiceberg.yaml`` entry opens it (a table made through the server
+    directly is listed), and ``check-catalog`` probes it through that entry."""
+    from consistent_catalog.spark.session import parse_spark_defaults
+
+    server = request.getfixturevalue(SERVERS[kind])
+    direct = server.catalog()
+    reset_catalog(direct)
+    direct.create_namespace("shop")
+    direct.create_table("shop.words", schema=pa.schema([pa.field("word", pa.string())]))
+    uri = server.uri if kind == "hive" else f"arn:aws:glue:us-east-1:123456789012?endpoint={server.endpoint}"
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYICEBERG_", "AWS_"))}
+    env.update({"HOME": str(home), "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"})
+    exe = str(Path(sys.executable).parent / "consistent-catalog")
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([exe, *args], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+
+    done = run("init", "--catalog-uri", uri, "--warehouse", server.warehouse)
+    assert done.returncode == 0, done.stderr
+    conf = parse_spark_defaults((work / "lake" / "spark-defaults.conf").read_text(encoding="utf-8"))
+    prefix = "spark.sql.catalog.lake"
+    assert conf[f"{prefix}.type"] == kind and conf[f"{prefix}.warehouse"] == server.warehouse
+    assert not any(".jdbc." in key for key in conf)
+    if kind == "hive":
+        assert conf[f"{prefix}.uri"] == server.uri
+    else:
+        assert (conf[f"{prefix}.glue.id"], conf[f"{prefix}.client.region"], conf[f"{prefix}.glue.endpoint"]) == (
+            "123456789012", "us-east-1", server.endpoint)
+        assert conf[f"{prefix}.io-impl"] == "org.apache.iceberg.hadoop.HadoopFileIO"
+        assert "org.apache.iceberg:iceberg-aws-bundle:" in conf["spark.jars.packages"]
+    listed = run("status", "-o", "json")
+    assert listed.returncode == 0 and "shop.words" in listed.stdout, listed.stderr
+    probed = run("check-catalog", "-o", "json")
+    assert probed.returncode == 0, probed.stderr
+    assert json.loads(probed.stdout)["kind"] == kind
