@@ -58,7 +58,7 @@ from consistent_catalog.exceptions import FencedError
 from consistent_catalog.faults import Fault, FaultLog, RetryPolicy, fault_of, unavailable
 from consistent_catalog.lineage import LineageGraph
 from consistent_catalog.loading import MetadataLoader
-from consistent_catalog.probe import require_sound
+from consistent_catalog.probe import check_property_sizes, require_sound
 from consistent_catalog.state import TableState
 from consistent_catalog.util.identifiers import normalize_identifier
 
@@ -418,6 +418,9 @@ class TableStore:
         says whether anything landed. ``CommitFailedException`` (a refusal) is the caller's.
         """
         name = ".".join(table.name())
+        set_properties = {k: v for u in updates if isinstance(u, SetPropertiesUpdate) for k, v in u.updates.items()}
+        if set_properties:
+            check_property_sizes(self.catalog, name, set_properties)
         unsure = False  # whether an attempt may have landed
         looked_after_last = False  # whether the table was read back after the last failed attempt
         last: BaseException | None = None

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from consistent_catalog import properties as P
-from consistent_catalog.exceptions import CatalogProbeError
+from consistent_catalog.exceptions import CatalogLimitError, CatalogProbeError
 from consistent_catalog.util.time import now_ms
 
 if TYPE_CHECKING:
@@ -281,6 +281,38 @@ def _drop_quietly(catalog: Catalog, name: str) -> None:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
+
+
+# --- what a catalog stores ------------------------------------------------------------------------------
+PROPERTY_LIMIT_SETTING = "consistent.max-property-chars"
+"""Catalog property: the longest table property value the catalog stores (overrides ``PROPERTY_LIMITS``)."""
+PROPERTY_LIMITS = {"hive": 32_672, "glue": 512_000}
+"""Hive Metastore and Glue copy every Iceberg table property into their own table parameters: HMS 2.3's schema
+holds a parameter value of up to 32,672 characters (Derby and Oracle; MySQL's and PostgreSQL's hold more: raise it
+with ``consistent.max-property-chars``), Glue's API up to 512,000 bytes. Longer ones fail the commit inside the
+catalog (HMS: a ``MetaException`` after the metadata file was written)."""
+
+
+def property_limit(catalog: Catalog) -> int | None:
+    """The longest table property value ``catalog`` stores (UTF-8 bytes), or None when it has no limit we know."""
+    setting = (getattr(catalog, "properties", {}) or {}).get(PROPERTY_LIMIT_SETTING)
+    return int(setting) if setting else PROPERTY_LIMITS.get(catalog_kind(catalog))
+
+
+def check_property_sizes(catalog: Catalog, table: str, properties: dict[str, str]) -> None:
+    """``CatalogLimitError`` when a property of a commit to ``table`` is longer than the catalog stores."""
+    limit = property_limit(catalog)
+    if limit is None:
+        return
+    for key, value in properties.items():
+        size = len(str(value).encode())
+        if size > limit:
+            hint = ("expire old snapshots (consistent-catalog expire) to drop the overrides of expired ones"
+                    if key == P.BARRIER_OVERRIDES else "keep it shorter")
+            raise CatalogLimitError(
+                f"{table}: table property {key} would be {size:,} bytes; catalog {catalog.name!r} "
+                f"({catalog_kind(catalog)}) stores at most {limit:,} per table property ({PROPERTY_LIMIT_SETTING} "
+                f"sets another limit): {hint}")
 
 
 # --- the writers' gate ---------------------------------------------------------------------------------------

@@ -261,3 +261,26 @@ def test_init_renders_the_catalog_for_spark_and_pyiceberg_and_check_catalog_reac
     probed = run("check-catalog", "-o", "json")
     assert probed.returncode == 0, probed.stderr
     assert json.loads(probed.stdout)["kind"] == kind
+
+
+# --- what each catalog stores ------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind, over", [("hive", 32_673), ("glue", 512_001)])
+def test_a_property_longer_than_the_catalog_stores_is_refused_before_it_is_sent(
+        kind: str, over: int, request: pytest.FixtureRequest) -> None:
+    """HMS 2.3 fails a table parameter over 32,672 characters inside its own update (a ``MetaException``, after the
+    metadata file was written); Glue refuses one over 512,000 bytes (moto does not). The commit layer refuses it
+    first, naming the property; at the limit it lands (read back through the server)."""
+    from pyiceberg.table.update import SetPropertiesUpdate
+
+    from consistent_catalog.exceptions import CatalogLimitError
+
+    cat = request.getfixturevalue(SERVERS[kind]).catalog()
+    reset_catalog(cat)
+    cat.create_namespace("demo")
+    table = cat.create_table("demo.big", schema=pa.schema([pa.field("id", pa.int64())]))
+    cc = ConsistentCatalog(cat)
+    with pytest.raises(CatalogLimitError, match=f"{P.BARRIER_OVERRIDES} would be {over:,} bytes.*expire"):
+        cc.store.commit(table, [], [SetPropertiesUpdate(updates={P.BARRIER_OVERRIDES: "7" * over})], what="a test")
+    assert P.BARRIER_OVERRIDES not in cat.load_table("demo.big").properties
+    cc.store.commit(table, [], [SetPropertiesUpdate(updates={"consistent.test": "7" * (over - 1)})], what="a test")
+    assert len(cat.load_table("demo.big").properties["consistent.test"]) == over - 1
