@@ -284,3 +284,23 @@ def test_a_property_longer_than_the_catalog_stores_is_refused_before_it_is_sent(
     assert P.BARRIER_OVERRIDES not in cat.load_table("demo.big").properties
     cc.store.commit(table, [], [SetPropertiesUpdate(updates={"consistent.test": "7" * (over - 1)})], what="a test")
     assert len(cat.load_table("demo.big").properties["consistent.test"]) == over - 1
+
+
+def test_resolving_reads_the_pointers_of_a_database_in_one_call_not_each_table(catalog: Any, backend: str,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Hive Metastore answers one ``get_table_objects_by_name`` for a database's tables, Glue ``GetTables``: the
+    loader reads the pointers so (no ``load_table`` per table, no ``GetTable``), then the metadata files it has not
+    parsed; the cut equals the one of the tables pyiceberg loads one by one."""
+    names = [f"demo.t{i}" for i in range(4)]
+    cc = ConsistentCatalog(catalog)
+    for i, name in enumerate(names):
+        catalog.create_table(name, schema=pa.schema([pa.field("id", pa.int64())]))
+        cc.ingest(name, pa.table({"id": pa.array([i], pa.int64())}), barrier=1_000)
+    loads: list[str] = []
+    original = type(catalog).load_table
+    monkeypatch.setattr(type(catalog), "load_table", lambda self, ident: loads.append(str(ident)) or original(self, ident))
+    cut = ConsistentCatalog(catalog).resolve(names)
+    assert loads == []
+    monkeypatch.undo()
+    heads = {name: catalog.load_table(name).metadata.current_snapshot_id for name in names}
+    assert cut.snapshot_ids == heads and cut.barrier == 1_000
