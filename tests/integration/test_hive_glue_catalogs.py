@@ -156,6 +156,25 @@ def test_the_probe_holds_on_every_catalog_the_suite_starts(any_catalog: Any) -> 
     assert (recorded["version"], recorded["holds"], recorded["failed"]) == (probe_module.PROBE_VERSION, True, [])
 
 
+def test_writers_probe_sql_catalogs_only_when_asked(tmp_path: Path) -> None:
+    """A SQL catalog is not probed by writers by default (no namespace appears); with ``consistent.require-probe``
+    ``always`` the first write probes it and records the result."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    probe_module.forget()
+    for setting, probed in ((None, False), ("always", True)):
+        directory = tmp_path / str(setting)
+        directory.mkdir()
+        extra = {} if setting is None else {probe_module.PROBE_SETTING: setting}
+        cat = SqlCatalog("lake", uri=f"sqlite:///{directory}/c.db", warehouse=f"file://{directory}/wh", **extra)
+        cat.create_namespace("demo")
+        cat.create_table("demo.words", schema=pa.schema([pa.field("word", pa.string())]))
+        ConsistentCatalog(cat).ingest("demo.words", pa.table({"word": ["a"]}), barrier=1_000)
+        assert ((PROBE_NAMESPACE,) in cat.list_namespaces()) is probed
+        assert len(cat.load_table("demo.words").metadata.snapshots) == 1
+    probe_module.forget()
+
+
 @pytest.fixture
 def moto_as_it_is(glue_unpatched: Any) -> Iterator[Any]:
     cat = glue_unpatched.catalog()
