@@ -63,8 +63,12 @@ test_flip_invariants_hold_at_every_cut_of_a_pipeline = pytest.mark.parametrize("
     test_catalog_behaviour.test_flip_invariants_hold_at_every_cut_of_a_pipeline, keep_parametrize=False))
 test_consistent_read_returns_the_cut_rows = rehost(test_catalog_behaviour.test_consistent_read_returns_the_cut_rows)
 test_as_of_reads_a_historical_cut = rehost(test_catalog_behaviour.test_as_of_reads_a_historical_cut)
+test_the_component_cut_waits_for_a_lagging_table_downstream = rehost(
+    test_catalog_behaviour.test_the_component_cut_waits_for_a_lagging_table_downstream)
 
 # --- the epoch protocol and the fence -------------------------------------------------------------------
+test_every_commit_of_an_epoch_sends_only_standard_requirements_with_the_planned_fence = rehost(
+    test_fence.test_every_commit_of_an_epoch_sends_only_standard_requirements_with_the_planned_fence)
 test_a_takeover_fences_out_the_zombie_inside_the_catalog = rehost(
     test_fence.test_a_takeover_fences_out_the_zombie_inside_the_catalog)
 test_zombie_cannot_stage_or_publish_after_takeover = rehost(
