@@ -55,7 +55,7 @@ from consistent_catalog._pyiceberg import (
     validates_client_side,
 )
 from consistent_catalog.exceptions import FencedError
-from consistent_catalog.faults import Fault, FaultLog, RetryPolicy, fault_of, unavailable
+from consistent_catalog.faults import Fault, FaultLog, RetryPolicy, fault_of, resent_by_client, unavailable
 from consistent_catalog.lineage import LineageGraph
 from consistent_catalog.loading import MetadataLoader
 from consistent_catalog.probe import check_property_sizes, require_sound
@@ -437,6 +437,9 @@ class TableStore:
             try:
                 return _committed(table, send())
             except CommitFailedException as exc:
+                if not unsure and resent_by_client(exc):  # Glue's boto3 client sent it again itself: the first
+                    self.fault_log.record(Fault.UNKNOWN, exc, f"{what} on {name} (sent again by the catalog client)")
+                    unsure = True  # attempt may have landed, its answer lost; its own retry then refused
                 if not unsure:
                     raise
                 for _ in attempts:  # refused: by our own earlier attempt, landed? Look, under the same deadline

@@ -327,3 +327,32 @@ def test_resolving_reads_the_pointers_of_a_database_in_one_call_not_each_table(c
     monkeypatch.undo()
     heads = {name: catalog.load_table(name).metadata.current_snapshot_id for name in names}
     assert cut.snapshot_ids == heads and cut.barrier == 1_000
+
+
+# --- Glue's client re-sends a commit by itself ----------------------------------------------------------------
+def test_a_commit_boto3_sent_again_after_its_answer_was_lost_is_found_not_refused(glue_server: Any) -> None:
+    """boto3 retries an ``UpdateTable`` whose answer it did not get: the first attempt landed, the retry carries the
+    old ``VersionId`` and Glue refuses it. pyiceberg reports that as a refusal; the commit layer sees the request was
+    sent twice (``RetryAttempts``), looks for the commit and finds it: the ingest lands once, its files intact."""
+    cat = glue_server.catalog()
+    reset_catalog(cat)
+    cat.create_namespace("demo")
+    cat.create_table("demo.words", schema=pa.schema([pa.field("word", pa.string())]))
+    probe_catalog(cat)  # recorded: the writer's gate reads it, its own commits are not the probe's
+    writer = glue_server.catalog()
+    resent: list[int] = []
+
+    def lose_the_first_answer(attempts: int, response: Any, **_: Any) -> float | None:
+        if attempts == 1 and response is not None and response[1].get("ResponseMetadata", {}).get("HTTPStatusCode") == 200:
+            resent.append(attempts)
+            return 0.0  # as if the answer never came: boto3 sends it again
+        return None
+
+    writer.glue.meta.events.register_first("needs-retry.glue.UpdateTable", lose_the_first_answer)
+    cc = ConsistentCatalog(writer)
+    result = cc.ingest("demo.words", pa.table({"word": ["a", "b"]}), barrier=1_000, key="batch-1")
+    assert resent == [1] and not result.skipped
+    table = cat.load_table("demo.words")
+    assert [s.snapshot_id for s in table.metadata.snapshots] == [result.snapshot_id]
+    assert sorted(table.scan().to_arrow()["word"].to_pylist()) == ["a", "b"]  # its data files were kept
+    assert cc.store.fault_log.total >= 1
