@@ -93,7 +93,10 @@ def test_the_corpus_resolves_to_its_answers_cold_and_warm(catalog: Any, backend:
     between), resolved through ``ConsistentCatalog`` cold then warm, against the corpus's reference path.
 
     A Hive Metastore refuses table names outside ``[a-z0-9_]`` (h14's ``db.ｗide``, ``db.😀``: HMS 2.3's
-    ``validateName``): that case is left out there, and the refusal checked instead."""
+    ``validateName``): that case is left out there, and the refusal checked instead. On HMS every third case runs
+    (all of them took ~40 s here: each case resets the metastore and registers its tables): the cases exercise the resolver,
+    which is the same on every catalog; what differs per catalog, the pointers and the metadata read, is exercised by
+    each case alike."""
     from tests.catalog.test_loading import own_cache
 
     wrong: list[str] = []
@@ -107,7 +110,10 @@ def test_the_corpus_resolves_to_its_answers_cold_and_warm(catalog: Any, backend:
         catalog.create_namespace("db")
         with pytest.raises(Exception, match="not a valid object name|immutable instance"):  # pyiceberg re-raises
             catalog.create_table("db.ｗide", schema=pa.schema([pa.field("id", pa.int64())]))  # Thrift's error badly
-    for case, body in sorted(corpus.items()):
+    cases = sorted(corpus.items())
+    if backend == "hive":
+        cases = cases[::3]
+    for case, body in cases:
         if case in left_out:
             continue
         reset_catalog(catalog)
