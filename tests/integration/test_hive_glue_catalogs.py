@@ -362,3 +362,38 @@ def test_a_commit_boto3_sent_again_after_its_answer_was_lost_is_found_not_refuse
     assert [s.snapshot_id for s in table.metadata.snapshots] == [result.snapshot_id]
     assert sorted(table.scan().to_arrow()["word"].to_pylist()) == ["a", "b"]  # its data files were kept
     assert cc.store.fault_log.total >= 1
+
+
+def test_a_keyed_pipeline_on_glue_through_lost_and_refused_commits_lands_everything_exactly_once(
+        glue_server: Any) -> None:
+    """The REST tier's fault pipeline (keyed root ingests, two chained epoch jobs, a pin, a revision, an expiry) with
+    ``FaultProxy`` in front of Glue: ``UpdateTable`` answers lost (applied, then 504), refused, reset. boto3 retries
+    most of them itself; a retry of a landed commit is refused by Glue and settled by looking for the commit. What
+    landed is checked through a direct client."""
+    from tests.harness.fault_proxy import FaultProxy
+    from tests.harness.pipeline import Pipeline, check, create_tables
+
+    direct = glue_server.catalog()
+    reset_catalog(direct)
+    create_tables(direct)
+    probe_catalog(direct)  # recorded: the writers' gate reads it through the proxy
+    rules = {"commit": {"lost": 0.12, "refuse": 0.04, "reset_before": 0.02, "reset_after": 0.03},
+             "load": {"lost": 0.03, "refuse": 0.04, "reset_after": 0.02}}
+    with FaultProxy(glue_server.port, seed=1, rules=rules) as proxy:
+        cc = ConsistentCatalog(glue_server.catalog(**{"glue.endpoint": proxy.uri}))
+        pipeline = Pipeline(cc, seed=1)
+        with pipeline:
+            for r in range(8):
+                pipeline.run_round()
+                if r == 2:
+                    pipeline.pin()
+                if r == 5:
+                    pipeline.revise_to(4)
+                if r == 6:
+                    pipeline.expire()
+        commits = sum(n for (route, _), n in proxy.counts.items() if route == "commit")
+        faulted = sum(n for (route, kind), n in proxy.counts.items() if route == "commit" and kind != "pass")
+    assert commits >= 40 and faulted / commits >= 0.1, proxy.counts
+    assert proxy.counts["commit", "lost"] >= 3
+    assert cc.store.fault_log.unknown >= 1  # a retry of a landed commit, refused, settled by looking
+    assert check(direct, pipeline.expected) == []
