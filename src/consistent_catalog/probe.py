@@ -54,9 +54,12 @@ PROBE_SETTING = "consistent.require-probe"
 """Catalog property (pyiceberg configuration): ``auto`` (the default: writers require the probe on Hive, Glue and
 catalogs of kinds the suite does not run; SQL and REST catalogs are probed by ``check-catalog`` on demand) or
 ``always`` (writers require it on any catalog)."""
-RACE_WAIT_S = 3.0
-"""How long one of two racing commits waits for the other inside the catalog's commit (a locking catalog never
-lets the second in: it is serialised, which is what holds)."""
+RACE_WAIT_S = 15.0
+"""How long one of two racing commits waits for the other inside the catalog's commit: both get there within
+milliseconds unless the machine stalls, and a wait that ends early would let a weak catalog pass."""
+LOCKED_RACE_WAIT_S = 3.0
+"""The same on a Hive Metastore, whose table lock never lets the second commit in while the first waits (it is
+serialised, which is what holds): waiting longer only delays the probe."""
 
 @dataclass(frozen=True)
 class Check:
@@ -175,20 +178,21 @@ def _stale_base(catalog: Catalog, name: str, *, stale: Table, main: int | None) 
 def _concurrent(catalog: Catalog, name: str, *, base: int | None) -> Check:
     """Two catalog clients load the table at ``base`` and commit a snapshot each, asserting main at ``base``; each
     commit waits inside the catalog's commit, after its read of the current table, for the other (up to
-    ``RACE_WAIT_S``), so that neither write lands before both have read: a swap that holds lets exactly one in."""
+    ``RACE_WAIT_S``; ``LOCKED_RACE_WAIT_S`` on a Hive Metastore), so that neither write lands before both have read: a swap that holds lets exactly one in."""
     from pyiceberg.catalog import load_catalog
     from pyiceberg.exceptions import CommitFailedException
 
     clients = [load_catalog(catalog.name, **catalog.properties) for _ in range(2)]
     tables = [c.load_table(name) for c in clients]
     barrier = threading.Barrier(2)
-    met = _hook_after_read(clients, barrier)
+    wait = LOCKED_RACE_WAIT_S if catalog_kind(catalog) == "hive" else RACE_WAIT_S
+    met = _hook_after_read(clients, barrier, wait)
     outcomes: list[tuple[int, str]] = []  # (snapshot id or 0, refusal)
     lock = threading.Lock()
 
     def commit(index: int) -> None:
         if not met:  # no hook in this client (REST): the race is the server's; start both at once
-            _wait(barrier)
+            _wait(barrier, wait)
         try:
             done = _commit_snapshot(clients[index], tables[index], {}, main=base)
             with lock:
@@ -219,7 +223,7 @@ def _concurrent(catalog: Catalog, name: str, *, base: int | None) -> Check:
                                     f"({'; '.join(refusals)})")
 
 
-def _hook_after_read(clients: list[Catalog], barrier: threading.Barrier) -> list[threading.Barrier]:
+def _hook_after_read(clients: list[Catalog], barrier: threading.Barrier, wait: float) -> list[threading.Barrier]:
     """Make each client's commit wait at ``barrier`` after it read the current table (pyiceberg's
     ``_update_and_stage_table``, which the SQL, Hive and Glue catalogs call between their read and their swap);
     [] when the clients commit without it (REST: the server reads and swaps)."""
@@ -230,7 +234,7 @@ def _hook_after_read(clients: list[Catalog], barrier: threading.Barrier) -> list
             return []
 
         def waiting(*args: Any, _stage: Callable[..., Any] = stage, **kwargs: Any) -> Any:
-            _wait(barrier)
+            _wait(barrier, wait)
             return _stage(*args, **kwargs)
 
         hooked.append((client, waiting))
@@ -239,9 +243,9 @@ def _hook_after_read(clients: list[Catalog], barrier: threading.Barrier) -> list
     return [barrier]
 
 
-def _wait(barrier: threading.Barrier) -> None:
+def _wait(barrier: threading.Barrier, seconds: float) -> None:
     try:
-        barrier.wait(RACE_WAIT_S)
+        barrier.wait(seconds)
     except threading.BrokenBarrierError:
         pass  # the other commit is held by the catalog (a lock): they are serialised
 
