@@ -8,12 +8,15 @@ request by ``--latency-ms``:
   ours        ``jvm/rest-server`` (tests/harness/rest_server.py): ETags, 304s
   fixture     Iceberg's REST fixture 1.11.0 (tests/harness/third_party.py): ETags behind Jetty's gzip (the loader
               sends them back without Jetty's ``--gzip`` suffix: docs/catalogs.md), one catalog per server
+  hive        a Hive Metastore 2.3 from pyspark's jars (tests/harness/metastores.py): pointers by
+              ``get_table_objects_by_name``, one call per database (issue 44); directly only (Thrift: no HTTP proxy)
+  glue        moto's Glue server, patched to check ``VersionId`` as Glue does: pointers by ``GetTables``; directly only
 
 The same generated grid (``bench_resolve.build``) is registered in each server (``register_copies``).
 
 Usage:
     python -m bench.bench_catalogs [--tables 100] [--snapshots 1000] [--latency-ms 20] [--repeat 3]
-                                   [--servers ours,fixture] [--markdown]
+                                   [--servers ours,fixture,hive,glue] [--markdown]
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from contextlib import ExitStack
 
 from bench.bench_resolve import NAMESPACE, answers_alone, build, check, measure_all, report_all
 
-SERVERS = ("ours", "fixture")
+SERVERS = ("ours", "fixture", "hive", "glue")
 
 
 def register(fixture: object, catalog: object) -> None:
@@ -57,6 +60,8 @@ def server_rows(name: str, fixture: object, args: argparse.Namespace, directory:
     from consistent_catalog.loading import SHARED_CACHE
 
     rows = []
+    if name in ("hive", "glue"):
+        return [metastore_row(name, fixture, args, directory)]
     with ExitStack() as stack:
         if name == "ours":
             server = stack.enter_context(RestCatalogServer(f"{directory}/{name}"))
@@ -77,6 +82,27 @@ def server_rows(name: str, fixture: object, args: argparse.Namespace, directory:
             print(report_all(rows[-1:], {}, args.repeat, "", 16, args.latency_ms, False, False).splitlines()[1],
                   file=sys.stderr, flush=True)
     return rows
+
+
+def metastore_row(name: str, fixture: object, args: argparse.Namespace, directory: str) -> object:
+    """P1r on a Hive Metastore or on Glue (moto), directly: the same variants, pyiceberg's loads through the same
+    catalog as (a)."""
+    from tests.harness.metastores import HiveMetastore, MotoGlue
+
+    from consistent_catalog.loading import SHARED_CACHE
+
+    server_class = HiveMetastore if name == "hive" else MotoGlue
+    with server_class.start(f"{directory}/{name}") as server:
+        direct = server.catalog("bench")
+        register(fixture, direct)
+        served = dataclasses.replace(fixture, catalog=direct)  # type: ignore[type-var]
+        check(served)
+        print(f"{name}: cut verified; timing...", file=sys.stderr, flush=True)
+        SHARED_CACHE.clear()
+        row = measure_all(served, name, args.repeat, False, 16)
+        print(report_all([row], {}, args.repeat, "", 16, args.latency_ms, False, False).splitlines()[1],
+              file=sys.stderr, flush=True)
+        return row
 
 
 def main(argv: list[str] | None = None) -> int:

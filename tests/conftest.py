@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -121,6 +122,40 @@ def s3_server() -> Iterator[MotoS3Server]:
     """moto's S3 server for the test session, on a thread of this process."""
     pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install -e '.[dev]')")
     server = MotoS3Server.start()
+    yield server
+    server.stop()
+
+
+# --- Hive Metastore and Glue (docs/catalogs.md) ----------------------------------------------------------
+@pytest.fixture(scope="session")
+def hive_metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One Hive Metastore 2.3 (pyspark's jars, Derby) for the test session; tests work in databases of their own."""
+    pytest.importorskip("hive_metastore", reason="pyiceberg[hive] is not installed (pip install -e '.[dev]')")
+    from tests.harness.metastores import HiveMetastore
+
+    server = HiveMetastore.start(tmp_path_factory.mktemp("hive-metastore"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def glue_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """moto's Glue server for the test session, made to check ``VersionId`` as Glue does (tests/harness/moto_glue.py)."""
+    pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install -e '.[dev]')")
+    from tests.harness.metastores import MotoGlue
+
+    server = MotoGlue.start(tmp_path_factory.mktemp("glue"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def glue_unpatched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """moto's Glue server as it is: ``UpdateTable`` ignores ``VersionId`` (the probe must refuse it)."""
+    pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install -e '.[dev]')")
+    from tests.harness.metastores import MotoGlue
+
+    server = MotoGlue.start(tmp_path_factory.mktemp("glue-unpatched"), patched=False)
     yield server
     server.stop()
 

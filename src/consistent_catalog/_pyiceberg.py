@@ -262,6 +262,70 @@ def sql_metadata_locations(catalog: Catalog, identifiers: Sequence[str]) -> dict
     return found
 
 
+def metadata_locations(catalog: Catalog, identifiers: Sequence[str]) -> dict[str, str | None] | None:
+    """``{"ns.table": metadata location}`` (None: no such Iceberg table) from the catalog's pointers alone, in a
+    few calls for many tables: SQL (``sql_metadata_locations``), a Hive Metastore (one
+    ``get_table_objects_by_name`` per database) or Glue (``GetTables`` per database, paginated). None for any other
+    catalog, or a subclass that loads its own way: its tables are loaded one by one."""
+    found = sql_metadata_locations(catalog, identifiers)
+    if found is not None:
+        return found
+    kind = (type(catalog).__module__, type(catalog).__name__)  # not imported: each needs its extra installed
+    for cls, pointers in ((("pyiceberg.catalog.hive", "HiveCatalog"), _hive_pointers),
+                          (("pyiceberg.catalog.glue", "GlueCatalog"), _glue_pointers)):
+        if kind == cls and "load_table" not in vars(catalog):
+            by_database: dict[str, dict[str, str]] = {}
+            for identifier in identifiers:
+                parts = identifier.split(".")
+                if len(parts) == 2:  # Hive and Glue have one level of namespace
+                    by_database.setdefault(parts[0], {})[parts[1]] = identifier
+            found = dict.fromkeys(identifiers)
+            for database, names in by_database.items():
+                for name, location in pointers(catalog, database, sorted(names)).items():
+                    if name in names:
+                        found[names[name]] = location
+            return found
+    return None
+
+
+def _iceberg_location(parameters: Mapping[str, str] | None) -> str | None:
+    from pyiceberg.catalog import ICEBERG, METADATA_LOCATION, TABLE_TYPE
+
+    parameters = parameters or {}
+    if str(parameters.get(TABLE_TYPE, "")).lower() != ICEBERG:
+        return None
+    return parameters.get(METADATA_LOCATION) or None
+
+
+def _hive_pointers(catalog: Catalog, database: str, names: Sequence[str]) -> dict[str, str | None]:
+    """One Thrift call for the tables ``names`` of ``database`` (names the metastore lower-cased matched back)."""
+    from hive_metastore.ttypes import NoSuchObjectException, UnknownDBException
+
+    lowered = {name.lower(): name for name in names}
+    with catalog._client as client:  # type: ignore[attr-defined]  # pyiceberg's HiveCatalog: a Thrift client
+        try:
+            tables = client.get_table_objects_by_name(database, list(names))
+        except (NoSuchObjectException, UnknownDBException):
+            return {}
+    return {lowered.get(t.tableName.lower(), t.tableName): _iceberg_location(t.parameters) for t in tables}
+
+
+def _glue_pointers(catalog: Catalog, database: str, names: Sequence[str]) -> dict[str, str | None]:
+    """``GetTables`` of ``database``, page by page (every table of it: Glue has no batch get by name)."""
+    glue = catalog.glue  # type: ignore[attr-defined]  # pyiceberg's GlueCatalog: a boto3 Glue client
+    lowered = {name.lower(): name for name in names}
+    found: dict[str, str | None] = {}
+    try:
+        for page in glue.get_paginator("get_tables").paginate(DatabaseName=database):
+            for table in page.get("TableList", []):
+                name = lowered.get(table["Name"].lower())
+                if name is not None:
+                    found[name] = _iceberg_location(table.get("Parameters"))
+    except glue.exceptions.EntityNotFoundException:
+        return {}
+    return found
+
+
 def is_sql_catalog(catalog: Catalog) -> bool:
     """Whether ``catalog`` is pyiceberg's ``SqlCatalog`` (its database has the ``iceberg_tables`` schema)."""
     from pyiceberg.catalog.sql import SqlCatalog

@@ -55,9 +55,10 @@ from consistent_catalog._pyiceberg import (
     validates_client_side,
 )
 from consistent_catalog.exceptions import FencedError
-from consistent_catalog.faults import Fault, FaultLog, RetryPolicy, fault_of, unavailable
+from consistent_catalog.faults import Fault, FaultLog, RetryPolicy, fault_of, resent_by_client, unavailable
 from consistent_catalog.lineage import LineageGraph
 from consistent_catalog.loading import MetadataLoader
+from consistent_catalog.probe import check_property_sizes, require_sound
 from consistent_catalog.state import TableState
 from consistent_catalog.util.identifiers import normalize_identifier
 
@@ -262,6 +263,14 @@ class TableStore:
         """The faults this store's reads and commits met and settled."""
         self.loader = MetadataLoader(catalog, faults=faults, fault_log=self.fault_log)
         """States for reading: one catalog round-trip, concurrent lean reads, a cache by metadata file."""
+        self._sound = False  # whether the catalog passed the probe (checked before this store's first commit)
+
+    def require_sound(self) -> None:
+        """Refuse a catalog that failed the catalog probe before anything is written (protocol §6.5): once per store,
+        and per catalog and process at most one catalog read (``probe.require_sound``)."""
+        if not self._sound:
+            require_sound(self.catalog)
+            self._sound = True
 
     @property
     def faults(self) -> RetryPolicy:
@@ -348,6 +357,7 @@ class TableStore:
         metadata the catalog's response carries (what a load right after would read, without loading it
         again; ``table`` itself is left as it was).
         """
+        self.require_sound()
         sent = requirement_list(table, requirements, fence=take_fence)
         retired = None
         if take_fence is not None:
@@ -383,6 +393,7 @@ class TableStore:
         as committed (from the catalog's response, like ``commit``), or None when the write produced
         no change to commit (e.g. overwriting nothing with nothing).
         """
+        self.require_sound()
         if not table.metadata.snapshots and validates_client_side(table.catalog):
             requirements = [r for r in requirements if not absent_ref_unassertable(r)]
         def send(sent: tuple[TableRequirement, ...], updates: tuple[Any, ...]) -> Table:
@@ -407,6 +418,9 @@ class TableStore:
         says whether anything landed. ``CommitFailedException`` (a refusal) is the caller's.
         """
         name = ".".join(table.name())
+        set_properties = {k: v for u in updates if isinstance(u, SetPropertiesUpdate) for k, v in u.updates.items()}
+        if set_properties:
+            check_property_sizes(self.catalog, name, set_properties)
         unsure = False  # whether an attempt may have landed
         looked_after_last = False  # whether the table was read back after the last failed attempt
         last: BaseException | None = None
@@ -423,6 +437,9 @@ class TableStore:
             try:
                 return _committed(table, send())
             except CommitFailedException as exc:
+                if not unsure and resent_by_client(exc):  # Glue's boto3 client sent it again itself: the first
+                    self.fault_log.record(Fault.UNKNOWN, exc, f"{what} on {name} (sent again by the catalog client)")
+                    unsure = True  # attempt may have landed, its answer lost; its own retry then refused
                 if not unsure:
                     raise
                 for _ in attempts:  # refused: by our own earlier attempt, landed? Look, under the same deadline

@@ -6,6 +6,8 @@ table); errors of the resolver also carry the table and barrier they are about (
 
     ConsistentCatalogError
     ├── CatalogConfigError          the catalog cannot be found or loaded
+    │   ├── CatalogProbeError       the catalog failed the probe: writers refuse it (protocol §6.5)
+    │   └── CatalogLimitError       a commit would exceed what the catalog stores (a property's size)
     ├── NotInstalledError           an optional part needs a package that is not installed (an ImportError)
     ├── TableNotFoundError          a named table does not exist
     ├── InvalidInputError           an argument given by the caller is wrong
@@ -48,6 +50,16 @@ class ConsistentCatalogError(Exception):
 
 class CatalogConfigError(ConsistentCatalogError):
     """The catalog cannot be found or loaded."""
+
+
+class CatalogProbeError(CatalogConfigError):
+    """The catalog failed the catalog probe (``consistent-catalog check-catalog``): a capability the protocol relies
+    on does not hold there, so writers refuse it (protocol §6.5)."""
+
+
+class CatalogLimitError(CatalogConfigError):
+    """A commit would set a table property larger than the catalog stores (a Hive Metastore's or Glue's limit on
+    table parameters): refused before it is sent, naming the property and the way out."""
 
 
 class NotInstalledError(ConsistentCatalogError, ImportError):

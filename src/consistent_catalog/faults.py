@@ -64,6 +64,23 @@ def fault_of(exc: BaseException) -> Fault | None:
     return None
 
 
+def resent_by_client(exc: BaseException) -> bool:
+    """Whether a refusal came after the catalog's own client had sent the request more than once: boto3 (pyiceberg's
+    Glue catalog) retries a timed-out or failed ``UpdateTable`` by itself, so its first attempt may have landed with
+    its answer lost, and the retry is then refused (``ConcurrentModificationException``: the version moved, by that
+    first attempt). Such a refusal is settled by looking for the commit, never believed as it is (protocol §6.8)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        response = getattr(exc, "response", None)
+        if isinstance(response, dict):
+            attempts = (response.get("ResponseMetadata") or {}).get("RetryAttempts") or 0
+            if attempts > 0:
+                return True
+        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)  # type: ignore[assignment]
+    return False
+
+
 def _direct_fault(exc: BaseException) -> Fault | None:
     names = {cls.__name__ for cls in type(exc).__mro__}
     module = type(exc).__module__ or ""
@@ -95,6 +112,20 @@ def _direct_fault(exc: BaseException) -> Fault | None:
             # any other operational error of the driver: its connection may have been cut under the statement
             return sql_fault(state, text) or Fault.UNKNOWN
         return None
+    if module.startswith(("botocore", "urllib3")) and names & {"EndpointConnectionError", "ConnectTimeoutError"}:
+        return Fault.UNAVAILABLE  # boto3 (Glue): no connection, so no request (after boto3's own retries)
+    if module.startswith("botocore"):
+        if names & {"ReadTimeoutError", "ConnectionClosedError", "ConnectionError"}:
+            return Fault.UNKNOWN  # the request may have been applied
+        code = str((getattr(exc, "response", None) or {}).get("Error", {}).get("Code", ""))
+        if code in ("ThrottlingException", "Throttling", "ServiceUnavailableException", "ServiceUnavailable"):
+            return Fault.UNAVAILABLE
+        if code in ("InternalServiceException", "InternalFailure", "InternalServerError"):
+            return Fault.UNKNOWN
+        return None
+    if module.startswith("thrift") and "TTransportException" in names:
+        # Thrift (a Hive Metastore): NOT_OPEN is a connection never made; the others cut one under way
+        return Fault.UNAVAILABLE if getattr(exc, "type", None) == 1 else Fault.UNKNOWN
     if isinstance(exc, ConnectionRefusedError):
         return Fault.UNAVAILABLE
     if isinstance(exc, (ConnectionError, TimeoutError)):

@@ -63,8 +63,17 @@ def default_pyiceberg_yaml() -> Path:
 
 def pyiceberg_entry(catalog_uri: str, warehouse: str | None) -> dict[str, str]:
     """The properties of a catalog's ``.pyiceberg.yaml`` entry that reach what Spark's file reaches."""
-    from consistent_catalog.spark.session import is_rest_uri, normalize_warehouse, parse_catalog_uri, rest_warehouse
+    from consistent_catalog.spark.session import (
+        is_rest_uri,
+        normalize_warehouse,
+        parse_catalog_uri,
+        rest_warehouse,
+        service_catalog,
+    )
 
+    service = service_catalog(catalog_uri)
+    if service is not None:  # a Hive Metastore or Glue: pyiceberg's HiveCatalog / GlueCatalog
+        return {**service[1], "warehouse": normalize_warehouse(warehouse)} if warehouse else dict(service[1])
     if is_rest_uri(catalog_uri):
         entry = {"type": "rest", "uri": catalog_uri.strip()}
         location = rest_warehouse(warehouse)
@@ -205,7 +214,7 @@ def set_up_lake(
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name):
         raise CatalogConfigError(f"catalog name {name!r}: use letters, digits and _ (Spark and pyiceberg both "
                                  "take it as an identifier), e.g. --name lake")
-    from consistent_catalog.spark.session import is_rest_uri
+    from consistent_catalog.spark.session import is_rest_uri, service_catalog
 
     root = Path(directory).expanduser().absolute()
     if catalog_uri is None:
@@ -214,6 +223,9 @@ def set_up_lake(
         if is_rest_uri(catalog_uri):
             raise CatalogConfigError(f"a REST catalog ({catalog_uri}) needs --warehouse: the catalog name or location "
                                      "its server expects")
+        if service_catalog(catalog_uri) is not None:
+            raise CatalogConfigError(f"a Hive or Glue catalog ({catalog_uri}) needs --warehouse: where its new tables "
+                                     "go (s3://bucket/warehouse, or a path shared by every engine)")
         warehouse = str(root / "warehouse")  # never spark-conf's .demo default
     conf_path = Path(spark_conf).expanduser().absolute() if spark_conf is not None else root / "spark-defaults.conf"
     written = write_spark_defaults(conf_path, catalog_uri, warehouse, name=name)  # creates a SQLite catalog too
@@ -236,10 +248,10 @@ def set_up_lake(
         action = "printed"
     prefix = f"PYICEBERG_CATALOG__{name.upper()}__"
     for key, value in entry.items():
-        variable = prefix + key.upper()
+        variable = prefix + key.upper().replace(".", "__").replace("-", "_")  # pyiceberg's spelling of the key
         if os.environ.get(variable, value) != value:
             notes.append(f"${variable}={os.environ[variable]} overrides the file: unset it to use this catalog")
-    shown_uri = re.sub(r"(//[^:/@]+):[^@/]*@", r"\1:***@", entry["uri"])
+    shown_uri = re.sub(r"(//[^:/@]+):[^@/]*@", r"\1:***@", entry.get("uri") or catalog_uri.strip())
     return LakeSetup(
         name=name,
         uri=shown_uri,

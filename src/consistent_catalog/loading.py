@@ -4,7 +4,9 @@ Resolution, epoch planning and status need a ``TableState`` per table, not pyice
 ``MetadataLoader.load`` gets them for many tables at once:
 
 1. **One catalog round-trip.** For pyiceberg's ``SqlCatalog``, one query over its ``iceberg_tables``
-   table gives every wanted table's current metadata location (``_pyiceberg.sql_metadata_locations``).
+   table gives every wanted table's current metadata location (``_pyiceberg.sql_metadata_locations``); for a
+   Hive Metastore one ``get_table_objects_by_name`` per database, for Glue ``GetTables`` per database
+   (``_pyiceberg.metadata_locations``).
    A ``RestCatalog`` is asked for every table at once: concurrent loadTable requests (at most
    ``REST_CONNECTIONS``, the connection pool its session is given), each answer's inline metadata
    decoded by the lean decoder, and, where the server answers the REST spec's ``ETag``, the next
@@ -274,7 +276,7 @@ class MetadataLoader:
         return found
 
     def _load(self, names: list[str], must: set[str]) -> dict[str, Located]:
-        locations = _pyiceberg.sql_metadata_locations(self.catalog, names) if names else {}
+        locations = _pyiceberg.metadata_locations(self.catalog, names) if names else {}
         if locations is None:
             if self._rest:
                 return self._load_rest(names, must)

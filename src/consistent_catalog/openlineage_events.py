@@ -95,12 +95,21 @@ def dataset_namespace(catalog_name: str, properties: Mapping[str, Any]) -> str:
     has no row for Iceberg catalogs; the datasource of an Iceberg table is its catalog, so the namespace
     is the catalog's ``uri`` (user, password and query left out: a JDBC URI may carry credentials), e.g.
     ``sqlite:////abs/catalog.db``, ``postgresql+psycopg2://db-host:5432/iceberg``, ``http://rest-host:8181``;
-    a catalog without a URI (Glue, Hadoop-style) is named by its warehouse's scheme and authority
+    a catalog without a URI (Hadoop-style) is named by its warehouse's scheme and authority
     (``s3://bucket``, the storage rows of the spec), else ``iceberg://<catalog name>``.
+
+    The two catalogs the spec has rows for are named as it says: a Hive Metastore (``thrift://host:port``)
+    ``hive://host:port``, and AWS Glue ``arn:aws:glue:<region>:<account id>`` (the account is ``glue.id``, else
+    the one STS reports for the catalog's credentials, asked once per process), its tables then named
+    ``table/<database>/<table>`` (``dataset_name``).
     """
+    if is_glue(properties):
+        return f"arn:aws:glue:{_glue_region(properties)}:{_glue_account(properties)}"
     uri = properties.get("uri")
     if isinstance(uri, str) and uri:
-        parts = urlsplit(uri)
+        parts = urlsplit(uri.split(",")[0])  # a Hive catalog may list several metastores: the first names it
+        if parts.scheme == "thrift":
+            return f"hive://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
         host = parts.hostname or ""
         host = f"[{host}]" if ":" in host else host
         netloc = host + (f":{parts.port}" if parts.port else "")
@@ -110,6 +119,53 @@ def dataset_namespace(catalog_name: str, properties: Mapping[str, Any]) -> str:
         parts = urlsplit(warehouse)
         return f"{parts.scheme}://{parts.netloc}" if parts.netloc else f"{parts.scheme}://{parts.path}"
     return f"iceberg://{catalog_name}"
+
+
+def dataset_name(properties: Mapping[str, Any], table: str) -> str:
+    """A table's OpenLineage name: its identifier (``db.table``), or for Glue ``table/<database>/<table>`` (the spec's
+    row for AWS Glue)."""
+    if is_glue(properties):
+        database, _, name = table.rpartition(".")
+        return f"table/{database}/{name}"
+    return table
+
+
+def is_glue(properties: Mapping[str, Any]) -> bool:
+    """An AWS Glue catalog: ``type: glue``, or configured by ``glue.*`` keys (a ``GlueCatalog`` made directly)."""
+    kind = str(properties.get("type", "")).lower()
+    return kind == "glue" or (not kind and any(str(k).startswith("glue.") for k in properties))
+
+
+def _glue_region(properties: Mapping[str, Any]) -> str:
+    import os
+
+    return str(properties.get("glue.region") or properties.get("client.region")
+               or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1")
+
+
+_ACCOUNTS: dict[tuple[str, ...], str] = {}
+
+
+def _glue_account(properties: Mapping[str, Any]) -> str:
+    """``glue.id`` (the Data Catalog id is the account id), else the account STS names for the catalog's credentials
+    (at the catalog's endpoint when that is not AWS's own: moto, LocalStack), asked once per process."""
+    if properties.get("glue.id"):
+        return str(properties["glue.id"])
+    endpoint = properties.get("sts.endpoint") or properties.get("glue.endpoint")
+    if endpoint and "amazonaws.com" in str(endpoint):
+        endpoint = None
+    key = (str(endpoint), str(properties.get("glue.access-key-id") or properties.get("client.access-key-id")),
+           _glue_region(properties))
+    if key not in _ACCOUNTS:
+        import boto3
+
+        sts = boto3.client(
+            "sts", endpoint_url=endpoint, region_name=key[2],
+            aws_access_key_id=properties.get("glue.access-key-id") or properties.get("client.access-key-id"),
+            aws_secret_access_key=properties.get("glue.secret-access-key") or properties.get("client.secret-access-key"),
+            aws_session_token=properties.get("glue.session-token") or properties.get("client.session-token"))
+        _ACCOUNTS[key] = sts.get_caller_identity()["Account"]
+    return _ACCOUNTS[key]
 
 
 def job_namespace(environ: Mapping[str, str] | None = None) -> str:
@@ -168,10 +224,13 @@ def schema_fields(schema: Any) -> list[tuple[str, str]]:
 class EpochEmitter:
     """One job's events: a run per epoch that had work (START, then COMPLETE, FAIL or ABORT)."""
 
-    def __init__(self, client: Any, job: str, namespace: str, job_ns: str) -> None:
+    def __init__(self, client: Any, job: str, namespace: str, job_ns: str,
+                 name_of: Callable[[str], str] = str) -> None:
         self.client = client
         self.job = job
         self.namespace = namespace
+        self.name_of = name_of
+        """A table's dataset name (``dataset_name``)."""
         self.job_namespace = job_ns
         self.work = "ingest" if job.startswith(INGEST_JOB_PREFIX) else "epoch"
         """What a failed event never stops (in warnings)."""
@@ -250,7 +309,7 @@ class EpochEmitter:
             facets["schema"] = self._schema.SchemaDatasetFacet(
                 fields=[self._schema.SchemaDatasetFacetFields(name=n, type=t) for n, t in fields], producer=PRODUCER)
         cls = self._ev.InputDataset if kind == "input" else self._ev.OutputDataset
-        return cls(namespace=self.namespace, name=table, facets=facets)
+        return cls(namespace=self.namespace, name=self.name_of(table), facets=facets)
 
     def _fields(self, table: str) -> list[tuple[str, str]] | None:
         """The table's columns, read once per emitter (a lineage problem never fails an epoch: None then)."""
@@ -359,7 +418,8 @@ def emitter_for(job: str, catalog_name: str, properties: Mapping[str, Any]) -> E
     try:
         openlineage = require_client()
         client = openlineage.OpenLineageClient()
-        return EpochEmitter(client, job, dataset_namespace(catalog_name, properties), job_namespace())
+        return EpochEmitter(client, job, dataset_namespace(catalog_name, properties), job_namespace(),
+                            lambda table: dataset_name(properties, table))
     except NotInstalledError as exc:
         log.warning("%s: OpenLineage is configured but no events will be sent: %s", job, exc)
     except Exception as exc:
@@ -472,8 +532,8 @@ def graph_events(graph: LineageGraph, catalog_name: str, properties: Mapping[str
         event = event_v2.JobEvent(
             eventTime=now,
             job=event_v2.Job(namespace=job_ns, name=info.job),
-            inputs=[event_v2.InputDataset(namespace=namespace, name=t) for t in info.sources],
-            outputs=[event_v2.OutputDataset(namespace=namespace, name=t) for t in info.sinks],
+            inputs=[event_v2.InputDataset(namespace=namespace, name=dataset_name(properties, t)) for t in info.sources],
+            outputs=[event_v2.OutputDataset(namespace=namespace, name=dataset_name(properties, t)) for t in info.sinks],
             producer=PRODUCER,
         )
         events.append(Serde.to_dict(event))

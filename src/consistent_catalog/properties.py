@@ -78,6 +78,15 @@ TABLE_PROPERTIES: Final = (
 NO_SNAPSHOT: Final = "-1"
 SUMMARY_PROPERTIES: Final = (BARRIER, JOB, SOURCES, ATTEMPT, INGEST_KEY, DEFINITION, REGENERATE)
 
+# The catalog probe (protocol §6.5).
+CATALOG_PROBE: Final = "consistent.catalog-probe"
+"""Property of the namespace ``consistent_probe``: the probe's recorded result, compact JSON
+``{"version": n, "holds": bool, "failed": [capability...], "at": ms, "evidence": {capability: text}}``."""
+PROBE_TOKEN: Final = "consistent.probe-token"
+"""Summary of a probe's scratch snapshot: a random token read back (summary properties round-trip)."""
+PROBE_BRANCH: Final = "consistent-probe"
+"""Branch of a probe's scratch table: it must survive a commit to main."""
+
 # Summary properties of the fence ref's snapshots (they hold no data and belong to no branch's history).
 FENCE_REASON: Final = "consistent.fence-reason"
 """Why the fence moved: ``register``, ``unregister``, ``reassign``, ``revise``, ``advance``, ``tag``, ``expire``."""

@@ -33,6 +33,7 @@ such requests count as kind ``"down"`` and still consume their draw. ``counts`` 
 ``(route, method, path, kind)`` in arrival order; ``connections`` counts the client connections
 accepted (keep-alive reuse shows as fewer connections than requests).
 
+In front of AWS Glue (moto's server) the route is read from the ``X-Amz-Target`` header instead.
 Routes are read from the path alone, as the REST spec lays it out under an optional prefix; the one
 ambiguous shape is a table sub-resource of a namespace literally named ``namespaces`` holding a table
 named ``tables`` (``/v1/namespaces/namespaces/tables/tables/metrics``), which reads as a commit.
@@ -80,8 +81,15 @@ HOP_BY_HOP = frozenset(
 MAX_CHUNK_LINE = 65537
 
 
-def route_of(method: str, path: str) -> str:
-    """``"commit"``, ``"load"`` or ``"other"`` for an Iceberg REST request (path with or without query)."""
+GLUE_ROUTES = {"AWSGlue.UpdateTable": "commit", "AWSGlue.GetTable": "load", "AWSGlue.GetTables": "load"}
+"""AWS Glue's JSON protocol names the operation in ``X-Amz-Target`` (all requests are ``POST /``)."""
+
+
+def route_of(method: str, path: str, target: str | None = None) -> str:
+    """``"commit"``, ``"load"`` or ``"other"`` for an Iceberg REST request (path with or without query), or for an
+    AWS Glue request by its ``X-Amz-Target`` (``UpdateTable``: commit; ``GetTable``, ``GetTables``: load)."""
+    if target:
+        return GLUE_ROUTES.get(target, "other")
     parts = path.split("?", 1)[0].split("#", 1)[0].split("/")
     method = method.upper()
     table = len(parts) >= 5 and parts[-4] == "namespaces" and parts[-2] == "tables" and bool(parts[-3] and parts[-1])
@@ -204,8 +212,8 @@ class FaultProxy:
 
     # --- used by the handler threads ---
 
-    def _decide(self, method: str, path: str) -> tuple[str, str]:
-        route = route_of(method, path)
+    def _decide(self, method: str, path: str, target: str | None = None) -> tuple[str, str]:
+        route = route_of(method, path, target)
         with self._lock:
             draw = self._random.random()
             kind = PASS
@@ -283,7 +291,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_error(400, str(exc))
             self.close_connection = True
             return
-        _route, kind = proxy._decide(self.command, self.path)
+        _route, kind = proxy._decide(self.command, self.path, self.headers.get("X-Amz-Target"))
         try:
             if kind == DOWN:
                 self._error(503, "ServiceUnavailable", "catalog down (fault proxy)")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from consistent_catalog.openlineage_events import configured, dataset_namespace, job_namespace
+from consistent_catalog.openlineage_events import configured, dataset_name, dataset_namespace, job_namespace
 
 
 @pytest.mark.parametrize("properties, namespace", [
@@ -16,9 +16,19 @@ from consistent_catalog.openlineage_events import configured, dataset_namespace,
     ({"uri": "http://[::1]:8181/"}, "http://[::1]:8181/"),
     ({"warehouse": "s3://bucket/warehouse"}, "s3://bucket"),
     ({}, "iceberg://lake"),
+    ({"type": "hive", "uri": "thrift://metastore:9083", "warehouse": "s3://bucket/wh"}, "hive://metastore:9083"),
+    ({"uri": "thrift://hms-1:9083,thrift://hms-2:9083"}, "hive://hms-1:9083"),
+    ({"type": "glue", "glue.id": "111122223333", "glue.region": "eu-west-1", "warehouse": "s3://b/wh"},
+     "arn:aws:glue:eu-west-1:111122223333"),
 ])
 def test_the_dataset_namespace_is_the_catalog_without_credentials(properties, namespace):
     assert dataset_namespace("lake", properties) == namespace
+
+
+def test_glue_tables_are_named_as_the_spec_names_them_others_by_identifier():
+    assert dataset_name({"type": "glue", "glue.id": "1"}, "sales.orders") == "table/sales/orders"
+    assert dataset_name({"type": "hive", "uri": "thrift://h:9083"}, "sales.orders") == "sales.orders"
+    assert dataset_name({"uri": "http://rest:8181"}, "sales.orders") == "sales.orders"
 
 
 def test_configured_only_where_the_client_would_find_a_transport(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

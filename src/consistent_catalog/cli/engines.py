@@ -88,7 +88,7 @@ def _write_dbt_profile(path: str | None, catalog_uri: str | None, warehouse: str
         DEMO_CATALOG,
         DEMO_WAREHOUSE,
         ensure_sql_catalog,
-        is_rest_uri,
+        is_service_uri,
         parse_catalog_uri,
         repo_root,
     )
@@ -105,7 +105,7 @@ def _write_dbt_profile(path: str | None, catalog_uri: str | None, warehouse: str
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
-    if not is_rest_uri(catalog_uri) and parse_catalog_uri(catalog_uri).password is not None:
+    if not is_service_uri(catalog_uri) and parse_catalog_uri(catalog_uri).password is not None:
         target.chmod(0o600)  # it holds the catalog database password
     click.echo(f"wrote {target} (dbt profile {profile}, schema {schema}): dbt run --profiles-dir {target.parent}")
 

@@ -92,4 +92,41 @@ def next_commands(name: str, spark_conf: str) -> list[str]:
                      f"spark-sql --properties-file {shlex.quote(spark_conf)}"])
 
 
-COMMANDS = (init,)
+@click.command("check-catalog")
+@click.option("--no-record", is_flag=True, help="do not record the result in the catalog (writers read it)")
+@output_option
+@click.pass_obj
+@command_errors
+def check_catalog(ctx: Context, no_record: bool, output: str | None) -> None:
+    """Probe the catalog for what the protocol relies on (protocol §6.5); exit code 1 when a capability fails.
+
+    On scratch tables in the namespace consistent_probe (dropped afterwards): a commit from a stale base is
+    refused; of two concurrent commits from one base exactly one lands; a branch survives a commit to main;
+    snapshot summary properties round-trip. The result is recorded as that namespace's property
+    consistent.catalog-probe, which writers read once per process: they refuse a catalog that failed.
+
+    \b
+    Example:
+      consistent-catalog --catalog glue check-catalog
+      consistent-catalog --catalog hive check-catalog -o json
+    """
+    import sys
+
+    from consistent_catalog.cli.output import Col, table_out
+    from consistent_catalog.probe import probe_catalog
+
+    report = probe_catalog(ctx.catalog.catalog, record=not no_record)
+
+    def text() -> None:
+        verdict = "holds what the protocol relies on" if report.holds else f"FAILS: {', '.join(report.failed)}"
+        table_out(f"catalog {report.catalog} ({report.kind}): {verdict}",
+                  [Col("capability"), Col("result"), Col("evidence", "text")],
+                  [[c.capability, {True: "holds", False: "FAILS", None: "not used"}[c.holds], c.evidence]
+                   for c in report.checks])
+
+    ctx.out(output).emit(report.to_json(), text)
+    if not report.holds:
+        sys.exit(1)
+
+
+COMMANDS = (init, check_catalog)

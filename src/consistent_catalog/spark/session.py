@@ -73,6 +73,7 @@ _LIST_KEYS = ("spark.jars", "spark.jars.packages", "spark.sql.extensions")
 #: Settings of the plain catalog the consistent catalog shares: the same catalog database and warehouse.
 _SHARED_KEYS = (
     "type", "uri", "warehouse", "jdbc.init-catalog-tables", "cache-enabled", "jdbc.user", "jdbc.password", "io-impl",
+    "glue.id", "glue.endpoint", "client.region",
 )
 
 # A laptop / CI runner with 2 cores: no UI, few shuffle partitions, a modest driver heap.
@@ -193,6 +194,33 @@ def is_rest_uri(catalog_uri: str | os.PathLike[str] | None) -> bool:
     return bool(re.match(r"^https?://", os.fspath(catalog_uri).strip(), re.IGNORECASE))
 
 
+GLUE_ARN = re.compile(r"^arn:aws[a-z-]*:glue:(?P<region>[a-z0-9-]+):(?P<account>\d{12})(?:\?endpoint=(?P<endpoint>\S+))?$")
+
+
+def is_service_uri(catalog_uri: str | os.PathLike[str] | None) -> bool:
+    """A catalog served by something other than a SQL database: REST, a Hive Metastore or Glue."""
+    return is_rest_uri(catalog_uri) or service_catalog(catalog_uri) is not None
+
+
+def service_catalog(catalog_uri: str | os.PathLike[str] | None) -> tuple[str, dict[str, str]] | None:
+    """A Hive Metastore (``thrift://host:port``) or AWS Glue catalog (``arn:aws:glue:<region>:<account>``, the
+    name OpenLineage gives it, with ``?endpoint=<url>`` for a Glue-compatible endpoint such as moto's): its kind
+    and pyiceberg's properties for it; None for any other URI."""
+    if catalog_uri is None:
+        return None
+    text = os.fspath(catalog_uri).strip()
+    if re.match(r"^thrift://", text, re.IGNORECASE):
+        return "hive", {"type": "hive", "uri": text}
+    glue = GLUE_ARN.match(text)
+    if glue:
+        props = {"type": "glue", "glue.id": glue["account"], "glue.region": glue["region"]}
+        return "glue", {**props, "glue.endpoint": glue["endpoint"]} if glue["endpoint"] else props
+    if text.lower().startswith(("arn:", "glue")):
+        raise CatalogConfigError(f"catalog URI {text!r}: name a Glue catalog by its ARN, "
+                                 "arn:aws:glue:<region>:<12-digit account>[?endpoint=<url>]")
+    return None
+
+
 def rest_warehouse(warehouse: str | os.PathLike[str] | None) -> str | None:
     """The ``warehouse`` a REST client sends the server: a name (``analytics``) or a URI unchanged, a
     path (``/data/w``, ``./w``, ``~/w``) as ``file:///absolute/path``; None or empty: none."""
@@ -311,13 +339,19 @@ def spark_conf(
         raise CatalogConfigError(f"catalog name {name!r} is not a valid Spark catalog name (letters, digits, _)")
     prefix = f"spark.sql.catalog.{name}"
     rest = is_rest_uri(catalog_uri)
-    target = None if rest else parse_catalog_uri(catalog_uri)
+    service = service_catalog(catalog_uri)
+    target = None if rest or service is not None else parse_catalog_uri(catalog_uri)
     conf = {
         "spark.sql.extensions": EXTENSIONS,
         prefix: "org.apache.iceberg.spark.SparkCatalog",
         f"{prefix}.cache-enabled": "false",
     }
-    if target is None:
+    packages: list[str] = []
+    if service is not None:
+        conf.update({f"{prefix}.{key}": value for key, value in _spark_service_settings(*service, warehouse).items()})
+        if service[0] == "glue":  # Iceberg's GlueCatalog and the AWS SDK v2 (docs/catalogs.md)
+            packages.append(f"org.apache.iceberg:iceberg-aws-bundle:{current_line().iceberg}")
+    elif target is None:
         conf[f"{prefix}.type"] = "rest"
         conf[f"{prefix}.uri"] = os.fspath(catalog_uri).strip().rstrip("/")
         location = rest_warehouse(warehouse)
@@ -338,7 +372,6 @@ def spark_conf(
             conf[f"{prefix}.jdbc.password"] = target.password
 
     jars: list[str] = []
-    packages: list[str] = []
     runtime = find_iceberg_runtime_jar()
     if runtime is None:
         packages.append(current_line().iceberg_runtime_package)
@@ -364,6 +397,29 @@ def spark_conf(
     return conf
 
 
+def _spark_service_settings(kind: str, props: Mapping[str, str], warehouse: str | os.PathLike[str] | None
+                            ) -> dict[str, str]:
+    """Iceberg's Spark settings (without the ``spark.sql.catalog.<name>.`` prefix) for a Hive Metastore or Glue.
+
+    Hive: ``type=hive`` and the Thrift ``uri`` (Iceberg's ``HiveCatalog`` uses the Hive client classes pyspark
+    ships). Glue: ``type=glue``, ``glue.id`` (the account's Data Catalog), ``client.region``, ``glue.endpoint`` when
+    given; a local (``file://``) warehouse with Hadoop's FileIO (Iceberg's Glue default is ``S3FileIO``).
+    """
+    if kind == "hive":
+        conf = {"type": "hive", "uri": props["uri"]}
+    else:
+        if warehouse is None:
+            raise CatalogConfigError("a Glue catalog needs --warehouse (where new tables go: s3://bucket/warehouse)")
+        conf = {"type": "glue", "glue.id": props["glue.id"], "client.region": props["glue.region"]}
+        if "glue.endpoint" in props:
+            conf["glue.endpoint"] = props["glue.endpoint"]
+    if warehouse is not None:
+        conf["warehouse"] = normalize_warehouse(warehouse)
+        if kind == "glue" and conf["warehouse"].startswith("file:"):
+            conf["io-impl"] = "org.apache.iceberg.hadoop.HadoopFileIO"
+    return conf
+
+
 def ensure_sql_catalog(
     catalog_uri: str | os.PathLike[str], warehouse: str | os.PathLike[str], *, name: str = "lake"
 ) -> SqlCatalog | None:
@@ -373,7 +429,7 @@ def ensure_sql_catalog(
     PostgreSQL, where Spark may create the catalog tables itself, and for a REST catalog (its server
     owns the catalog database).
     """
-    if is_rest_uri(catalog_uri):
+    if is_service_uri(catalog_uri):
         return None
     target = parse_catalog_uri(catalog_uri)
     if target.kind != "sqlite":
@@ -536,7 +592,7 @@ def render_spark_defaults(
     prefix = f"spark.sql.catalog.{name}"
     values = {
         "catalog": name,
-        "jdbc_uri": conf[f"{prefix}.uri"],
+        "jdbc_uri": conf.get(f"{prefix}.uri", ""),
         "warehouse": conf.get(f"{prefix}.warehouse", ""),
         "init_catalog_tables": conf.get(f"{prefix}.jdbc.init-catalog-tables", ""),
         "jdbc_user": conf.get(f"{prefix}.jdbc.user", ""),
@@ -562,7 +618,7 @@ def render_spark_defaults(
         if value_names and not any(values[n] for n in value_names):
             continue
         out.append(_PLACEHOLDER.sub(lambda m: _escape(values[m.group(1)]), line))
-    if conf[f"{prefix}.type"] == "rest":
+    if conf[f"{prefix}.type"] != "jdbc":
         out = _fit_catalog_lines(out, conf, name)
     rendered = parse_spark_defaults("\n".join(out))
     missing = {k: v for k, v in conf.items() if k not in rendered}
@@ -639,6 +695,6 @@ def write_spark_defaults(
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(rendered, encoding="utf-8")
-    if not is_rest_uri(catalog_uri) and parse_catalog_uri(catalog_uri).password is not None:
+    if not is_service_uri(catalog_uri) and parse_catalog_uri(catalog_uri).password is not None:
         target.chmod(0o600)  # it holds the catalog database password
     return target
