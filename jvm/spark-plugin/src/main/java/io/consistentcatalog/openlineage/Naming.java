@@ -7,7 +7,8 @@ import java.util.Map;
 /**
  * OpenLineage names of a catalog's tables, as {@code openlineage_events.dataset_namespace} gives them for the same
  * catalog (protocol §5.8): the namespace is the catalog, named by its {@code uri} without user, password and query,
- * else by its warehouse's scheme and authority, else {@code iceberg://<catalog name>}. A Spark JDBC catalog's
+ * else by its warehouse's scheme and authority, else {@code iceberg://<catalog name>}; a Hive Metastore
+ * ({@code thrift://host:port}) is {@code hive://host:port}, as OpenLineage's naming spec says. A Spark JDBC catalog's
  * {@code jdbc:} URI is first spelled as pyiceberg's SQL catalog spells the same database
  * ({@code consistent_catalog.spark.session.parse_catalog_uri}): {@code jdbc:sqlite:/abs/catalog.db} is
  * {@code sqlite:////abs/catalog.db}, {@code jdbc:postgresql://host:5432/db} is {@code postgresql+psycopg2://host:5432/db}.
@@ -19,7 +20,11 @@ public final class Naming {
   public static String datasetNamespace(String catalogName, Map<String, String> properties) {
     String uri = properties.get("uri");
     if (uri != null && !uri.isEmpty()) {
-      Split parts = Split.of(pyicebergUri(uri));
+      Split parts = Split.of(pyicebergUri(uri.split(",", 2)[0])); // a Hive catalog may list several metastores
+      if (parts.scheme.equals("thrift")) { // OpenLineage's naming spec names a Hive Metastore hive://host:port
+        String port = parts.port();
+        return "hive://" + parts.hostname() + (port.isEmpty() ? "" : ":" + port);
+      }
       String host = parts.hostname();
       host = host.contains(":") ? "[" + host + "]" : host;
       String port = parts.port();
