@@ -32,11 +32,12 @@ from consistent_catalog import properties as P
 from consistent_catalog.exceptions import CatalogProbeError, ConsistentCatalogError
 from consistent_catalog.probe import CAPABILITIES, CONCURRENT, PROBE_NAMESPACE, probe_catalog
 from consistent_catalog.resolver import DEFAULT_LEVEL
-from tests.catalog import test_catalog_behaviour, test_fence, test_hardening, test_retention
+from tests.catalog import test_hardening
 from tests.conformance.corpus import cut_json, load_cases, python_answer
 from tests.harness.lake import sqlite_catalog
 from tests.harness.metastores import reset_catalog
-from tests.integration.test_third_party_catalogs import rehost
+from tests.integration.test_faults import run
+from tests.integration.test_third_party_catalogs import rehost, server_tier
 
 pytestmark = pytest.mark.integration
 
@@ -58,33 +59,12 @@ def catalog(backend: str, request: pytest.FixtureRequest) -> Any:
     return cat
 
 
-# --- resolve and cuts ---------------------------------------------------------------------------------
-test_flip_invariants_hold_at_every_cut_of_a_pipeline = pytest.mark.parametrize("seed", [1])(rehost(
-    test_catalog_behaviour.test_flip_invariants_hold_at_every_cut_of_a_pipeline, keep_parametrize=False))
-test_consistent_read_returns_the_cut_rows = rehost(test_catalog_behaviour.test_consistent_read_returns_the_cut_rows)
-test_as_of_reads_a_historical_cut = rehost(test_catalog_behaviour.test_as_of_reads_a_historical_cut)
-test_the_component_cut_waits_for_a_lagging_table_downstream = rehost(
-    test_catalog_behaviour.test_the_component_cut_waits_for_a_lagging_table_downstream)
-
-# --- the epoch protocol and the fence -------------------------------------------------------------------
-test_every_commit_of_an_epoch_sends_only_standard_requirements_with_the_planned_fence = rehost(
-    test_fence.test_every_commit_of_an_epoch_sends_only_standard_requirements_with_the_planned_fence)
-test_a_takeover_fences_out_the_zombie_inside_the_catalog = rehost(
-    test_fence.test_a_takeover_fences_out_the_zombie_inside_the_catalog)
-test_zombie_cannot_stage_or_publish_after_takeover = rehost(
-    test_catalog_behaviour.test_zombie_cannot_stage_or_publish_after_takeover)
-test_killed_writer_staged_epoch_is_invisible_at_repeatable_read = rehost(
-    test_catalog_behaviour.test_killed_writer_staged_epoch_is_invisible_at_repeatable_read)
-test_a_revision_moves_the_fence_and_the_owner_replans_with_it = rehost(
-    test_fence.test_a_revision_moves_the_fence_and_the_owner_replans_with_it)
+# --- the third-party tier: resolve and cuts, the epoch protocol and the fence, retention -----------------
+globals().update(server_tier())
 
 # --- keyed ingests ----------------------------------------------------------------------------------------
 test_an_ingest_key_lands_once = rehost(test_hardening.test_an_ingest_key_lands_once)
 test_concurrent_ingests_of_one_key_land_once = rehost(test_hardening.test_concurrent_ingests_of_one_key_land_once)
-
-# --- retention ------------------------------------------------------------------------------------------
-test_needed_snapshot_older_than_threshold_survives_and_unneeded_old_ones_go = rehost(
-    test_retention.test_needed_snapshot_older_than_threshold_survives_and_unneeded_old_ones_go)
 
 
 # --- the conformance corpus, cold and warm -------------------------------------------------------------
@@ -382,15 +362,7 @@ def test_a_keyed_pipeline_on_glue_through_lost_and_refused_commits_lands_everyth
     with FaultProxy(glue_server.port, seed=1, rules=rules) as proxy:
         cc = ConsistentCatalog(glue_server.catalog(**{"glue.endpoint": proxy.uri}))
         pipeline = Pipeline(cc, seed=1)
-        with pipeline:
-            for r in range(8):
-                pipeline.run_round()
-                if r == 2:
-                    pipeline.pin()
-                if r == 5:
-                    pipeline.revise_to(4)
-                if r == 6:
-                    pipeline.expire()
+        run(pipeline)  # test_faults.py's rounds: a pin, a revision and an expiry among them
         commits = sum(n for (route, _), n in proxy.counts.items() if route == "commit")
         faulted = sum(n for (route, kind), n in proxy.counts.items() if route == "commit" and kind != "pass")
     assert commits >= 40 and faulted / commits >= 0.1, proxy.counts

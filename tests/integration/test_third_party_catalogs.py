@@ -67,29 +67,31 @@ def rehost(test: Callable[..., Any], *marks: pytest.MarkDecorator, keep_parametr
     return copy
 
 
-# --- resolve and cuts ---------------------------------------------------------------------------------
-test_flip_invariants_hold_at_every_cut_of_a_pipeline = pytest.mark.parametrize("seed", [1])(rehost(
-    test_catalog_behaviour.test_flip_invariants_hold_at_every_cut_of_a_pipeline, keep_parametrize=False))
-test_consistent_read_returns_the_cut_rows = rehost(test_catalog_behaviour.test_consistent_read_returns_the_cut_rows)
-test_as_of_reads_a_historical_cut = rehost(test_catalog_behaviour.test_as_of_reads_a_historical_cut)
-test_the_component_cut_waits_for_a_lagging_table_downstream = rehost(
-    test_catalog_behaviour.test_the_component_cut_waits_for_a_lagging_table_downstream)
+def server_tier() -> dict[str, Callable[..., Any]]:
+    """The protocol's cases every catalog server we did not write runs (this module's REST fixture, and the Hive
+    Metastore and Glue of test_hive_glue_catalogs.py), re-hosted by name: resolve and cuts, the epoch protocol and
+    the fence, retention. A module collects them with ``globals().update(server_tier())``."""
+    tests = [
+        # resolve and cuts
+        test_catalog_behaviour.test_consistent_read_returns_the_cut_rows,
+        test_catalog_behaviour.test_as_of_reads_a_historical_cut,
+        test_catalog_behaviour.test_the_component_cut_waits_for_a_lagging_table_downstream,
+        # the epoch protocol and the fence
+        test_fence.test_every_commit_of_an_epoch_sends_only_standard_requirements_with_the_planned_fence,
+        test_fence.test_a_takeover_fences_out_the_zombie_inside_the_catalog,
+        test_catalog_behaviour.test_zombie_cannot_stage_or_publish_after_takeover,
+        test_catalog_behaviour.test_killed_writer_staged_epoch_is_invisible_at_repeatable_read,
+        test_fence.test_a_revision_moves_the_fence_and_the_owner_replans_with_it,
+        # retention
+        test_retention.test_needed_snapshot_older_than_threshold_survives_and_unneeded_old_ones_go,
+    ]
+    tier = {test.__name__: rehost(test) for test in tests}
+    flip = test_catalog_behaviour.test_flip_invariants_hold_at_every_cut_of_a_pipeline
+    tier[flip.__name__] = pytest.mark.parametrize("seed", [1])(rehost(flip, keep_parametrize=False))
+    return tier
 
-# --- the epoch protocol and the fence -------------------------------------------------------------------
-test_every_commit_of_an_epoch_sends_only_standard_requirements_with_the_planned_fence = rehost(
-    test_fence.test_every_commit_of_an_epoch_sends_only_standard_requirements_with_the_planned_fence)
-test_a_takeover_fences_out_the_zombie_inside_the_catalog = rehost(
-    test_fence.test_a_takeover_fences_out_the_zombie_inside_the_catalog)
-test_zombie_cannot_stage_or_publish_after_takeover = rehost(
-    test_catalog_behaviour.test_zombie_cannot_stage_or_publish_after_takeover)
-test_killed_writer_staged_epoch_is_invisible_at_repeatable_read = rehost(
-    test_catalog_behaviour.test_killed_writer_staged_epoch_is_invisible_at_repeatable_read)
-test_a_revision_moves_the_fence_and_the_owner_replans_with_it = rehost(
-    test_fence.test_a_revision_moves_the_fence_and_the_owner_replans_with_it)
 
-# --- retention ------------------------------------------------------------------------------------------
-test_needed_snapshot_older_than_threshold_survives_and_unneeded_old_ones_go = rehost(
-    test_retention.test_needed_snapshot_older_than_threshold_survives_and_unneeded_old_ones_go)
+globals().update(server_tier())
 
 # --- loading: ETag / If-None-Match answered with 304 (Iceberg 1.11+) -----------------------------------
 def test_warm_loads_are_304s_although_jetty_suffixes_the_etags_of_gzipped_answers(pipeline, catalog) -> None:  # noqa: F811
