@@ -70,10 +70,12 @@ public final class CatalogContext {
       synchronized (this) {
         if (writer == null) {
           writer = new WriterInstance(this,
-              new FencedCommit(icebergCatalog(), catalogName(), options.retryDeadlineMs));
+              new FencedCommit(icebergCatalog(), catalogName(), options.retryDeadlineMs,
+                  CatalogGuard.of(options.plainName, options.icebergOptions)));
         }
         found = writer;
       }
+      found.committer().requireSound(); // before the first write writes anything (each commit checks it again, cached)
     }
     return found;
   }
