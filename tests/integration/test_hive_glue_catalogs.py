@@ -551,7 +551,9 @@ def test_the_jvm_refuses_a_catalog_without_a_probe_and_a_property_longer_than_hi
     spark.sql("RESET spark.sql.consistent.job")
     error = _spark_error(spark, "INSERT INTO hms_consistent.demo.words VALUES ('a')")
     assert "[CONSISTENT_WRITE.CATALOG_PROBE]" in error and "check-catalog" in error, error
-    assert cat.load_table("demo.words").metadata.snapshots == []
+    words = cat.load_table("demo.words")
+    assert words.metadata.snapshots == []
+    assert not list(Path(words.location().removeprefix("file:"), "data").rglob("*.parquet"))  # Spark's files deleted
 
     record_probe(cat, "hive")
     ConsistentCatalog(cat).ingest("demo.words", pa.table({"word": ["a"]}, schema=WORDS_SCHEMA), barrier=1_000)

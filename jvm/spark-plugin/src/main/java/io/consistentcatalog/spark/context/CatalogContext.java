@@ -75,7 +75,6 @@ public final class CatalogContext {
         }
         found = writer;
       }
-      found.committer().requireSound(); // before the first write writes anything (each commit checks it again, cached)
     }
     return found;
   }

@@ -23,7 +23,8 @@ import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.ObjectMapper;
  * {@code consistent_catalog.probe}'s {@code require_sound} and {@code check_property_sizes}.
  *
  * <p>The probe: on a Hive Metastore, Glue and catalogs of other kinds (on SQL and REST ones only with the catalog
- * option {@value #PROBE_SETTING}{@code =always}) a writer's first commit reads the result {@code consistent-catalog
+ * option {@value #PROBE_SETTING}{@code =always}) a writer's first commit (every commit goes through
+ * {@link FencedCommit}; readers never check) reads the result {@code consistent-catalog
  * check-catalog} recorded as the property {@value #CATALOG_PROBE} of the namespace {@value #PROBE_NAMESPACE}, once per
  * catalog and JVM (one namespace read; the answer is kept for the JVM's life), and refuses a catalog that failed it
  * ({@code CATALOG_PROBE}, one line: the failed capability, its evidence, the way out). The JVM does not run the probe
@@ -160,7 +161,7 @@ public final class CatalogGuard {
     if (recorded == null) {
       recorded = recorded(catalog, read);
       if (recorded == null) {
-        throw new ConsistentException(ErrorKind.CATALOG_PROBE, "catalog '" + name + "' (" + kind + ") has no catalog "
+        throw new Unsound("catalog '" + name + "' (" + kind + ") has no catalog "
             + "probe result (property " + CATALOG_PROBE + " of namespace " + PROBE_NAMESPACE + ", probe version "
             + PROBE_VERSION + "): writers require one on it and lake_consistent does not run the probe itself. Run "
             + "`consistent-catalog --catalog " + name + " check-catalog` once (it checks the catalog's compare-and-swap and "
@@ -175,7 +176,7 @@ public final class CatalogGuard {
     JsonNode failed = result == null ? null : result.path("failed");
     String capability = failed != null && failed.size() > 0 ? failed.get(0).asText() : "?";
     String why = result == null ? "" : result.path("evidence").path(capability).asText("");
-    throw new ConsistentException(ErrorKind.CATALOG_PROBE, "catalog '" + name + "' failed the catalog probe: "
+    throw new Unsound("catalog '" + name + "' failed the catalog probe: "
         + capability + " does not hold (" + why + "); writers would lose commits without an error there. Use a catalog "
         + "whose commits are compare-and-swap (docs/catalogs.md), then run `consistent-catalog --catalog " + name
         + " check-catalog` to probe it again");
@@ -210,6 +211,13 @@ public final class CatalogGuard {
   /** Forget this JVM's recorded results (a catalog fixed and probed again by another process; tests). */
   public static void forget() {
     KNOWN.clear();
+  }
+
+  /** A commit refused before it was sent (the catalog failed the probe, or has none): what it wrote may be deleted. */
+  static final class Unsound extends ConsistentException implements org.apache.iceberg.exceptions.CleanableFailure {
+    Unsound(String message) {
+      super(ErrorKind.CATALOG_PROBE, message);
+    }
   }
 
   /** A commit refused before it was sent: nothing of it landed, so what it wrote may be deleted. */
