@@ -101,8 +101,8 @@ def test_past_the_deadline_one_error_names_the_catalog_and_says_nothing_landed(
 class LoseThenGoDown(FaultProxy):
     """Applies the first commit and loses its answer, then answers nothing but 503: the read-back never comes."""
 
-    def _decide(self, method: str, path: str) -> tuple[str, str]:
-        route, kind = super()._decide(method, path)
+    def _decide(self, method: str, path: str, target: str | None = None) -> tuple[str, str]:
+        route, kind = super()._decide(method, path, target)
         if kind == "lost":
             self.down()
         return route, kind
