@@ -391,6 +391,7 @@ def jvm(hive_metastore: Any, glue_server: Any, tmp_path_factory: pytest.TempPath
     JVM runs, so no other process inherits it). Glue's credentials reach Iceberg's AWS SDK by its environment."""
     pytest.importorskip("pyspark")
     from consistent_catalog.spark.session import build_session, find_plugin_jar, spark_conf
+    from tests.harness.spark_plugin import end_driver_jvm
 
     if find_plugin_jar() is None:
         pytest.fail("the plugin jar is not built: make setup")
@@ -403,6 +404,9 @@ def jvm(hive_metastore: Any, glue_server: Any, tmp_path_factory: pytest.TempPath
            "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
+    # a JVM PySpark kept from an earlier module would be reused: without this environment, and without the AWS SDK
+    # on its class path (spark.jars apply at a JVM's start only)
+    end_driver_jvm()
     try:
         spark = build_session(hive_metastore.uri, hive_metastore.warehouse, name=SPARK_NAMES["hive"],
                               app_name="test-hive-glue-jvm", extra_conf=extra)
@@ -414,6 +418,7 @@ def jvm(hive_metastore: Any, glue_server: Any, tmp_path_factory: pytest.TempPath
                 os.environ[key] = value
     yield spark, release
     spark.stop()
+    end_driver_jvm()  # and no later module's session gets this one's failpoint
 
 
 _PROBED: dict[str, str] = {}
