@@ -167,6 +167,7 @@ def test_a_new_generation_killed_at_a_chosen_point(tmp_path: Path, point: str) -
         assert not spec7_problems(at[WORDS], at[COUNTS], at[HISTOGRAM], "the cut after the switch")
 
 
+@pytest.mark.stress
 def test_random_kills(tmp_path: Path) -> None:
     seed = _seed()
     report = random_kill_scenario(tmp_path / "lake", RANDOM_KILLS, seed=seed)
@@ -177,6 +178,7 @@ def test_random_kills(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.stress
 def test_kill_at_every_commit_of_a_run(tmp_path: Path) -> None:
     """All three jobs in one process, killed at each of its catalog commits in turn (inside the commit
     and right after it), each time resumed with the same input."""

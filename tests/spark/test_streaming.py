@@ -793,6 +793,7 @@ def test_sigkill_at_chosen_points_is_exactly_once(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.stress
 def test_sigkill_at_random_moments_is_exactly_once(tmp_path):
     sw.create_lake(tmp_path)
     sw.feed(tmp_path, 0)
