@@ -19,8 +19,8 @@ PLUGIN_TIER ?= tests/spark/test_spark_catalog_plugin.py tests/spark/test_sql_wri
 # tests (minutes each) and the Python streaming job run on the default line.
 PLUGIN_TIER_STREAMING ?= tests/spark/test_streaming.py -k "native and not sigkill and not survives"
 # The SQL writers' crash and zombie tests: an epoch killed at each failpoint on SQLite and replayed once, a keyed ingest
-# killed before its commit, a fenced zombie (~90 s a line). On the default line only (CI time; the code under them is
-# the shared core's, not the line's): the random-kill loop, the PostgreSQL failpoint, the edited statement's kills.
+# killed before its commit, a fenced zombie. On the default line only (CI time; the code under them is the shared
+# core's, not the line's): the PostgreSQL failpoint and the edited statement's kills (the random-kill loop: test-stress).
 PLUGIN_TIER_CRASH ?= tests/spark/test_sql_writer_crash.py -k "not random_moments and not postgres and not edited_statement"
 
 .PHONY: setup setup-demo test test-line test-stress test-fast lint-imports demo bench bench-all dist clean
