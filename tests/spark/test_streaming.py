@@ -836,7 +836,8 @@ def test_the_native_three_hop_pipeline_survives_sigkill_at_every_failpoint_and_a
     SIGKILL of driver and JVM at each of the plugin's failpoints (a root batch before its commit and before Spark's
     commit log, at a later batch: the first ones are killed in test_native_root_sigkill_at_its_failpoints_...; an
     epoch of word-count and one of count-histogram before staging, staged but not published, published but not in
-    Spark's commit log, each point at one job's first epoch and at the other's later one), and at random moments; each restart resumes from the checkpoints and takes over from the instance they recorded.
+    Spark's commit log, each point at one job's first epoch and at the other's later one), and at random moments;
+    each restart resumes from the checkpoints and takes over from the instance they recorded.
     check_lake after every kill: no row twice or lost, each barrier published once, every histogram epoch the recount
     of snap(word_counts, its barrier) with no bucket at 0."""
     sw.create_lake(tmp_path, native=True)
