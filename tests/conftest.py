@@ -21,6 +21,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 from consistent_catalog import ConsistentCatalog
 from tests.harness.fault_proxy import FaultProxy
+from tests.harness.jvm_cds import SMALL_JVM, spark_submit_opts
 from tests.harness.lake import COUNTS_SCHEMA, HIST_SCHEMA, WORDS_SCHEMA, sqlite_catalog, words
 from tests.harness.rest_server import RestCatalogServer
 from tests.harness.servers import MotoS3Server, PostgresServer, postgres_sql_catalog
@@ -54,6 +55,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         mark = DIRECTORY_MARKS.get(tier)
         if mark is not None and item.get_closest_marker(mark) is None:
             item.add_marker(getattr(pytest.mark, mark))
+    if any(item.get_closest_marker(m) for item in items for m in ("spark", "integration", "notebook")):
+        small_spark_drivers()
+
+
+def small_spark_drivers() -> None:
+    """Every Spark driver the session starts shares one archive of Spark's classes and compiles with C1 only
+    (tests/harness/jvm_cds.py: a fifth of the CPU to start); CONSISTENT_TEST_SMALL_JVM=0 leaves drivers as users run
+    them."""
+    if os.environ.get("CONSISTENT_TEST_SMALL_JVM") == "0" or SMALL_JVM in os.environ.get("SPARK_SUBMIT_OPTS", ""):
+        return
+    options = spark_submit_opts(TESTS.parent / "build" / "cds")
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {options}".strip()
 
 
 # --- the product as a user installs it, built once per session (tests/harness/wheel.py) -----------------------
