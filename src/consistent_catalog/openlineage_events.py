@@ -136,11 +136,15 @@ def is_glue(properties: Mapping[str, Any]) -> bool:
     return kind == "glue" or (not kind and any(str(k).startswith("glue.") for k in properties))
 
 
-def _glue_region(properties: Mapping[str, Any]) -> str:
-    import os
+GLUE_UNKNOWN = "unknown"
+"""What a part of Glue's ARN is when nothing names it (the region, the account), in both languages."""
 
+
+def _glue_region(properties: Mapping[str, Any]) -> str:
+    """``glue.region``, ``client.region``, ``AWS_REGION``, ``AWS_DEFAULT_REGION``; ``unknown`` when none says it, as for
+    an account STS cannot name: a guessed region would name a dataset in a region the catalog may not be in."""
     return str(properties.get("glue.region") or properties.get("client.region")
-               or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1")
+               or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or GLUE_UNKNOWN)
 
 
 _ACCOUNTS: dict[tuple[str, ...], str] = {}
@@ -148,7 +152,8 @@ _ACCOUNTS: dict[tuple[str, ...], str] = {}
 
 def _glue_account(properties: Mapping[str, Any]) -> str:
     """``glue.id`` (the Data Catalog id is the account id), else the account STS names for the catalog's credentials
-    (at the catalog's endpoint when that is not AWS's own: moto, LocalStack), asked once per process."""
+    (at the catalog's endpoint when that is not AWS's own: moto, LocalStack), asked once per process; ``unknown``
+    when STS cannot answer (as the JVM names it)."""
     if properties.get("glue.id"):
         return str(properties["glue.id"])
     endpoint = properties.get("sts.endpoint") or properties.get("glue.endpoint")
@@ -158,13 +163,19 @@ def _glue_account(properties: Mapping[str, Any]) -> str:
            _glue_region(properties))
     if key not in _ACCOUNTS:
         import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
 
+        # STS is global: with no region known its home region signs the call (the account is the same everywhere)
+        signing = "us-east-1" if key[2] == GLUE_UNKNOWN else key[2]
         sts = boto3.client(
-            "sts", endpoint_url=endpoint, region_name=key[2],
+            "sts", endpoint_url=endpoint, region_name=signing,
             aws_access_key_id=properties.get("glue.access-key-id") or properties.get("client.access-key-id"),
             aws_secret_access_key=properties.get("glue.secret-access-key") or properties.get("client.secret-access-key"),
             aws_session_token=properties.get("glue.session-token") or properties.get("client.session-token"))
-        _ACCOUNTS[key] = sts.get_caller_identity()["Account"]
+        try:
+            _ACCOUNTS[key] = str(sts.get_caller_identity()["Account"])
+        except (BotoCoreError, ClientError):  # no credentials, no STS: set glue.id (the account id) to name it
+            _ACCOUNTS[key] = GLUE_UNKNOWN
     return _ACCOUNTS[key]
 
 

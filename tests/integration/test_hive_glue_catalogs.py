@@ -573,3 +573,42 @@ def test_the_jvm_refuses_a_catalog_without_a_probe_and_a_property_longer_than_hi
     assert f"{P.JOB} would be 32,673 bytes" in error and "at most 32,672" in error, error
     counts = cat.load_table("demo.word_counts").metadata
     assert counts.snapshots == [] and P.JOB not in counts.properties and not counts.refs
+
+
+def test_a_jvm_commit_the_aws_sdk_sent_again_after_its_answer_was_lost_is_found_not_refused(
+        jvm: tuple[Any, Path], glue_server: Any) -> None:
+    """Protocol §6.8 from the JVM: ``FaultProxy`` in front of Glue applies the first ``UpdateTable`` and loses its
+    answer (504); the AWS SDK sends it again, and Glue refuses the retry (its ``VersionId`` moved, by the first
+    attempt). Iceberg's ``GlueTableOperations`` sees the SDK retried (``RetryDetector``) and looks for the commit;
+    the plugin reads back any refusal on a non-REST catalog: the ingest lands once, its data files intact (recounted
+    with pyiceberg through a direct client), and the statement succeeds."""
+    from consistent_catalog.spark.session import spark_conf
+    from tests.harness.fault_proxy import FaultProxy
+
+    class LoseTheFirstCommitsAnswer(FaultProxy):
+        def _decide(self, method: str, path: str, target: str | None = None) -> tuple[str, str]:
+            route, kind = super()._decide(method, path, target)
+            if route == "commit" and kind == "lost":
+                self.set_rules(None)  # the retries pass (and meet Glue's VersionId check)
+            return route, kind
+
+    spark, _ = jvm
+    cat = glue_server.catalog()
+    reset_catalog(cat)
+    cat.create_namespace("demo")
+    cat.create_table("demo.words", schema=WORDS_SCHEMA)
+    record_probe(cat, "glue")
+    with LoseTheFirstCommitsAnswer(glue_server.port, seed=1, rules={"commit": {"lost": 1.0}}) as proxy:
+        uri = f"arn:aws:glue:us-east-1:123456789012?endpoint={proxy.uri}"
+        for key, value in spark_conf(uri, glue_server.warehouse, name="aws_faulty").items():
+            if key.startswith("spark.sql.catalog."):  # a catalog registered at run time: the same Glue, via the proxy
+                spark.conf.set(key, value)
+        spark.sql("RESET spark.sql.consistent.job")
+        spark.sql("INSERT INTO aws_faulty_consistent.demo.words VALUES ('a'), ('b'), ('a')").collect()
+        commits = [kind for route, _, _, kind in proxy.events if route == "commit"]
+    assert commits[0] == "lost" and len(commits) >= 2, proxy.events  # applied, answer lost; sent again
+    table = cat.load_table("demo.words")
+    (ingest,) = _main_chain(table)
+    assert P.BARRIER in ingest.summary.additional_properties
+    assert [s.snapshot_id for s in table.metadata.snapshots] == [ingest.snapshot_id]
+    assert _words_at(table, ingest.snapshot_id) == {"a": 2, "b": 1}  # its data and metadata files were kept

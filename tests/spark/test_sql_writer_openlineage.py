@@ -224,9 +224,14 @@ def test_transports_of_the_python_client_alone_warn_and_send_nothing(plugin: Pat
         assert "OpenLineage is configured but the JVM writer sends no events" in answer["warning"], answer
 
 
-def test_table_namespaces_are_the_python_sides_for_the_same_catalog(plugin: Path) -> None:
+def test_table_namespaces_are_the_python_sides_for_the_same_catalog(plugin: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A Spark JDBC catalog's tables are named as pyiceberg's SQL catalog over the same database names them; Glue by
-    its account's ARN (OpenLineage's naming spec), as the Python side names it."""
+    its account's ARN (OpenLineage's naming spec), as the Python side names it. A Spark catalog is Glue when Iceberg
+    builds a GlueCatalog for it (type=glue or catalog-impl): with neither, Iceberg builds a Hive catalog whatever
+    glue.* keys it has, and it is named as pyiceberg names that Hive catalog. A region nothing names is "unknown"."""
+    for variable in ("AWS_REGION", "AWS_DEFAULT_REGION"):  # the JVM child inherits this environment
+        monkeypatch.delenv(variable, raising=False)
     catalogs = [
         {"uri": "jdbc:sqlite:/abs/path/catalog.db"},
         {"uri": "jdbc:sqlite:file:/abs/path/catalog.db?journal_mode=wal"},
@@ -235,7 +240,9 @@ def test_table_namespaces_are_the_python_sides_for_the_same_catalog(plugin: Path
         {"uri": "http://rest-host:8181/prefix", "warehouse": "s3://bucket/wh"},
         {"uri": "thrift://hive:9083"},
         {"type": "glue", "glue.id": "123456789012", "client.region": "eu-west-1", "warehouse": "s3://bucket/wh"},
-        {"glue.id": "210987654321", "glue.region": "us-west-2"},  # Glue by its keys alone, as pyiceberg's
+        {"catalog-impl": "org.apache.iceberg.aws.glue.GlueCatalog", "glue.id": "210987654321", "glue.region": "us-west-2"},
+        {"type": "glue", "glue.id": "123456789012"},  # no region anywhere
+        {"glue.id": "210987654321", "glue.region": "us-west-2"},  # no type: Iceberg's default, a Hive catalog
         {"warehouse": "s3://bucket/warehouse"},
         {"warehouse": "file:///abs/warehouse"},
         {},
@@ -246,9 +253,12 @@ def test_table_namespaces_are_the_python_sides_for_the_same_catalog(plugin: Path
         python_props = dict(props)
         if props.get("uri", "").startswith("jdbc:"):
             python_props["uri"] = parse_catalog_uri(props["uri"]).pyiceberg_uri
+        if "type" not in props:  # the class Iceberg builds, as pyiceberg's type names it
+            python_props["type"] = "glue" if props.get("catalog-impl", "").endswith(".GlueCatalog") else "hive"
         assert answer == dataset_namespace("lake", python_props), props
     assert answers[0] == "sqlite:////abs/path/catalog.db" and answers[2] == "postgresql+psycopg2://db-host:5432/lake"
-    assert answers[6:8] == ["arn:aws:glue:eu-west-1:123456789012", "arn:aws:glue:us-west-2:210987654321"]
+    assert answers[6:10] == ["arn:aws:glue:eu-west-1:123456789012", "arn:aws:glue:us-west-2:210987654321",
+                             "arn:aws:glue:unknown:123456789012", "iceberg://lake"]
 
 
 # --- the emitter without Spark --------------------------------------------------------------------------------

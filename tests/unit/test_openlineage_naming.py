@@ -25,6 +25,18 @@ def test_the_dataset_namespace_is_the_catalog_without_credentials(properties, na
     assert dataset_namespace("lake", properties) == namespace
 
 
+def test_a_glue_region_nothing_names_is_unknown_not_a_guess(monkeypatch: pytest.MonkeyPatch):
+    for variable in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(variable, raising=False)
+    assert dataset_namespace("lake", {"type": "glue", "glue.id": "111122223333"}) == "arn:aws:glue:unknown:111122223333"
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "ap-south-1")
+    assert dataset_namespace("lake", {"type": "glue", "glue.id": "1"}) == "arn:aws:glue:ap-south-1:1"
+    monkeypatch.setenv("AWS_REGION", "eu-north-1")  # the SDKs' order: AWS_REGION first
+    assert dataset_namespace("lake", {"type": "glue", "glue.id": "1"}) == "arn:aws:glue:eu-north-1:1"
+    assert dataset_namespace("lake", {"type": "glue", "glue.id": "1", "client.region": "us-west-2"}) == \
+        "arn:aws:glue:us-west-2:1"
+
+
 def test_glue_tables_are_named_as_the_spec_names_them_others_by_identifier():
     assert dataset_name({"type": "glue", "glue.id": "1"}, "sales.orders") == "table/sales/orders"
     assert dataset_name({"type": "hive", "uri": "thrift://h:9083"}, "sales.orders") == "sales.orders"

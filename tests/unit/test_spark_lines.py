@@ -64,3 +64,49 @@ def test_a_scala_mismatch_is_one_line_naming_the_supported_lines(tmp_path: Path,
     assert "Spark 4.1 (Scala 2.13, Iceberg" in message
     # the same Scala as the line's: served
     assert lines.check_scala(lines.line_of_version("4.1.3"), "2.13").line == "4.1"
+
+
+def _pom_aws_bundles() -> dict[str, str]:
+    """Each line's iceberg-aws-bundle version as Maven resolves it: the line pom's aws-bundle.version, else the shared
+    pom's default (the line's iceberg.version)."""
+    shared = (ROOT / "jvm" / "spark-plugin" / "pom.xml").read_text(encoding="utf-8")
+    default = re.search(r"<aws-bundle.version>([^<]+)</aws-bundle.version>", shared).group(1)  # type: ignore[union-attr]
+    found = {}
+    for pom in (ROOT / "jvm").glob("spark-[0-9]*/pom.xml"):
+        text = pom.read_text(encoding="utf-8")
+        own = re.search(r"<aws-bundle.version>([^<]+)</aws-bundle.version>", text)
+        value = own.group(1) if own else default
+        line, iceberg = (re.search(f"<{key}>([^<]+)</{key}>", text).group(1)  # type: ignore[union-attr]
+                         for key in ("spark.line", "iceberg.version"))
+        found[line] = value.replace("${iceberg.version}", iceberg)
+    return found
+
+
+def test_each_line_asks_for_the_aws_bundle_its_build_copies() -> None:
+    """One iceberg-aws-bundle version per line: the build copies (pom) what spark_conf's fallback asks Maven for."""
+    poms = _pom_aws_bundles()
+    assert poms["3.5"] == "1.10.1"  # 1.10.2 is not served: the fallback must not ask for it
+    assert {line: s.aws_bundle_version for line, s in lines.SPARK_LINES.items()} == poms
+    assert {line: s.aws_bundle_package for line, s in lines.SPARK_LINES.items()} == {
+        line: f"org.apache.iceberg:iceberg-aws-bundle:{version}" for line, version in poms.items()}
+
+
+@pytest.mark.parametrize("line", ["3.5", "4.0", "4.1"])
+def test_glue_spark_conf_takes_the_lines_built_bundle_else_asks_for_its_version(
+        line: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from consistent_catalog.spark import session
+
+    monkeypatch.setenv(lines.SPARK_LINE_ENV, line)
+    monkeypatch.setattr(session, "checkout_line_dir", lambda line=None: tmp_path)  # a checkout that built nothing
+    uri = "arn:aws:glue:eu-west-1:123456789012?endpoint=http://127.0.0.1:1"
+    version = _pom_aws_bundles()[line]
+    glue = tmp_path / "lib" / "glue"
+    glue.mkdir(parents=True)
+    (glue / "iceberg-aws-bundle-0.0.1.jar").write_bytes(b"")  # another version left there: not this line's
+    conf = session.spark_conf(uri, "file:///tmp/wh", consistent=False)
+    assert f"org.apache.iceberg:iceberg-aws-bundle:{version}" in conf.get("spark.jars.packages", "").split(",")
+    assert "iceberg-aws-bundle-0.0.1" not in conf.get("spark.jars", "")
+    (glue / f"iceberg-aws-bundle-{version}.jar").write_bytes(b"")
+    conf = session.spark_conf(uri, "file:///tmp/wh", consistent=False)
+    assert str((glue / f"iceberg-aws-bundle-{version}.jar").resolve()) in conf.get("spark.jars", "").split(",")
+    assert "iceberg-aws-bundle" not in conf.get("spark.jars.packages", "")

@@ -32,6 +32,10 @@ class SparkLine:
     line: str
     scala: str
     iceberg: str
+    aws_bundle: str = ""
+    """The ``iceberg-aws-bundle`` version (the AWS SDK v2 Iceberg's GlueCatalog calls): the line's Iceberg when
+    empty; a line whose Iceberg version the registry does not serve names the nearest one it does. The line's pom
+    sets the same (``aws-bundle.version``; ``tests/unit/test_spark_lines.py`` compares them)."""
 
     @property
     def suffix(self) -> str:
@@ -46,6 +50,15 @@ class SparkLine:
     def iceberg_runtime_package(self) -> str:
         """``org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2`` (``spark.jars.packages``)."""
         return f"org.apache.iceberg:{self.iceberg_runtime_artifact}:{self.iceberg}"
+
+    @property
+    def aws_bundle_version(self) -> str:
+        return self.aws_bundle or self.iceberg
+
+    @property
+    def aws_bundle_package(self) -> str:
+        """``org.apache.iceberg:iceberg-aws-bundle:1.10.1``: what ``spark.jars.packages`` asks for Glue."""
+        return f"org.apache.iceberg:iceberg-aws-bundle:{self.aws_bundle_version}"
 
     @property
     def plugin_artifact(self) -> str:
@@ -66,7 +79,8 @@ class SparkLine:
 SPARK_LINES: dict[str, SparkLine] = {
     line.line: line
     for line in (
-        SparkLine("3.5", "2.12", "1.10.2"),
+        # the registry serves no iceberg-aws-bundle 1.10.2 (checked 2026-11-29): 1.10.1's, the same AWS SDK
+        SparkLine("3.5", "2.12", "1.10.2", aws_bundle="1.10.1"),
         SparkLine("4.0", "2.13", "1.11.0"),  # Iceberg 1.12 has no Spark 4.0 runtime
         SparkLine("4.1", "2.13", "1.12.0"),  # Iceberg's 4.1 runtimes start at 1.11.0
     )

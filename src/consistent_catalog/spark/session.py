@@ -167,8 +167,10 @@ def find_iceberg_runtime_jar() -> str | None:
 def find_aws_bundle_jar() -> str | None:
     """The checkout's ``iceberg-aws-bundle`` jar of the installed pyspark's line (the AWS SDK v2 that Iceberg's
     ``GlueCatalog`` calls; ``make setup`` copies it from Maven into ``build/jvm/spark-<line>/lib/glue``), or None
-    (then ``spark_conf`` asks for it by coordinates)."""
-    return _newest((checkout_line_dir() / "lib" / "glue").glob("iceberg-aws-bundle-*.jar"))
+    (then ``spark_conf`` asks for it by coordinates). The line's version only (``SparkLine.aws_bundle_version``)."""
+    line = current_line()
+    path = checkout_line_dir(line) / "lib" / "glue" / f"iceberg-aws-bundle-{line.aws_bundle_version}.jar"
+    return str(path.resolve()) if path.is_file() else None
 
 
 def _newest(paths: Iterable[Path]) -> str | None:
@@ -360,7 +362,7 @@ def spark_conf(
         if service[0] == "glue":  # Iceberg's GlueCatalog (in the runtime) calls the AWS SDK v2 (docs/catalogs.md)
             bundle = find_aws_bundle_jar()
             if bundle is None:
-                packages.append(f"org.apache.iceberg:iceberg-aws-bundle:{current_line().iceberg}")
+                packages.append(current_line().aws_bundle_package)
             else:
                 jars.append(bundle)
     elif target is None:

@@ -1,5 +1,6 @@
 package io.consistentcatalog.openlineage;
 
+import io.consistentcatalog.core.CatalogKind;
 import java.security.SecureRandom;
 import java.time.Instant;
 import java.time.ZoneOffset;
@@ -77,7 +78,7 @@ public final class EpochEmitter {
         return null;
       }
       return new EpochEmitter(resolution.transport, job, Naming.datasetNamespace(catalogName, properties),
-          resolution.jobNamespace, Naming.isGlue(properties));
+          resolution.jobNamespace, CatalogKind.isGlue(properties));
     } catch (RuntimeException | LinkageError e) {
       EventSender.warn(job + ": OpenLineage is configured but no events will be sent: " + e.getClass().getSimpleName() + ": "
           + OpenLineageConfig.firstLine(e.getMessage()));

@@ -1,5 +1,6 @@
 package io.consistentcatalog.openlineage;
 
+import io.consistentcatalog.core.CatalogKind;
 import java.nio.file.Paths;
 import java.util.Locale;
 import java.util.Map;
@@ -13,14 +14,15 @@ import java.util.Map;
  * ({@code consistent_catalog.spark.session.parse_catalog_uri}): {@code jdbc:sqlite:/abs/catalog.db} is
  * {@code sqlite:////abs/catalog.db}, {@code jdbc:postgresql://host:5432/db} is {@code postgresql+psycopg2://host:5432/db}.
  * AWS Glue is {@code arn:aws:glue:<region>:<account id>} and its tables {@code table/<database>/<table>}, as the spec
- * says ({@code glue.id}, else the account STS names for the catalog's credentials).
+ * says ({@code glue.id}, else the account STS names for the catalog's credentials; a region or account nothing names
+ * is {@code unknown}).
  */
 public final class Naming {
   private Naming() {}
 
   /** The namespace of the tables of catalog {@code catalogName} with these Iceberg catalog properties. */
   public static String datasetNamespace(String catalogName, Map<String, String> properties) {
-    if (isGlue(properties)) { // OpenLineage's naming spec: arn:aws:glue:<region>:<account id>
+    if (CatalogKind.isGlue(properties)) { // OpenLineage's naming spec: arn:aws:glue:<region>:<account id>
       return "arn:aws:glue:" + glueRegion(properties) + ":" + glueAccount(properties);
     }
     String uri = properties.get("uri");
@@ -45,30 +47,30 @@ public final class Naming {
 
   /** A table's OpenLineage name: its identifier ({@code db.table}), or for Glue {@code table/<database>/<table>}. */
   public static String datasetName(Map<String, String> properties, String table) {
-    if (!isGlue(properties)) {
+    if (!CatalogKind.isGlue(properties)) {
       return table;
     }
     int dot = table.lastIndexOf('.');
     return "table/" + (dot < 0 ? "" : table.substring(0, dot)) + "/" + table.substring(dot + 1);
   }
 
-  /** An AWS Glue catalog: {@code type=glue}, or no type and configured by {@code glue.*} keys. */
-  static boolean isGlue(Map<String, String> properties) {
-    String type = properties.getOrDefault("type", "").trim().toLowerCase(Locale.ROOT);
-    String impl = properties.getOrDefault("catalog-impl", "");
-    return type.equals("glue") || impl.endsWith(".GlueCatalog")
-        || (type.isEmpty() && impl.isEmpty() && properties.keySet().stream().anyMatch(k -> k.startsWith("glue.")));
-  }
-
-  private static String glueRegion(Map<String, String> properties) {
+  /**
+   * The catalog's region ({@code glue.region}, {@code client.region}, {@code AWS_REGION}, {@code AWS_DEFAULT_REGION});
+   * "unknown" when none says it, as for an account STS cannot name: a guessed region would name a dataset in a region
+   * the catalog may not be in.
+   */
+  static String glueRegion(Map<String, String> properties) {
     for (String value : new String[] {properties.get("glue.region"), properties.get("client.region"),
         System.getenv("AWS_REGION"), System.getenv("AWS_DEFAULT_REGION")}) {
       if (value != null && !value.trim().isEmpty()) {
         return value.trim();
       }
     }
-    return "us-east-1";
+    return UNKNOWN;
   }
+
+  /** What a part of Glue's ARN is when nothing names it (the region, the account). */
+  static final String UNKNOWN = "unknown";
 
   /** Per JVM: the account STS names for a catalog's endpoint, credentials and region. */
   private static final Map<java.util.List<String>, String> ACCOUNTS = new java.util.concurrent.ConcurrentHashMap<>();
@@ -115,7 +117,9 @@ public final class Naming {
       Class<?> regionClass = Class.forName("software.amazon.awssdk.regions.Region", true, loader);
       Class<?> provider = Class.forName("software.amazon.awssdk.auth.credentials.AwsCredentialsProvider", true, loader);
       Object builder = sts.getMethod("builder").invoke(null);
-      awsBuilder.getMethod("region", regionClass).invoke(builder, regionClass.getMethod("of", String.class).invoke(null, region));
+      // STS is global: with no region known its home region signs the call (the account is the same in every region)
+      String signing = region.equals(UNKNOWN) ? "us-east-1" : region;
+      awsBuilder.getMethod("region", regionClass).invoke(builder, regionClass.getMethod("of", String.class).invoke(null, signing));
       if (endpoint != null) {
         sdkBuilder.getMethod("endpointOverride", java.net.URI.class).invoke(builder, java.net.URI.create(endpoint));
       }
@@ -135,7 +139,7 @@ public final class Naming {
         ((AutoCloseable) client).close();
       }
     } catch (Exception | LinkageError e) {
-      return "unknown"; // no AWS SDK, no credentials: set glue.id (the account id) to name the catalog
+      return UNKNOWN; // no AWS SDK, no credentials: set glue.id (the account id) to name the catalog
     }
   }
 

@@ -1,11 +1,11 @@
 package io.consistentcatalog.spark.context;
 
+import io.consistentcatalog.core.CatalogKind;
 import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.core.ErrorKind;
 import io.consistentcatalog.core.Keys;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -55,7 +55,7 @@ public final class CatalogGuard {
 
   /** The catalog's name as pyiceberg and the CLI name it (the plain catalog's). */
   private final String name;
-  /** {@code sql}, {@code rest}, {@code hive}, {@code glue} or the class name of another kind. */
+  /** {@link CatalogKind#of}: {@code sql}, {@code rest}, {@code hive}, {@code glue} or the class name of another kind. */
   private final String kind;
   private final boolean probed;
   private final Long propertyLimit;
@@ -71,14 +71,15 @@ public final class CatalogGuard {
 
   /** The guard of the Iceberg catalog built with {@code options} (Spark's catalog options), named {@code name}. */
   public static CatalogGuard of(String name, Map<String, String> options) {
-    String kind = kind(options);
+    String kind = CatalogKind.of(options);
     String setting = options.getOrDefault(PROBE_SETTING, "auto").trim().toLowerCase(Locale.ROOT);
     if (!setting.equals("auto") && !setting.equals("always")) {
       throw new IllegalArgumentException("spark.sql.catalog." + name + "." + PROBE_SETTING + "=" + options.get(PROBE_SETTING)
           + " is not auto or always");
     }
-    boolean probed = setting.equals("always") || !(kind.equals("sql") || kind.equals("rest"));
-    Long limit = kind.equals("hive") ? Long.valueOf(HIVE_LIMIT) : kind.equals("glue") ? Long.valueOf(GLUE_LIMIT) : null;
+    boolean probed = setting.equals("always") || !(kind.equals(CatalogKind.SQL) || kind.equals(CatalogKind.REST));
+    Long limit = kind.equals(CatalogKind.HIVE) ? Long.valueOf(HIVE_LIMIT)
+        : kind.equals(CatalogKind.GLUE) ? Long.valueOf(GLUE_LIMIT) : null;
     String given = options.get(PROPERTY_LIMIT_SETTING);
     if (given != null && !given.trim().isEmpty()) {
       try {
@@ -94,27 +95,6 @@ public final class CatalogGuard {
     List<String> key = Arrays.asList(kind, name, options.getOrDefault("uri", ""), options.getOrDefault("glue.endpoint", ""),
         options.getOrDefault("glue.id", ""), options.getOrDefault("client.region", ""), options.getOrDefault("warehouse", ""));
     return new CatalogGuard(name, kind, probed, limit, key);
-  }
-
-  /**
-   * The catalog's kind from its Spark options, as Iceberg picks the catalog ({@code CatalogUtil.buildIcebergCatalog}:
-   * {@code type}, else {@code catalog-impl}, else a Hive catalog).
-   */
-  static String kind(Map<String, String> options) {
-    String type = options.get("type");
-    String impl = options.get("catalog-impl");
-    String name = type != null && !type.trim().isEmpty() ? type.trim().toLowerCase(Locale.ROOT)
-        : impl != null && !impl.trim().isEmpty() ? impl.substring(impl.lastIndexOf('.') + 1) : "hive";
-    Map<String, String> kinds = new HashMap<>();
-    kinds.put("jdbc", "sql");
-    kinds.put("JdbcCatalog", "sql");
-    kinds.put("rest", "rest");
-    kinds.put("RESTCatalog", "rest");
-    kinds.put("hive", "hive");
-    kinds.put("HiveCatalog", "hive");
-    kinds.put("glue", "glue");
-    kinds.put("GlueCatalog", "glue");
-    return kinds.getOrDefault(name, name);
   }
 
   String kind() {
