@@ -315,23 +315,22 @@ def unwritable_metadata(
     if state.is_root:
         return None
     branch = branch_of(state)
-    history = state.branch(branch)
-    epochs = False
-    for snapshot_id, barrier in zip(history.snapshot_ids[: history.tracked], history.barriers[: history.tracked]):
-        record = state.snapshots[snapshot_id]
-        if P.SOURCES in record.summary:
-            epochs = True
-        elif barrier is not None and record.job is None and record.changes_data and record.operation != "replace":
-            return (
-                f"it holds rows ingested while it was a root, before job {state.owner or '(none)'} registered on it "
-                f"(snapshot {snapshot_id}, barrier {fmt_barrier(barrier)}): no epoch computed them from "
-                f"{', '.join(state.sources)}"
-            )
+    sources = state.sources  # unreadable lineage raises here, whatever the history holds
+    epochs, ingested = state.epoch_writes(branch)
+    if ingested is not None:
+        snapshot_id, barrier = ingested
+        return (
+            f"it holds rows ingested while it was a root, before job {state.owner or '(none)'} registered on it "
+            f"(snapshot {snapshot_id}, barrier {fmt_barrier(barrier)}): no epoch computed them from "
+            f"{', '.join(sources)}"
+        )
+    if epochs:
+        return None  # the watermark is then an epoch's, bounded by its sources' (§5.1)
     mark = state.watermark(branch)
-    for source in state.sources:
+    for source in sources:
         upstream = known.get(source)
         source_mark = None if upstream is None else upstream.watermark(branch_of(upstream))
-        if not epochs and mark is not None and source_mark is not None and mark > source_mark:
+        if mark is not None and source_mark is not None and mark > source_mark:
             return (
                 f"it is complete up to {fmt_barrier(mark)} by a watermark set before any epoch, beyond its source "
                 f"{source} ({fmt_barrier(source_mark)}), which no epoch can publish"
