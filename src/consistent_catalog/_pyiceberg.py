@@ -267,6 +267,24 @@ def sql_metadata_locations(catalog: Catalog, identifiers: Sequence[str]) -> dict
     return found
 
 
+def sql_table_identifiers(catalog: Catalog) -> list[str] | None:
+    """Every Iceberg table of a ``SqlCatalog`` (``"ns.table"``, nested namespaces dotted), in one query: what walking
+    ``list_namespaces`` and ``list_tables`` finds (those cost two queries per namespace, plus its existence check).
+    None when ``catalog`` is not a plain ``SqlCatalog`` (one that lists its own way walks the namespaces)."""
+    from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+    from sqlalchemy import select
+
+    if not isinstance(catalog, SqlCatalog) or {"list_tables", "list_namespaces"} & set(vars(catalog)):
+        return None
+    if type(catalog).list_tables is not SqlCatalog.list_tables or type(catalog).list_namespaces is not SqlCatalog.list_namespaces:
+        return None
+    stmt = select(IcebergTables.table_namespace, IcebergTables.table_name).where(IcebergTables.catalog_name == catalog.name)
+    type_filter = catalog._iceberg_type_filter()
+    with catalog.engine.connect() as connection:
+        rows = connection.execute(stmt if type_filter is None else stmt.where(type_filter))
+        return [f"{namespace}.{name}" for namespace, name in rows]
+
+
 _DRIVER_MARKS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
 """The positional placeholder of each DB-API paramstyle that takes a tuple (sqlite3: qmark; psycopg, psycopg2, PyMySQL:
 (py)format); a driver of another style gets the SQLAlchemy statement."""

@@ -328,8 +328,16 @@ class TableState:
         """The epoch inputs (``consistent.sources``) that the table's content at ``snapshot_id`` reflects.
 
         Snapshots that change no data and carry no sources (compaction, manifest rewrites) inherit
-        those of their parent. ``{}`` when no epoch produced the content yet.
+        those of their parent. ``{}`` when no epoch produced the content yet. Parsed once per snapshot (cuts ask it of
+        every table at every resolve); each call gets its own dict.
         """
+        cache: dict[int | None, dict[str, int | None]] = self.__dict__.setdefault("_recorded_cache", {})
+        found = cache.get(snapshot_id)
+        if found is None:
+            found = cache[snapshot_id] = self._recorded_inputs(snapshot_id)
+        return dict(found)
+
+    def _recorded_inputs(self, snapshot_id: int | None) -> dict[str, int | None]:
         current = snapshot_id
         while current is not None:
             record = self.snapshots.get(current)
