@@ -368,7 +368,12 @@ class ComponentCut:
 
 
 def component_cut(
-    table: str, states: Mapping[str, TableState], level: str = DEFAULT_LEVEL, as_of: BarrierLike | None = None
+    table: str,
+    states: Mapping[str, TableState],
+    level: str = DEFAULT_LEVEL,
+    as_of: BarrierLike | None = None,
+    *,
+    members: Sequence[str] | None = None,
 ) -> ComponentCut:
     """The cut of ``table``'s lineage component, as the Spark plugin serves it (protocol §4.7).
 
@@ -377,12 +382,13 @@ def component_cut(
     barrier) is left out together with every table derived from it, and the rest (the members) are
     resolved together; when that fails too, every member is left out with its error. A bad level or
     as-of is the caller's error and is raised. ``states`` must hold every table of the catalog that the
-    component can reach (a component is closed upstream and downstream).
+    component can reach (a component is closed upstream and downstream). ``members``: ``component(table, states)``
+    when the caller computed it already.
     """
     checked = check_level(level)
     if as_of is not None:
         to_barrier(as_of)
-    present = [n for n in component(table, states) if n in states]
+    present = [n for n in (component(table, states) if members is None else members) if n in states]
     known = [states[n] for n in present]
     blocked: dict[str, ConsistentCatalogError] = {}
     if not present:
