@@ -43,7 +43,16 @@ counts in SQL), round robin; in the plain phase the same statements through the 
 (``lake.plain.<sink>``). What each protocol statement did is read back from
 ``CALL lake_consistent.system.recent_results()`` (published or not). PostgreSQL only.
 
+``--reads-only`` measures the reader alone on a quiet lake: it builds the protocol's copy (``--read-epochs`` rounds of a
+batch into every root and an epoch of every job; ``--lake DIR`` keeps a SQLite lake for the next run), then times warm
+cuts of the deepest table, of its component and of all tables, ``status`` of all tables named and of the catalog's
+listing, in ``--read-runs`` fresh processes of ``--read-rounds`` rounds, wall and CPU time; ``--compare-with SRC`` runs
+the same in processes importing the ``consistent_catalog`` under ``SRC`` (an older checkout's ``src``), alternating
+with this one (an A/B on a shared machine).
+
 Usage:
+    .venv/bin/python -m bench.bench_lake_scale --reads-only [--backend sqlite] [--lake DIR] [--read-epochs 3]
+                                               [--read-runs 5] [--read-rounds 10] [--compare-with OLD/src]
     .venv/bin/python -m bench.bench_lake_scale [--tables 1000] [--jobs 200] [--writers 1,8,32] [--backend postgres]
                                                [--duration 60] [--ingest-every 3] [--rows 5] [--depth 7]
                                                [--max-fan-in 10] [--seed 45] [--check-every 10] [--hot-root 0]
