@@ -43,7 +43,16 @@ counts in SQL), round robin; in the plain phase the same statements through the 
 (``lake.plain.<sink>``). What each protocol statement did is read back from
 ``CALL lake_consistent.system.recent_results()`` (published or not). PostgreSQL only.
 
+``--reads-only`` measures the reader alone on a quiet lake: it builds the protocol's copy (``--read-epochs`` rounds of a
+batch into every root and an epoch of every job; ``--lake DIR`` keeps a SQLite lake for the next run), then times warm
+cuts of the deepest table, of its component and of all tables, ``status`` of all tables named and of the catalog's
+listing, in ``--read-runs`` fresh processes of ``--read-rounds`` rounds, wall and CPU time; ``--compare-with SRC`` runs
+the same in processes importing the ``consistent_catalog`` under ``SRC`` (an older checkout's ``src``), alternating
+with this one (an A/B on a shared machine).
+
 Usage:
+    .venv/bin/python -m bench.bench_lake_scale --reads-only [--backend sqlite] [--lake DIR] [--read-epochs 3]
+                                               [--read-runs 5] [--read-rounds 10] [--compare-with OLD/src]
     .venv/bin/python -m bench.bench_lake_scale [--tables 1000] [--jobs 200] [--writers 1,8,32] [--backend postgres]
                                                [--duration 60] [--ingest-every 3] [--rows 5] [--depth 7]
                                                [--max-fan-in 10] [--seed 45] [--check-every 10] [--hot-root 0]
@@ -1096,6 +1105,123 @@ def upstream_closure(shape: LakeShape, table: str) -> set[str]:
     return found
 
 
+# --- reads alone (--reads-only): the reader's figures on a quiet lake, A/B against another checkout ----------
+READ_OPS = ("deep warm", "component warm", "all warm", "status", "status listed")
+"""What ``measure_reads`` times: warm cuts of the deepest table, of its component (§4.7) and of all tables;
+``status`` of all tables named, and of the catalog's listing (``status()`` with no tables, the CLI's default)."""
+
+
+def build_read_lake(catalog_args: CatalogArgs, shape: LakeShape, epochs: int = 1) -> float:
+    """The protocol's copy of the lake: ``epochs`` rounds of one batch into every root then one epoch of every job (in
+    layer order, so every table has a watermark and an aged history); returns the seconds it took."""
+    from consistent_catalog import ConsistentCatalog
+
+    started = time.perf_counter()
+    create_lake(catalog_args, shape, plain=False)
+    seed_roots(catalog_args, shape, plain=False)
+    cc = ConsistentCatalog(catalog_args.open())
+    inconsistent: list[str] = []
+    jobs = []
+    for spec in shape.jobs:
+        job = cc.job(spec.name, sources=[qualified(PROTOCOL_NS, s) for s in spec.sources],
+                     sinks=[qualified(PROTOCOL_NS, s) for s in spec.sinks],
+                     transform=CountRoots(PROTOCOL_NS, shape.roots, spec.sinks, inconsistent), mode="overwrite",
+                     version=VERSION)
+        job.register()
+        jobs.append(job)
+    for round_no in range(epochs):
+        if round_no:
+            for i, root in enumerate(shape.roots):
+                cc.ingest(qualified(PROTOCOL_NS, root), ingest_batch(-1, round_no * 1000 + i, 5), key=f"round{round_no}-{root}")
+        worked = sum(job.run_epoch().did_work for job in jobs)
+        print(f"building the lake: round {round_no + 1}, {worked} of {len(jobs)} epochs did work", file=sys.stderr)
+    for job in jobs:
+        job.unregister()
+    if inconsistent:
+        raise RuntimeError(f"building the lake: {inconsistent[:3]}")
+    return time.perf_counter() - started
+
+
+def measure_reads(catalog_args: CatalogArgs, shape: LakeShape, rounds: int) -> dict[str, dict[str, list[float]]]:
+    """Seconds of each of ``READ_OPS`` over ``rounds`` rounds, in this process, after one untimed round (warm: the
+    process's state cache and the loader's guesses filled): ``wall`` (what a caller waits) and ``cpu`` (this process's
+    CPU time: on a shared machine, the work done, apart from the waits for a core)."""
+    logging.getLogger("pyiceberg").setLevel(logging.ERROR)
+    from consistent_catalog import ConsistentCatalog
+
+    cc = ConsistentCatalog(catalog_args.open())
+    everything = [qualified(PROTOCOL_NS, t) for t in shape.tables]
+    deep = [qualified(PROTOCOL_NS, shape.deepest())]
+    calls = {"deep warm": lambda: cc.resolve(deep), "component warm": lambda: cc.resolve(deep, component=True),
+             "all warm": lambda: cc.resolve(everything), "status": lambda: cc.status(everything),
+             "status listed": lambda: cc.status()}
+    times: dict[str, dict[str, list[float]]] = {"wall": {op: [] for op in READ_OPS}, "cpu": {op: [] for op in READ_OPS}}
+    for round_no in range(rounds + 1):
+        for op, call in calls.items():
+            started, cpu = time.perf_counter(), time.process_time()
+            call()
+            if round_no:
+                times["wall"][op].append(time.perf_counter() - started)
+                times["cpu"][op].append(time.process_time() - cpu)
+    return times
+
+
+def run_reads(args: argparse.Namespace, shape: LakeShape, command: str) -> None:
+    """``--reads-only``: build the lake once, then time the reads in ``--read-runs`` fresh processes per code
+    version (this checkout's, and with ``--compare-with SRC`` the one under ``SRC`` by ``PYTHONPATH``), back to back."""
+    import json
+    import subprocess
+
+    pg = None
+    try:
+        if args.backend == "postgres":
+            from tests.harness.servers import PostgresServer
+
+            pg = PostgresServer.start(fast=False, max_connections=args.max_connections)
+        with tempfile.TemporaryDirectory(prefix="bench-lake-reads-") as scratch:
+            tmp = args.lake or scratch
+            reuse = pg is None and (Path(tmp) / "catalog.db").exists()
+            (Path(tmp) / "warehouse").mkdir(parents=True, exist_ok=True)
+            uri = pg.uri(pg.create_database()) if pg is not None else f"sqlite:///{tmp}/catalog.db"
+            catalog_args = CatalogArgs(uri, f"file://{tmp}/warehouse")
+            if not reuse:
+                built = build_read_lake(catalog_args, shape, args.read_epochs)
+                print(f"lake of {len(shape.tables)} tables built in {built:.0f}s", file=sys.stderr)
+            variants = {"this checkout": None}
+            if args.compare_with:
+                variants[f"PYTHONPATH={args.compare_with}"] = str(Path(args.compare_with).resolve())
+            results = {name: {clock: {op: [] for op in READ_OPS} for clock in ("wall", "cpu")} for name in variants}
+            loads = []
+            for _ in range(args.read_runs):
+                for name, path in variants.items():
+                    env = dict(os.environ)
+                    if path is not None:
+                        env["PYTHONPATH"] = path + os.pathsep + env.get("PYTHONPATH", "")
+                    measured = subprocess.run(
+                        [sys.executable, "-m", "bench.bench_lake_scale", "--measure-reads", uri, f"file://{tmp}/warehouse",
+                         "--tables", str(args.tables), "--jobs", str(args.jobs), "--depth", str(args.depth),
+                         "--max-fan-in", str(args.max_fan_in), "--seed", str(args.seed), "--read-rounds",
+                         str(args.read_rounds)], env=env, check=True, capture_output=True, text=True)
+                    answer = json.loads(measured.stdout.splitlines()[-1])
+                    if path is not None and not answer["module"].startswith(path):
+                        raise RuntimeError(f"--compare-with {path}: the process imported {answer['module']}")
+                    for clock, ops in answer["times"].items():
+                        for op, values in ops.items():
+                            results[name][clock][op] += values
+                    loads.append(os.getloadavg()[0])
+    finally:
+        if pg is not None:
+            pg.stop()
+    print(f"`{command}`\n")
+    print(f"{len(shape.tables)} tables, {len(shape.jobs)} jobs, {args.backend}; {args.read_runs} processes per version "
+          f"x {args.read_rounds} rounds, alternating; load (1 min) {min(loads):.1f}-{max(loads):.1f}\n")
+    print("| ms: wall median / p95 (CPU median) | " + " | ".join(variants) + " |")
+    print("|---|" + "---:|" * len(variants))
+    for op in READ_OPS:
+        print(f"| {op} | " + " | ".join(f"{_ms(results[name]['wall'][op])} ({statistics.median(results[name]['cpu'][op]) * 1000:.0f})"
+                                         for name in variants) + " |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tables", type=int, default=1000)
@@ -1120,6 +1246,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="after each run, every writer ingests into one root for SECONDS (protocol, then plain)")
     parser.add_argument("--hot-root-only", action="store_true",
                         help="run only the hot-root part (--hot-root seconds, 10 by default) on a small lake")
+    parser.add_argument("--reads-only", action="store_true",
+                        help="build the lake (one epoch of every job), then time only the reads: warm cuts and status, "
+                             "in --read-runs fresh processes of --read-rounds rounds each, no writers")
+    parser.add_argument("--read-epochs", type=int, default=3,
+                        help="--reads-only: rounds of (a batch into every root, an epoch of every job) building the lake")
+    parser.add_argument("--read-runs", type=int, default=5, help="--reads-only: processes per code version")
+    parser.add_argument("--read-rounds", type=int, default=10, help="--reads-only: timed rounds per process")
+    parser.add_argument("--compare-with", metavar="SRC",
+                        help="--reads-only: also time the consistent_catalog under SRC (PYTHONPATH=SRC), alternating")
+    parser.add_argument("--lake", metavar="DIR",
+                        help="--reads-only, SQLite: the lake's directory, built there when it has no catalog.db yet and "
+                             "kept (the same --tables/--jobs/--seed every time)")
+    parser.add_argument("--measure-reads", nargs=2, metavar=("URI", "WAREHOUSE"), help=argparse.SUPPRESS)
     parser.add_argument("--markdown", action="store_true", help="(the output is always Markdown; kept for make bench-all)")
     args = parser.parse_args(argv)
     if args.spark_writers and args.backend != "postgres":
@@ -1129,8 +1268,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--writers takes positive counts, e.g. 1,8,32; got {args.writers!r}")
     shape = generate(args.tables, args.jobs, depth=args.depth, max_fan_in=args.max_fan_in, seed=args.seed)
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)
+    if args.measure_reads:  # one process of --reads-only: its figures as one JSON line
+        import json
+
+        import consistent_catalog
+
+        times = measure_reads(CatalogArgs(*args.measure_reads), shape, args.read_rounds)
+        print(json.dumps({"module": consistent_catalog.__file__, "times": times}))
+        return 0
     load_start = load()
     command = "python -m bench.bench_lake_scale " + shlex.join(argv if argv is not None else sys.argv[1:])
+    if args.reads_only:
+        run_reads(args, shape, command.strip())
+        return 0
     pg = None
     results: dict[int, dict[str, Any]] = {}
     try:

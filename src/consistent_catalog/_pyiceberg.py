@@ -245,21 +245,70 @@ def sql_metadata_locations(catalog: Catalog, identifiers: Sequence[str]) -> dict
     found: dict[str, str | None] = dict.fromkeys(identifiers)
     keys = list(wanted)
     type_filter = catalog._iceberg_type_filter()
+    mark = _DRIVER_MARKS.get(catalog.engine.dialect.paramstyle)
     with catalog.engine.connect() as connection:
         for start in range(0, len(keys), SQL_BATCH):
             batch = keys[start : start + SQL_BATCH]
-            stmt = select(IcebergTables.table_namespace, IcebergTables.table_name, IcebergTables.metadata_location).where(
-                IcebergTables.catalog_name == catalog.name,
-                IcebergTables.table_namespace.in_(sorted({ns for ns, _ in batch})),
-                IcebergTables.table_name.in_(sorted({name for _, name in batch})),
-            )
-            if type_filter is not None:
-                stmt = stmt.where(type_filter)
-            for namespace, name, location in connection.execute(stmt):
+            namespaces, names = sorted({ns for ns, _ in batch}), sorted({name for _, name in batch})
+            if mark is not None:  # the statement as the driver takes it: SQLAlchemy's binding of long IN lists costs
+                # ~15 µs per name (17 ms of the 20 ms of 1,000 tables on SQLite)
+                rows = connection.exec_driver_sql(*_pointer_query(catalog.name, namespaces, names, mark, type_filter is not None))
+            else:
+                stmt = select(IcebergTables.table_namespace, IcebergTables.table_name, IcebergTables.metadata_location).where(
+                    IcebergTables.catalog_name == catalog.name,
+                    IcebergTables.table_namespace.in_(namespaces),
+                    IcebergTables.table_name.in_(names),
+                )
+                rows = connection.execute(stmt if type_filter is None else stmt.where(type_filter))
+            for namespace, name, location in rows:
                 identifier = wanted.get((namespace, name))
                 if identifier is not None and location:
                     found[identifier] = location
     return found
+
+
+def sql_table_identifiers(catalog: Catalog) -> list[str] | None:
+    """Every Iceberg table of a ``SqlCatalog`` (``"ns.table"``, nested namespaces dotted), in one query: what walking
+    ``list_namespaces`` and ``list_tables`` finds (those cost two queries per namespace, plus its existence check).
+    None when ``catalog`` is not a plain ``SqlCatalog`` (one that lists its own way walks the namespaces)."""
+    from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+    from sqlalchemy import select
+
+    if not isinstance(catalog, SqlCatalog) or {"list_tables", "list_namespaces"} & set(vars(catalog)):
+        return None
+    if type(catalog).list_tables is not SqlCatalog.list_tables or type(catalog).list_namespaces is not SqlCatalog.list_namespaces:
+        return None
+    stmt = select(IcebergTables.table_namespace, IcebergTables.table_name).where(IcebergTables.catalog_name == catalog.name)
+    type_filter = catalog._iceberg_type_filter()
+    with catalog.engine.connect() as connection:
+        rows = connection.execute(stmt if type_filter is None else stmt.where(type_filter))
+        return [f"{namespace}.{name}" for namespace, name in rows]
+
+
+_DRIVER_MARKS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
+"""The positional placeholder of each DB-API paramstyle that takes a tuple (sqlite3: qmark; psycopg, psycopg2, PyMySQL:
+(py)format); a driver of another style gets the SQLAlchemy statement."""
+
+
+def _pointer_query(
+    catalog_name: str, namespaces: Sequence[str], names: Sequence[str], mark: str, typed: bool
+) -> tuple[str, tuple[str, ...]]:
+    """pyiceberg's pointer lookup (``SqlCatalog.load_table``'s WHERE, its table-type filter when ``typed``) for many
+    tables, as SQL text with ``mark`` placeholders and its parameters."""
+    from pyiceberg.catalog.sql import ICEBERG_TABLE_TYPE, IcebergTables
+
+    def marks(values: Sequence[str]) -> str:
+        return ", ".join([mark] * len(values))
+
+    sql = (
+        f"SELECT table_namespace, table_name, metadata_location FROM {IcebergTables.__tablename__} "
+        f"WHERE catalog_name = {mark} AND table_namespace IN ({marks(namespaces)}) AND table_name IN ({marks(names)})"
+    )
+    params = (catalog_name, *namespaces, *names)
+    if typed:
+        sql += f" AND (iceberg_type = {mark} OR iceberg_type IS NULL)"
+        params += (ICEBERG_TABLE_TYPE,)
+    return sql, params
 
 
 def metadata_locations(catalog: Catalog, identifiers: Sequence[str]) -> dict[str, str | None] | None:

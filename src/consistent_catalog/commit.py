@@ -46,6 +46,7 @@ from pyiceberg.table.update import (
     SetSnapshotRefUpdate,
 )
 
+from consistent_catalog import _pyiceberg
 from consistent_catalog import properties as P
 from consistent_catalog._pyiceberg import (
     commit_transaction_once,
@@ -319,6 +320,9 @@ class TableStore:
         return self.loader.retrying(self._list_tables, "listing tables")
 
     def _list_tables(self) -> list[str]:
+        listed = _pyiceberg.sql_table_identifiers(self.catalog)  # SQL catalogs: one query, not two per namespace
+        if listed is not None:
+            return sorted(set(listed))
         found: list[str] = []
         pending: list[tuple[str, ...]] = list(self.catalog.list_namespaces())
         while pending:

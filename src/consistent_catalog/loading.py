@@ -116,13 +116,19 @@ class Located(NamedTuple):
 class StateCache:
     """Parsed table states by (identifier, metadata location), least recently used out first; thread-safe.
 
-    Bounded by the number of snapshots held (a state costs about its snapshot count) and by entries.
+    Bounded by the number of snapshots held (a state costs about its snapshot count) and by entries. A table's
+    newer metadata file replaces the state of its older one (same table: same identifier and metadata folder):
+    loads always ask for the current file, so an older one is not asked again, and a lake under constant commits
+    keeps one state per table instead of filling the bound with superseded ones (whose objects every full garbage
+    collection of the process walks).
     """
 
     def __init__(self, max_snapshots: int = DEFAULT_MAX_SNAPSHOTS, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
         self.max_snapshots = max_snapshots
         self.max_entries = max_entries
         self._entries: OrderedDict[tuple[str, str], TableState] = OrderedDict()
+        self._newest: dict[tuple[str, str], str] = {}
+        """(identifier, metadata folder) -> the location last put for that table."""
         self._weight = 0
         self._lock = threading.Lock()
         self.hits = 0
@@ -152,15 +158,26 @@ class StateCache:
                 return
             if cost > self.max_snapshots:
                 return  # larger than the whole cache: not kept
+            table = (identifier, location.rpartition("/")[0])
+            superseded = self._newest.get(table)
+            if superseded is not None:
+                replaced = self._entries.pop((identifier, superseded), None)
+                if replaced is not None:
+                    self._weight -= self._cost(replaced)
+            self._newest[table] = location
             self._entries[key] = state
             self._weight += cost
             while self._weight > self.max_snapshots or len(self._entries) > self.max_entries:
-                _, dropped = self._entries.popitem(last=False)
+                (name, dropped_location), dropped = self._entries.popitem(last=False)
                 self._weight -= self._cost(dropped)
+                folder = (name, dropped_location.rpartition("/")[0])
+                if self._newest.get(folder) == dropped_location:
+                    del self._newest[folder]
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._newest.clear()
             self._weight = 0
             self.hits = self.misses = 0
 

@@ -106,7 +106,7 @@ def resolve_component(
             f"{', '.join(apart)} {'is' if len(apart) == 1 else 'are'} not in the lineage component of {names[0]} ({', '.join(members)}); a component cut "
             "covers one component — resolve each component on its own"
         )
-    found = component_cut(names[0], states, level, as_of)
+    found = component_cut(names[0], states, level, as_of, members=members)
     for name in names:
         if name in found.blocked:
             raise found.blocked[name]

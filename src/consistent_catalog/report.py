@@ -106,17 +106,31 @@ def slowest_source(state: TableState, marks: Mapping[str, int | None]) -> tuple[
     return slowest, None if w is None else known[slowest] - w  # type: ignore[operator]
 
 
-def bottleneck(states: Mapping[str, TableState], marks: Mapping[str, int | None], name: str, *, now: int) -> Bottleneck:
-    """The bottleneck of ``name``: follow the slowest source back to a root, keep the largest own delay."""
+def bottleneck(
+    states: Mapping[str, TableState],
+    marks: Mapping[str, int | None],
+    name: str,
+    *,
+    now: int,
+    slowest: dict[str, tuple[str | None, int | None]] | None = None,
+) -> Bottleneck:
+    """The bottleneck of ``name``: follow the slowest source back to a root, keep the largest own delay.
+
+    ``slowest``: each table's ``slowest_source``, filled as the walk meets them (``status`` shares one over all its
+    tables: their paths back to the roots overlap)."""
     best = Bottleneck(None, None, None)
     seen: set[str] = set()
     current: str | None = name
     last = name
+    known = {} if slowest is None else slowest
     while current is not None and current in states and current not in seen:
         seen.add(current)
         last = current
         state = states[current]
-        source, own = slowest_source(state, marks)
+        found = known.get(current)
+        if found is None:
+            found = known[current] = slowest_source(state, marks)
+        source, own = found
         if own is not None and own > 0 and (best.delay_ms is None or own > best.delay_ms):
             best = Bottleneck(state.job or state.last_writer, current, own)
         current = source
@@ -134,6 +148,7 @@ def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int)
     """
     marks, errors = watermarks(states)
     unwritable = _unwritable(states)  # a table's own cut can be stranded only above one of these (§4.3 step 5)
+    slowest_of: dict[str, tuple[str | None, int | None]] = {}
     rows = []
     for name in tables:
         state = states[name]
@@ -150,8 +165,8 @@ def status(states: Mapping[str, TableState], tables: Iterable[str], *, now: int)
             lease = "live"
         else:
             lease = "expired"
-        slowest, own = slowest_source(state, marks)
-        job = bottleneck(states, marks, name, now=now).job
+        job = bottleneck(states, marks, name, now=now, slowest=slowest_of).job
+        slowest, own = slowest_of[name]
         untracked = None
         if name not in errors and state.head() is not None:
             untracked = state.branch().untracked

@@ -315,23 +315,22 @@ def unwritable_metadata(
     if state.is_root:
         return None
     branch = branch_of(state)
-    history = state.branch(branch)
-    epochs = False
-    for snapshot_id, barrier in zip(history.snapshot_ids[: history.tracked], history.barriers[: history.tracked]):
-        record = state.snapshots[snapshot_id]
-        if P.SOURCES in record.summary:
-            epochs = True
-        elif barrier is not None and record.job is None and record.changes_data and record.operation != "replace":
-            return (
-                f"it holds rows ingested while it was a root, before job {state.owner or '(none)'} registered on it "
-                f"(snapshot {snapshot_id}, barrier {fmt_barrier(barrier)}): no epoch computed them from "
-                f"{', '.join(state.sources)}"
-            )
+    sources = state.sources  # unreadable lineage raises here, whatever the history holds
+    epochs, ingested = state.epoch_writes(branch)
+    if ingested is not None:
+        snapshot_id, barrier = ingested
+        return (
+            f"it holds rows ingested while it was a root, before job {state.owner or '(none)'} registered on it "
+            f"(snapshot {snapshot_id}, barrier {fmt_barrier(barrier)}): no epoch computed them from "
+            f"{', '.join(sources)}"
+        )
+    if epochs:
+        return None  # the watermark is then an epoch's, bounded by its sources' (§5.1)
     mark = state.watermark(branch)
-    for source in state.sources:
+    for source in sources:
         upstream = known.get(source)
         source_mark = None if upstream is None else upstream.watermark(branch_of(upstream))
-        if not epochs and mark is not None and source_mark is not None and mark > source_mark:
+        if mark is not None and source_mark is not None and mark > source_mark:
             return (
                 f"it is complete up to {fmt_barrier(mark)} by a watermark set before any epoch, beyond its source "
                 f"{source} ({fmt_barrier(source_mark)}), which no epoch can publish"
@@ -369,7 +368,12 @@ class ComponentCut:
 
 
 def component_cut(
-    table: str, states: Mapping[str, TableState], level: str = DEFAULT_LEVEL, as_of: BarrierLike | None = None
+    table: str,
+    states: Mapping[str, TableState],
+    level: str = DEFAULT_LEVEL,
+    as_of: BarrierLike | None = None,
+    *,
+    members: Sequence[str] | None = None,
 ) -> ComponentCut:
     """The cut of ``table``'s lineage component, as the Spark plugin serves it (protocol §4.7).
 
@@ -378,12 +382,13 @@ def component_cut(
     barrier) is left out together with every table derived from it, and the rest (the members) are
     resolved together; when that fails too, every member is left out with its error. A bad level or
     as-of is the caller's error and is raised. ``states`` must hold every table of the catalog that the
-    component can reach (a component is closed upstream and downstream).
+    component can reach (a component is closed upstream and downstream). ``members``: ``component(table, states)``
+    when the caller computed it already.
     """
     checked = check_level(level)
     if as_of is not None:
         to_barrier(as_of)
-    present = [n for n in component(table, states) if n in states]
+    present = [n for n in (component(table, states) if members is None else members) if n in states]
     known = [states[n] for n in present]
     blocked: dict[str, ConsistentCatalogError] = {}
     if not present:

@@ -292,6 +292,26 @@ class TableState:
             )
         return cache[branch]
 
+    def epoch_writes(self, branch: str = P.MAIN_BRANCH) -> tuple[bool, tuple[int, int] | None]:
+        """Over the tracked history of ``branch``: whether an epoch wrote any of it (a snapshot with
+        ``consistent.sources``), and the first data-changing snapshot with a barrier but no ``consistent.job`` nor
+        sources, with its barrier (rows ingested while the table was a root), if any. Cached: ``status`` asks it of
+        every table at every call, and the history only grows with the table's age."""
+        cache: dict[str, tuple[bool, tuple[int, int] | None]] = self.__dict__.setdefault("_epoch_writes_cache", {})
+        found = cache.get(branch)
+        if found is None:
+            history = self.branch(branch)
+            epochs, ingested = False, None
+            for snapshot_id, barrier in zip(history.snapshot_ids[: history.tracked], history.barriers[: history.tracked]):
+                record = self.snapshots[snapshot_id]
+                if P.SOURCES in record.summary:
+                    epochs = True
+                elif barrier is not None and record.job is None and record.changes_data and record.operation != "replace":
+                    ingested = (snapshot_id, barrier)
+                    break
+            found = cache[branch] = (epochs, ingested)
+        return found
+
     def is_ancestor(self, ancestor_id: int | None, snapshot_id: int | None) -> bool:
         """Whether ``ancestor_id`` is ``snapshot_id`` or one of its ancestors (None is everyone's ancestor)."""
         if ancestor_id is None:
@@ -308,8 +328,16 @@ class TableState:
         """The epoch inputs (``consistent.sources``) that the table's content at ``snapshot_id`` reflects.
 
         Snapshots that change no data and carry no sources (compaction, manifest rewrites) inherit
-        those of their parent. ``{}`` when no epoch produced the content yet.
+        those of their parent. ``{}`` when no epoch produced the content yet. Parsed once per snapshot (cuts ask it of
+        every table at every resolve); each call gets its own dict.
         """
+        cache: dict[int | None, dict[str, int | None]] = self.__dict__.setdefault("_recorded_cache", {})
+        found = cache.get(snapshot_id)
+        if found is None:
+            found = cache[snapshot_id] = self._recorded_inputs(snapshot_id)
+        return dict(found)
+
+    def _recorded_inputs(self, snapshot_id: int | None) -> dict[str, int | None]:
         current = snapshot_id
         while current is not None:
             record = self.snapshots.get(current)

@@ -500,6 +500,22 @@ def test_the_cache_is_bounded(pipeline, catalog) -> None:
     assert len(tiny) == 0  # larger than the whole cache: not kept
 
 
+def test_a_newer_metadata_file_replaces_the_older_state_in_the_cache(pipeline, catalog) -> None:
+    cc = pipeline
+    cache = own_cache(cc)
+    cc.store.states(list(FLIP))
+    before = catalog.load_table(WORDS).metadata_location
+    cc.ingest(WORDS, words("z"), key="newer-file")  # a commit: WORDS has a new metadata file
+    after = catalog.load_table(WORDS).metadata_location
+    cc.store.states(list(FLIP))
+    held = [location for identifier, location in cache._entries if identifier == WORDS]
+    assert held == [after] and before != after  # superseded: loads ask for the current file only
+    assert len(cache) == len(FLIP) and cache.snapshots == sum(len(cc.store.state(n).snapshots) + 1 for n in FLIP)
+    elsewhere = before.replace("/metadata/", "/other-catalog-metadata/")  # the same name in another catalog's folder
+    cache.put(WORDS, elsewhere, cc.store.state(WORDS))
+    assert (WORDS, after) in cache and (WORDS, elsewhere) in cache
+
+
 def test_writers_states_come_from_the_cache_and_fill_it(pipeline) -> None:
     cc = pipeline
     cache = own_cache(cc)

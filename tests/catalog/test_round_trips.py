@@ -1,8 +1,8 @@
 """Catalog round trips of an epoch and of an ingest, counted where they leave the process.
 
-Every call that reaches the catalog goes through one of four entry points: ``load_table``,
-``commit_table``, on SQL catalogs the one-query listing of metadata locations
-(``_pyiceberg.sql_metadata_locations``), and on REST catalogs the loader's own loadTable request
+Every call that reaches the catalog goes through one of these entry points: ``load_table``,
+``commit_table``, ``list_namespaces`` and ``list_tables``, on SQL catalogs the one-query listings of metadata
+locations (``_pyiceberg.sql_metadata_locations``) and of every table (``_pyiceberg.sql_table_identifiers``), and on REST catalogs the loader's own loadTable request
 (``_pyiceberg.rest_load_table``, one per table, sent concurrently). The counter wraps those on the catalog's class (so the SQL
 fast path, which checks that ``load_table`` is the class's own, stays on) and counts what one step
 costs on every backend. The numbers are exact: a change that adds a round trip fails here.
@@ -62,6 +62,17 @@ def counting(catalog, monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter]:
             return found
 
         patch.setattr(_pyiceberg, "sql_metadata_locations", listed)
+        for method in ("list_namespaces", "list_tables"):
+            patch.setattr(kind, method, wrap(method, getattr(kind, method)))
+        every_table = _pyiceberg.sql_table_identifiers
+
+        def every_table_listed(catalog_):
+            found = every_table(catalog_)
+            if found is not None:
+                calls["table listing"] += 1
+            return found
+
+        patch.setattr(_pyiceberg, "sql_table_identifiers", every_table_listed)
         patch.setattr(_pyiceberg, "rest_load_table", wrap("rest_load", _pyiceberg.rest_load_table))
         yield calls
 
@@ -114,3 +125,15 @@ def test_a_keyed_ingest_costs_one_load_and_one_commit(cc, catalog, pipeline, mon
         again = cc.ingest(WORDS, pa.table({"word": ["d"]}), key="k3")
     assert again.skipped and again.snapshot_id == landed.snapshot_id
     assert calls == Counter({"load_table": 1}), dict(calls)
+
+
+def test_status_of_the_whole_catalog_lists_it_in_one_query_on_sql_catalogs(cc, catalog, pipeline, monkeypatch) -> None:
+    catalog.create_namespace("other")
+    catalog.create_table("other.apart", schema=WORDS_SCHEMA)
+    with counting(catalog, monkeypatch) as calls:
+        rows = cc.status()
+    assert [r.table for r in rows] == sorted([WORDS, COUNTS, "other.apart"])
+    if _pyiceberg.is_sql_catalog(catalog):  # the listing, then one lookup of the tables' metadata locations
+        assert calls == Counter({"table listing": 1, "listing": 1}), dict(calls)
+    else:  # the namespace walk: the namespaces, each one's tables and nested namespaces; then the tables' loads
+        assert calls == Counter({"list_namespaces": 3, "list_tables": 2}) + lookups(catalog, 3), dict(calls)
