@@ -215,8 +215,8 @@ public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
   public Table loadTable(Identifier ident, java.util.Set<org.apache.spark.sql.connector.catalog.TableWritePrivilege> privileges)
       throws NoSuchTableException {
     String name = Names.tableName(ident);
-    StatementLoads loads = session.statementLoads(name);
-    if (loads != null) { // the statement resolved its cut already (Spark 4.1 resolves the query first): loaded once
+    StatementLoads loads = WriteStatements.writing(catalogName(), name) ? session.statementLoads(name) : null;
+    if (loads != null) { // the SQL statement resolved its cut already (Spark 4.1 resolves the query first): loaded once
       return sinkTable(loads.table(name), name);
     }
     Table loaded;

@@ -124,7 +124,7 @@ public final class EpochCommit implements WriteCommit {
     EpochPlanner.Plan plan = planned.plan;
     EpochPlanner.Action action = plan.sinks.get(sink).action;
     EpochRun lineage = plan.barrier == null || action == EpochPlanner.Action.DONE ? null
-        : writes.lineage(job, plan.inputs.keySet(), sink); // as a statement's epoch: nothing to do sends nothing
+        : writes.lineage(job, plan.inputs.keySet(), sink, null, planned.loaded(sink)); // nothing to do sends nothing
     if (lineage != null) {
       lineage.planned(plan.barrier, plan.inputs, Collections.singletonMap(sink, action.protocolName), writes.instance);
       lineage.start();

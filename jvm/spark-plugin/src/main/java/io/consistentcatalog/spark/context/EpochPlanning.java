@@ -90,6 +90,13 @@ public final class EpochPlanning {
       this.sources = sources;
     }
 
+    /** The tables the epoch planned from, by name: the closure's and the sink's ({@code sink}). */
+    public Map<String, Table> loaded(String sink) {
+      Map<String, Table> all = new HashMap<>(tables);
+      all.put(sink, sinkTable);
+      return all;
+    }
+
     /** Whether the epoch has work (a barrier, and an action other than done): a run, an event. */
     public boolean hasWork() {
       return plan.barrier != null && sinkPlan.action != EpochPlanner.Action.DONE;

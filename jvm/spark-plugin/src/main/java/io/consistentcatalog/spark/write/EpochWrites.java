@@ -102,7 +102,7 @@ public final class EpochWrites {
     checkWriteOptions(write);
     TableIdentifier sinkIdent = Names.icebergIdentifier(sink);
     String text = WriteStatements.takeText(context.catalogName(), sink);
-    StatementLoads loads = context.states().statementLoads(sink);
+    StatementLoads loads = statementLoads(text, sink);
     Table table = sinkTable(loads, sink, sinkIdent);
     TableState state = loads != null ? loads.state(sink) : state(sink, table);
     if (!state.isRoot() || settings.job != null) {
@@ -113,6 +113,14 @@ public final class EpochWrites {
           definition(settings, text, write.query()));
     }
     return ingest(write, target, sink, sinkIdent, table, state, settings);
+  }
+
+  /**
+   * What the SQL statement's cut resolution loaded ({@code text}: the statement's, null for a DataFrame write, whose
+   * planning began when the DataFrame was analysed, maybe long before: its tables are loaded now); null when none.
+   */
+  private StatementLoads statementLoads(String text, String sink) {
+    return text == null ? null : context.states().statementLoads(sink);
   }
 
   /**
@@ -254,7 +262,16 @@ public final class EpochWrites {
       }
       throw failed(e);
     }
-    EpochRun lineage = writer.lineage(job, sources, sink, reads);
+    Map<String, Table> known = new TreeMap<>(); // the tables the statement loaded: its events' columns
+    if (loads != null) {
+      for (String name : sources) {
+        if (loads.table(name) != null) {
+          known.put(name, loads.table(name));
+        }
+      }
+    }
+    known.put(sink, table);
+    EpochRun lineage = writer.lineage(job, sources, sink, reads, known);
     try {
       EpochPlanning.Planned planned = EpochPlanning.plan(writer,
           EpochPlanning.Request.statement(job, sink, sources, definition, settings.rebuild), table, metadata, loads);
@@ -308,7 +325,7 @@ public final class EpochWrites {
     Settings.Writes settings = Settings.Writes.read(spark);
     String text = WriteStatements.takeText(context.catalogName(), sink);
     TableIdentifier sinkIdent = Names.icebergIdentifier(sink);
-    StatementLoads loads = context.states().statementLoads(sink);
+    StatementLoads loads = statementLoads(text, sink);
     Table table = sinkTable(loads, sink, sinkIdent);
     TableState state = loads != null ? loads.state(sink) : state(sink, table);
     if (state.isRoot() && settings.job == null) {
