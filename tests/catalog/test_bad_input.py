@@ -39,6 +39,7 @@ def running(cc, catalog, flip_tables):
     [("soon", "neither milliseconds"), (-5, "negative"), ("-5", "neither"), (True, "boolean"), (1.5, "type float"),
      ("2024-13-45", "neither")],
 )
+@pytest.mark.backends("sqlite", "rest-faults")  # refused before any catalog call
 def test_bad_barriers(cc, catalog, running, barrier, match):
     refused(catalog, InvalidBarrierError, match, lambda: cc.advance_watermark(WORDS, barrier))
     refused(catalog, InvalidBarrierError, match, lambda: cc.resolve([WORDS, COUNTS], as_of=barrier))

@@ -441,6 +441,7 @@ def test_cli_expire_pin_pins_unpin_retain(cc, catalog, flip_tables, cli_group, m
 
 # --- a thousand epochs ---------------------------------------------------------------------------------
 @pytest.mark.slow
+@pytest.mark.backends("sqlite", "rest-faults")  # the history is the subject; 40 s a backend
 def test_a_thousand_epochs_with_expiry_every_cut_that_should_be_readable_is(cc, catalog, flip_tables, tmp_path):
     """1,200 epochs over 20 simulated hours across a UTC midnight, with tiered retention, pins and expiry (files
     deleted) running along.

@@ -112,6 +112,7 @@ def test_a_job_mid_epoch_during_a_revision_re_plans(cc, catalog, pipeline):
     assert sorted(check_flip(catalog, cut.snapshot_ids)) == ["a", "a", "b", "c"]
 
 
+@pytest.mark.backends("sqlite", "rest-faults")  # the CLI over the library the other tests run on all four
 def test_revise_cli(cc, catalog, pipeline, tmp_path):
     directory = Path(catalog.properties["warehouse"].removeprefix("file://")).parent
     env = {

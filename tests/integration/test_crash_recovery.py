@@ -129,7 +129,9 @@ def test_a_zombie_woken_after_a_takeover_is_fenced_on_rest(rest_server, tmp_path
     assert report.pauses == 1 and report.fenced == 1
 
 
-@pytest.mark.parametrize("point", CRASH_POINTS)
+# the instants a kill -9 can leave a new generation in: staged and not published, and inside the switch's commit (the
+# metadata file written, the catalog not swapped); every point is stopped in-process in tests/catalog/test_generations.py
+@pytest.mark.parametrize("point", ("after-stage", "during-publish"))
 def test_a_new_generation_killed_at_a_chosen_point(tmp_path: Path, point: str) -> None:
     """Protocol §6.10: word-count's edited definition (words counted case-insensitively) is killed with ``kill -9`` at
     ``point`` of its new generation's first epoch. Meanwhile every cut of the chain is the one before, recounted with
@@ -154,7 +156,7 @@ def test_a_new_generation_killed_at_a_chosen_point(tmp_path: Path, point: str) -
         assert not word_count_problems(at[WORDS], at[COUNTS], "the cut after the kill")  # the old definition's
         assert not spec7_problems(at[WORDS], at[COUNTS], at[HISTOGRAM], "the cut after the kill")
         rerun = h.run_clean("word-count", extra=["--upper"])
-        assert [action for _, _, action in rerun.epochs()] == ([] if point == "after-publish" else ["regenerated"])
+        assert [action for _, _, action in rerun.epochs()] == ["regenerated"]
         h.run_clean("count-histogram")
         after = ConsistentCatalog(open_catalog(h.directory)).resolve(chain)
         assert after.barrier == before.barrier
@@ -165,6 +167,7 @@ def test_a_new_generation_killed_at_a_chosen_point(tmp_path: Path, point: str) -
         assert not spec7_problems(at[WORDS], at[COUNTS], at[HISTOGRAM], "the cut after the switch")
 
 
+@pytest.mark.stress
 def test_random_kills(tmp_path: Path) -> None:
     seed = _seed()
     report = random_kill_scenario(tmp_path / "lake", RANDOM_KILLS, seed=seed)
@@ -175,6 +178,7 @@ def test_random_kills(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.stress
 def test_kill_at_every_commit_of_a_run(tmp_path: Path) -> None:
     """All three jobs in one process, killed at each of its catalog commits in turn (inside the commit
     and right after it), each time resumed with the same input."""

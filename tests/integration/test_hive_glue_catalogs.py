@@ -264,7 +264,9 @@ def test_init_renders_the_catalog_for_spark_and_pyiceberg_and_check_catalog_reac
         assert (conf[f"{prefix}.glue.id"], conf[f"{prefix}.client.region"], conf[f"{prefix}.glue.endpoint"]) == (
             "123456789012", "us-east-1", server.endpoint)
         assert conf[f"{prefix}.io-impl"] == "org.apache.iceberg.hadoop.HadoopFileIO"
-        assert "org.apache.iceberg:iceberg-aws-bundle:" in conf["spark.jars.packages"]
+        # the AWS SDK v2 GlueCatalog calls: the jar make setup copied from Maven Central, else by coordinates
+        assert ("/lib/glue/iceberg-aws-bundle-" in conf.get("spark.jars", "")
+                or "org.apache.iceberg:iceberg-aws-bundle:" in conf.get("spark.jars.packages", ""))
     listed = run("status", "-o", "json")
     assert listed.returncode == 0 and "shop.words" in listed.stdout, listed.stderr
     probed = run("check-catalog", "-o", "json")
@@ -369,3 +371,205 @@ def test_a_keyed_pipeline_on_glue_through_lost_and_refused_commits_lands_everyth
     assert proxy.counts["commit", "lost"] >= 3
     assert cc.store.fault_log.unknown >= 1  # a retry of a landed commit, refused, settled by looking
     assert check(direct, pipeline.expected) == []
+
+
+# --- the JVM plugin (lake_consistent) on both catalogs, configured as Spark users configure Iceberg ------------
+SPARK_NAMES = {"hive": "hms", "glue": "aws"}
+"""The Spark catalogs of the module's session: ``hms`` (``type=hive``, ``uri=thrift://``) and ``aws`` (``type=glue``,
+``glue.endpoint``), each with its consistent catalog ``<name>_consistent``, as ``spark-conf`` renders them."""
+ZOMBIE_TABLE = "zombie.word_counts"
+"""The one table whose epochs pause at the plugin's ``after-stage`` failpoint (until the release file exists)."""
+WORDS_SCHEMA = pa.schema([pa.field("word", pa.string())])
+COUNTS_SCHEMA = pa.schema([pa.field("word", pa.string()), pa.field("cnt", pa.int64())])
+COUNT_SQL = "SELECT word, count(*) AS cnt FROM {catalog}_consistent.{ns}.words GROUP BY word"
+
+
+@pytest.fixture(scope="module")
+def jvm(hive_metastore: Any, glue_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
+    """One Spark session (local[2]) with both catalogs; its JVM started with the failpoint ``after-stage`` pausing
+    epochs into ``zombie.word_counts`` until the yielded release file exists (the environment is restored once the
+    JVM runs, so no other process inherits it). Glue's credentials reach Iceberg's AWS SDK by its environment."""
+    pytest.importorskip("pyspark")
+    from consistent_catalog.spark.session import build_session, find_plugin_jar, spark_conf
+    from tests.harness.spark_plugin import end_driver_jvm
+
+    if find_plugin_jar() is None:
+        pytest.fail("the plugin jar is not built: make setup")
+    release = tmp_path_factory.mktemp("jvm-failpoint") / "release"
+    glue_uri = f"arn:aws:glue:us-east-1:123456789012?endpoint={glue_server.endpoint}"
+    glue_conf = spark_conf(glue_uri, glue_server.warehouse, name=SPARK_NAMES["glue"])
+    extra = {k: v for k, v in glue_conf.items() if k.startswith("spark.sql.catalog.") or k.startswith("spark.jars")}
+    env = {"CONSISTENT_FAILPOINT": "after-stage", "CONSISTENT_FAILPOINT_ACTION": "pause",
+           "CONSISTENT_FAILPOINT_TABLE": ZOMBIE_TABLE, "CONSISTENT_FAILPOINT_RELEASE": str(release),
+           "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    # a JVM PySpark kept from an earlier module would be reused: without this environment, and without the AWS SDK
+    # on its class path (spark.jars apply at a JVM's start only)
+    end_driver_jvm()
+    try:
+        spark = build_session(hive_metastore.uri, hive_metastore.warehouse, name=SPARK_NAMES["hive"],
+                              app_name="test-hive-glue-jvm", extra_conf=extra)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    yield spark, release
+    spark.stop()
+    end_driver_jvm()  # and no later module's session gets this one's failpoint
+
+
+_PROBED: dict[str, str] = {}
+"""Per server kind: the result the probe recorded on it, run once per module (a few seconds on HMS)."""
+
+
+def record_probe(catalog: Any, backend: str) -> None:
+    """The result of a real probe of this server recorded in the emptied catalog, as ``check-catalog`` leaves it (the
+    probe runs once per module; each test's emptied catalog gets its recorded result again)."""
+    if backend not in _PROBED:
+        _PROBED[backend] = probe_catalog(catalog).recorded()
+    if (PROBE_NAMESPACE,) not in catalog.list_namespaces():
+        catalog.create_namespace(PROBE_NAMESPACE)
+    catalog.update_namespace_properties(PROBE_NAMESPACE, updates={P.CATALOG_PROBE: _PROBED[backend]})
+
+
+@pytest.fixture
+def probed(catalog: Any, backend: str) -> Any:
+    """The emptied catalog with the probe's result recorded: the JVM's writers read it."""
+    record_probe(catalog, backend)
+    return catalog
+
+
+def _spark_error(spark: Any, statement: str) -> str:
+    with pytest.raises(Exception) as caught:
+        spark.sql(statement).collect()
+    return str(caught.value).strip().splitlines()[0]
+
+
+def _main_chain(table: Any) -> list[Any]:
+    metadata = table.metadata
+    current = metadata.snapshot_by_name("main")
+    chain = []
+    while current is not None:
+        chain.append(current)
+        current = metadata.snapshot_by_id(current.parent_snapshot_id) if current.parent_snapshot_id else None
+    return chain[::-1]
+
+
+def _words_at(table: Any, snapshot_id: int) -> dict[str, int]:
+    from collections import Counter
+
+    return dict(Counter(table.scan(snapshot_id=snapshot_id).to_arrow()["word"].to_pylist()))
+
+
+def test_lake_consistent_ingests_and_publishes_epochs_through_the_catalogs_own_swap(
+        jvm: tuple[Any, Path], probed: Any, backend: str) -> None:
+    """A root ingest (INSERT INTO) and an epoch (INSERT OVERWRITE) through ``lake_consistent`` over ``type=hive`` /
+    ``type=glue``; a consistent read. Each is recounted with pyiceberg through the server: the epoch's rows equal a
+    recount of the words at the snapshot it recorded, the read equals the epoch's published rows."""
+    spark, _ = jvm
+    cat, name = probed, SPARK_NAMES[backend]
+    cat.create_table("demo.words", schema=WORDS_SCHEMA)
+    cat.create_table("demo.word_counts", schema=COUNTS_SCHEMA)
+    spark.sql("RESET spark.sql.consistent.job")
+    spark.sql(f"INSERT INTO {name}_consistent.demo.words VALUES ('a'), ('b'), ('a')").collect()
+    (ingest,) = _main_chain(cat.load_table("demo.words"))
+    barrier = int(ingest.summary.additional_properties[P.BARRIER])
+    spark.sql("SET spark.sql.consistent.job=word-count")
+    try:
+        spark.sql(f"INSERT OVERWRITE {name}_consistent.demo.word_counts "
+                  f"{COUNT_SQL.format(catalog=name, ns='demo')}").collect()
+        read = {r["word"]: r["cnt"] for r in spark.sql(f"SELECT * FROM {name}_consistent.demo.word_counts").collect()}
+    finally:
+        spark.sql("RESET spark.sql.consistent.job")
+    counts = cat.load_table("demo.word_counts")
+    (epoch,) = [s for s in _main_chain(counts) if P.ATTEMPT in s.summary.additional_properties]
+    summary = epoch.summary.additional_properties
+    assert int(summary[P.BARRIER]) == barrier
+    source = json.loads(summary[P.SOURCES])["demo.words"]
+    published = dict(zip(*(counts.scan().to_arrow()[c].to_pylist() for c in ("word", "cnt"))))
+    assert published == _words_at(cat.load_table("demo.words"), source) == {"a": 2, "b": 1}
+    assert read == published
+    assert counts.metadata.refs[P.FENCE_BRANCH] is not None  # registered with its fence, in the catalog
+
+
+def test_a_jvm_zombie_is_refused_by_the_catalogs_swap_and_never_reaches_main(
+        jvm: tuple[Any, Path], probed: Any, backend: str) -> None:
+    """The module's JVM stages an epoch of ``zombie.word_counts`` and pauses (failpoint ``after-stage``); a successor
+    takes the job over from Python (the fence moves); released, the JVM's publish is refused inside the catalog's
+    commit (HMS's lock, Glue's ``VersionId``) with one ``[CONSISTENT_WRITE.FENCED]`` line, and main never moves."""
+    import threading
+    import time
+
+    spark, release = jvm
+    cat, name = probed, SPARK_NAMES[backend]
+    cat.create_namespace("zombie")
+    cat.create_table("zombie.words", schema=WORDS_SCHEMA)
+    cat.create_table(ZOMBIE_TABLE, schema=COUNTS_SCHEMA)
+    ConsistentCatalog(cat).ingest("zombie.words", pa.table({"word": ["a"]}, schema=WORDS_SCHEMA), barrier=1_000)
+    release.unlink(missing_ok=True)
+    spark.sql("SET spark.sql.consistent.job=word-count")
+    errors: list[str] = []
+    zombie = threading.Thread(target=lambda: errors.append(_spark_error(
+        spark, f"INSERT OVERWRITE {name}_consistent.{ZOMBIE_TABLE} {COUNT_SQL.format(catalog=name, ns='zombie')}")),
+        daemon=True)
+    zombie.start()
+    try:
+        deadline = time.monotonic() + 120
+        while P.STAGED_BRANCH not in cat.load_table(ZOMBIE_TABLE).metadata.refs:
+            assert zombie.is_alive() and time.monotonic() < deadline, f"the epoch never staged: {errors}"
+            time.sleep(0.2)
+        staged = cat.load_table(ZOMBIE_TABLE).metadata
+        fence = staged.refs[P.FENCE_BRANCH].snapshot_id
+        ConsistentCatalog(cat).job("word-count", sources=["zombie.words"], sinks=[ZOMBIE_TABLE],
+                                   mode="overwrite", takeover=True).register()
+        taken = cat.load_table(ZOMBIE_TABLE).metadata
+        assert taken.refs[P.FENCE_BRANCH].snapshot_id != fence
+    finally:
+        release.touch()
+        zombie.join(120)
+        spark.sql("RESET spark.sql.consistent.job")
+    assert not zombie.is_alive()
+    assert len(errors) == 1 and "[CONSISTENT_WRITE.FENCED]" in errors[0] and "refused by the catalog" in errors[0], errors
+    after = cat.load_table(ZOMBIE_TABLE)
+    assert after.metadata.refs.get("main") == taken.refs.get("main")  # main is where the takeover left it
+    assert not [s for s in _main_chain(after) if P.ATTEMPT in s.summary.additional_properties]  # no epoch reached it
+    after = after.metadata
+    assert after.refs[P.FENCE_BRANCH].snapshot_id == taken.refs[P.FENCE_BRANCH].snapshot_id
+
+
+def test_the_jvm_refuses_a_catalog_without_a_probe_and_a_property_longer_than_hive_stores(
+        jvm: tuple[Any, Path], hive_metastore: Any) -> None:
+    """Through ``lake_consistent`` on HMS: without a recorded probe a write is refused (one line naming
+    ``check-catalog``); with one, an epoch whose registration would set a property over 32,672 characters (its job
+    name) is refused before it is sent, naming the table, the property and the way out; nothing lands (read back
+    through the server)."""
+    spark, _ = jvm
+    cat = hive_metastore.catalog()
+    reset_catalog(cat)
+    cat.create_namespace("demo")
+    cat.create_table("demo.words", schema=WORDS_SCHEMA)
+    cat.create_table("demo.word_counts", schema=COUNTS_SCHEMA)
+    spark._jvm.io.consistentcatalog.spark.context.CatalogGuard.forget()  # as a new JVM
+    spark.sql("RESET spark.sql.consistent.job")
+    data = Path(cat.load_table("demo.words").location().removeprefix("file:"), "data")
+    files = set(data.rglob("*.parquet"))  # an earlier test's table of this name left its files here (dropped, not purged)
+    error = _spark_error(spark, "INSERT INTO hms_consistent.demo.words VALUES ('a')")
+    assert "[CONSISTENT_WRITE.CATALOG_PROBE]" in error and "check-catalog" in error, error
+    assert cat.load_table("demo.words").metadata.snapshots == []
+    assert set(data.rglob("*.parquet")) == files  # the files Spark wrote for the refused statement were deleted
+
+    record_probe(cat, "hive")
+    ConsistentCatalog(cat).ingest("demo.words", pa.table({"word": ["a"]}, schema=WORDS_SCHEMA), barrier=1_000)
+    spark.sql("SET spark.sql.consistent.job=" + "j" * 32_673)
+    try:
+        error = _spark_error(spark, f"INSERT OVERWRITE hms_consistent.demo.word_counts "
+                                    f"{COUNT_SQL.format(catalog='hms', ns='demo')}")
+    finally:
+        spark.sql("RESET spark.sql.consistent.job")
+    assert "[CONSISTENT_WRITE.CATALOG_LIMIT]" in error and "demo.word_counts" in error, error
+    assert f"{P.JOB} would be 32,673 bytes" in error and "at most 32,672" in error, error
+    counts = cat.load_table("demo.word_counts").metadata
+    assert counts.snapshots == [] and P.JOB not in counts.properties and not counts.refs

@@ -346,6 +346,7 @@ def test_a_keyed_ingest_killed_before_its_commit_lands_once(crashes: dict[str, C
 
 
 # --- kill -9 at a random moment ----------------------------------------------------------------------------------
+@pytest.mark.stress
 def test_sql_writers_killed_at_random_moments_are_replayed_exactly_once(tmp_path: Path) -> None:
     """``RANDOM_ROUNDS`` keyed ingests, each followed by an epoch, run ``RANDOM_KILLS`` times in a row and each time
     killed with SIGKILL a random time after a random one of its statement lines (each run taking over from the

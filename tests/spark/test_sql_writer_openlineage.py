@@ -225,7 +225,8 @@ def test_transports_of_the_python_client_alone_warn_and_send_nothing(plugin: Pat
 
 
 def test_table_namespaces_are_the_python_sides_for_the_same_catalog(plugin: Path) -> None:
-    """A Spark JDBC catalog's tables are named as pyiceberg's SQL catalog over the same database names them."""
+    """A Spark JDBC catalog's tables are named as pyiceberg's SQL catalog over the same database names them; Glue by
+    its account's ARN (OpenLineage's naming spec), as the Python side names it."""
     catalogs = [
         {"uri": "jdbc:sqlite:/abs/path/catalog.db"},
         {"uri": "jdbc:sqlite:file:/abs/path/catalog.db?journal_mode=wal"},
@@ -233,6 +234,8 @@ def test_table_namespaces_are_the_python_sides_for_the_same_catalog(plugin: Path
         {"uri": "jdbc:postgresql://[::1]:5432/lake"},
         {"uri": "http://rest-host:8181/prefix", "warehouse": "s3://bucket/wh"},
         {"uri": "thrift://hive:9083"},
+        {"type": "glue", "glue.id": "123456789012", "client.region": "eu-west-1", "warehouse": "s3://bucket/wh"},
+        {"glue.id": "210987654321", "glue.region": "us-west-2"},  # Glue by its keys alone, as pyiceberg's
         {"warehouse": "s3://bucket/warehouse"},
         {"warehouse": "file:///abs/warehouse"},
         {},
@@ -245,6 +248,7 @@ def test_table_namespaces_are_the_python_sides_for_the_same_catalog(plugin: Path
             python_props["uri"] = parse_catalog_uri(props["uri"]).pyiceberg_uri
         assert answer == dataset_namespace("lake", python_props), props
     assert answers[0] == "sqlite:////abs/path/catalog.db" and answers[2] == "postgresql+psycopg2://db-host:5432/lake"
+    assert answers[6:8] == ["arn:aws:glue:eu-west-1:123456789012", "arn:aws:glue:us-west-2:210987654321"]
 
 
 # --- the emitter without Spark --------------------------------------------------------------------------------

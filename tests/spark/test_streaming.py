@@ -793,16 +793,17 @@ def test_sigkill_at_chosen_points_is_exactly_once(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.stress
 def test_sigkill_at_random_moments_is_exactly_once(tmp_path):
     sw.create_lake(tmp_path)
     sw.feed(tmp_path, 0)
     # Every phase the writer has a crash point for is killed in test_sigkill_at_chosen_points_is_exactly_once (all 6
     # POINTS, asserted there); these kills are for the instants between them (Spark's offsets, file-source and commit
-    # logs, a job's read and plan). One kill in each sixth of the 0.5-12 s window after the queries run: early kills
+    # logs, a job's read and plan). One kill in each third of the 0.5-12 s window after the queries run: early kills
     # land in the first micro-batches and the jobs' first epochs, late ones after several, on every run.
     kills: Counter = Counter()
-    kill_and_resume(tmp_path, random_kills(random.Random(14), 6, 0.5, 12.0), kills)
-    assert kills["random"] >= 5  # (with the 6 chosen points: 11 and more kills in all)
+    kill_and_resume(tmp_path, random_kills(random.Random(14), 3, 0.5, 12.0), kills)
+    assert kills["random"] >= 2  # (with the 6 chosen points: 8 and more kills in all)
     findings = finish(tmp_path)
     assert findings["rows"] == findings["rows_fed"]
 
@@ -832,20 +833,21 @@ def test_native_root_sigkill_at_its_failpoints_and_at_random_is_exactly_once(tmp
 def test_the_native_three_hop_pipeline_survives_sigkill_at_every_failpoint_and_at_random(tmp_path):
     """Root, copy, word-count and count-histogram (word_counts' changes counted by cnt, update output mode with
     ``consistent.deleteWhere``: FLIP's third hop) as plain streaming queries through lake_consistent (``--native``):
-    SIGKILL of driver and JVM at each of the plugin's failpoints, each at a run's first batch or epoch and at a later
-    one (a root batch before its commit and before Spark's commit log; an epoch of word-count and one of
-    count-histogram before staging, staged but not published, published but not in Spark's commit log), and at
-    random moments; each restart resumes from the checkpoints and takes over from the instance they recorded.
+    SIGKILL of driver and JVM at each of the plugin's failpoints (a root batch before its commit and before Spark's
+    commit log, at a later batch: the first ones are killed in test_native_root_sigkill_at_its_failpoints_...; an
+    epoch of word-count and one of count-histogram before staging, staged but not published, published but not in
+    Spark's commit log, each point at one job's first epoch and at the other's later one), and at random moments;
+    each restart resumes from the checkpoints and takes over from the instance they recorded.
     check_lake after every kill: no row twice or lost, each barrier published once, every histogram epoch the recount
     of snap(word_counts, its barrier) with no bucket at 0."""
     sw.create_lake(tmp_path, native=True)
     sw.feed(tmp_path, 0)
-    plan = [{"crash_at": point, "crash_after": after} for point in ROOT_POINTS for after in (0, 1)]
-    plan += [{"crash_at": point, "crash_job": job, "crash_after": after}
-             for point in sw.NATIVE_POINTS if point.startswith("job-")
-             for job in ("word-count", "count-histogram") for after in (0, 1)]
-    # the random kills are for the instants between the failpoints: one in each quarter of 1-9 s after the queries run
-    plan += random_kills(random.Random(2026), 4, 1.0, 9.0)
+    plan: list[dict] = [{"crash_at": point, "crash_after": 1} for point in ROOT_POINTS]
+    job_points = [point for point in sw.NATIVE_POINTS if point.startswith("job-")]
+    plan += [{"crash_at": point, "crash_job": job, "crash_after": (index + turn) % 2}
+             for index, point in enumerate(job_points) for turn, job in enumerate(("word-count", "count-histogram"))]
+    # the random kills are for the instants between the failpoints: one in each half of 1-9 s after the queries run
+    plan += random_kills(random.Random(2026), 2, 1.0, 9.0)
     kills: Counter = Counter()
     runs = kill_and_resume(tmp_path, [{**options, "native": True} for options in plan], kills)
     for options, run in zip(plan, runs):
@@ -855,6 +857,6 @@ def test_the_native_three_hop_pipeline_survives_sigkill_at_every_failpoint_and_a
             assert run.killed and any(line.startswith(f"[failpoint] {point} pid ") and line.endswith(f" table {sink}")
                                       for line in run.lines), (options, run.describe())
     failpoint_kills = sum(kills[point] for point in sw.NATIVE_POINTS)
-    assert failpoint_kills == 16 and kills["random"] >= 3, kills
+    assert failpoint_kills == 2 + 2 * len(job_points) and kills["random"] >= 1, kills
     findings = finish(tmp_path, native=True)
     assert findings["rows"] == findings["rows_fed"] and findings["epochs"][sw.HISTOGRAM] >= 4, findings

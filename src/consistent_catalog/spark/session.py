@@ -164,6 +164,13 @@ def find_iceberg_runtime_jar() -> str | None:
     return _newest((checkout_line_dir(line) / "lib").glob(pattern))
 
 
+def find_aws_bundle_jar() -> str | None:
+    """The checkout's ``iceberg-aws-bundle`` jar of the installed pyspark's line (the AWS SDK v2 that Iceberg's
+    ``GlueCatalog`` calls; ``make setup`` copies it from Maven into ``build/jvm/spark-<line>/lib/glue``), or None
+    (then ``spark_conf`` asks for it by coordinates)."""
+    return _newest((checkout_line_dir() / "lib" / "glue").glob("iceberg-aws-bundle-*.jar"))
+
+
 def _newest(paths: Iterable[Path]) -> str | None:
     candidates = sorted(paths)  # several versions side by side: take the highest name
     return str(candidates[-1].resolve()) if candidates else None
@@ -347,10 +354,15 @@ def spark_conf(
         f"{prefix}.cache-enabled": "false",
     }
     packages: list[str] = []
+    jars: list[str] = []
     if service is not None:
         conf.update({f"{prefix}.{key}": value for key, value in _spark_service_settings(*service, warehouse).items()})
-        if service[0] == "glue":  # Iceberg's GlueCatalog and the AWS SDK v2 (docs/catalogs.md)
-            packages.append(f"org.apache.iceberg:iceberg-aws-bundle:{current_line().iceberg}")
+        if service[0] == "glue":  # Iceberg's GlueCatalog (in the runtime) calls the AWS SDK v2 (docs/catalogs.md)
+            bundle = find_aws_bundle_jar()
+            if bundle is None:
+                packages.append(f"org.apache.iceberg:iceberg-aws-bundle:{current_line().iceberg}")
+            else:
+                jars.append(bundle)
     elif target is None:
         conf[f"{prefix}.type"] = "rest"
         conf[f"{prefix}.uri"] = os.fspath(catalog_uri).strip().rstrip("/")
@@ -371,7 +383,6 @@ def spark_conf(
         if target.password is not None:
             conf[f"{prefix}.jdbc.password"] = target.password
 
-    jars: list[str] = []
     runtime = find_iceberg_runtime_jar()
     if runtime is None:
         packages.append(current_line().iceberg_runtime_package)

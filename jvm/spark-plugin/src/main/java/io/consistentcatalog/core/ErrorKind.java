@@ -15,7 +15,10 @@ public enum ErrorKind {
   CYCLE("CycleError"),
   OWNERSHIP("OwnershipError"),
   FENCED("FencedError"),
-  CATALOG_UNAVAILABLE("CatalogUnavailableError");
+  CATALOG_UNAVAILABLE("CatalogUnavailableError"),
+  // the catalog (protocol §6.5): it failed the catalog probe, or a commit would exceed what it stores
+  CATALOG_PROBE("CatalogProbeError"),
+  CATALOG_LIMIT("CatalogLimitError");
 
   private final String pythonName;
 

@@ -40,17 +40,25 @@ public final class EpochEmitter {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final DateTimeFormatter EVENT_TIME = DateTimeFormatter.ofPattern("yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").withZone(ZoneOffset.UTC);
   private static final SecureRandom RANDOM = new SecureRandom();
+  private static final Map<String, String> GLUE = java.util.Collections.singletonMap("type", "glue");
 
   final String job;
   /** The namespace of the job's tables: the catalog ({@link Naming#datasetNamespace}). */
   final String namespace;
   final String jobNamespace;
+  /** Whether the catalog is AWS Glue, whose tables OpenLineage names {@code table/<database>/<table>}. */
+  private final boolean glue;
   private final Transport transport;
   private volatile java.util.function.Function<String, org.apache.iceberg.Schema> schemaOf;
   private volatile String sql;
   private final Map<String, java.util.List<Map<String, Object>>> fields = new java.util.concurrent.ConcurrentHashMap<>();
 
   EpochEmitter(Transport transport, String job, String namespace, String jobNamespace) {
+    this(transport, job, namespace, jobNamespace, false);
+  }
+
+  EpochEmitter(Transport transport, String job, String namespace, String jobNamespace, boolean glue) {
+    this.glue = glue;
     this.transport = transport;
     this.job = job;
     this.namespace = namespace;
@@ -68,7 +76,8 @@ public final class EpochEmitter {
       if (resolution.transport == null || resolution.filtered(job)) {
         return null;
       }
-      return new EpochEmitter(resolution.transport, job, Naming.datasetNamespace(catalogName, properties), resolution.jobNamespace);
+      return new EpochEmitter(resolution.transport, job, Naming.datasetNamespace(catalogName, properties),
+          resolution.jobNamespace, Naming.isGlue(properties));
     } catch (RuntimeException | LinkageError e) {
       EventSender.warn(job + ": OpenLineage is configured but no events will be sent: " + e.getClass().getSimpleName() + ": "
           + OpenLineageConfig.firstLine(e.getMessage()));
@@ -121,7 +130,7 @@ public final class EpochEmitter {
     }
     Map<String, Object> dataset = new TreeMap<>();
     dataset.put("namespace", namespace);
-    dataset.put("name", table);
+    dataset.put("name", glue ? Naming.datasetName(GLUE, table) : table);
     dataset.put("facets", facets);
     dataset.put(input ? "inputFacets" : "outputFacets", new TreeMap<>());
     return dataset;

@@ -57,7 +57,9 @@ import scala.Option;
  *
  * <ul>
  *   <li>{@link CatalogOptions}: the catalog options ({@value #PLAIN_CATALOG}, {@value #LOAD_THREADS},
- *       {@code consistent.retry-deadline}, defaults of the read settings);
+ *       {@code consistent.retry-deadline}, defaults of the read settings); {@code CatalogGuard}: the writers' check of
+ *       the catalog (the probe's recorded result, {@code consistent.require-probe}; the property size limits,
+ *       {@code consistent.max-property-chars}; protocol §6.5);
  *   <li>{@link CutSession}: <b>the cut.</b> The first time a statement loads a table, the session resolves
  *       the cut of that table's lineage component (every table connected to it through
  *       {@code consistent.sources}) with the JVM port of the Python resolver ({@link Resolver#scopedCut});

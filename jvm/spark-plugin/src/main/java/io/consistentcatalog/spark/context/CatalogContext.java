@@ -70,7 +70,8 @@ public final class CatalogContext {
       synchronized (this) {
         if (writer == null) {
           writer = new WriterInstance(this,
-              new FencedCommit(icebergCatalog(), catalogName(), options.retryDeadlineMs));
+              new FencedCommit(icebergCatalog(), catalogName(), options.retryDeadlineMs,
+                  CatalogGuard.of(options.plainName, options.icebergOptions)));
         }
         found = writer;
       }

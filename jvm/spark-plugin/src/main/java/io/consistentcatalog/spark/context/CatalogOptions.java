@@ -83,6 +83,7 @@ public final class CatalogOptions {
     int loadThreads = threads(name, options, LOAD_THREADS, DEFAULT_LOAD_THREADS);
     int refreshThreads = threads(name, options, REFRESH_THREADS, DEFAULT_REFRESH_THREADS);
     long retryDeadlineMs = Faults.parseDeadline(name, options.get(Faults.DEADLINE));
+    CatalogGuard.of(plain.trim(), options.asCaseSensitiveMap()); // a malformed probe or limit option fails here, not at a write
     return new CatalogOptions(
         name, plain.trim(), defaults, loadThreads, refreshThreads, retryDeadlineMs, new HashMap<>(options.asCaseSensitiveMap()));
   }

@@ -84,6 +84,10 @@ public final class Errors {
         return "CONSISTENT_WRITE.FENCED";
       case CATALOG_UNAVAILABLE:
         return "CONSISTENT_CUT.CATALOG_UNAVAILABLE";
+      case CATALOG_PROBE:
+        return "CONSISTENT_WRITE.CATALOG_PROBE";
+      case CATALOG_LIMIT:
+        return "CONSISTENT_WRITE.CATALOG_LIMIT";
       case INVALID_BARRIER:
       case INVALID_INPUT:
       default:

@@ -42,13 +42,16 @@ public final class FencedCommit {
   private final Catalog catalog;
   private final String catalogName;
   private final long deadlineMs;
+  /** The catalog's probe result and property limits, checked before a commit is sent (protocol §6.5). */
+  private final CatalogGuard guard;
   /** Whether the catalog was checked not to be a REST catalog behind another one (checked once). */
   private volatile boolean wrappedRestChecked;
 
-  public FencedCommit(Catalog catalog, String catalogName, long deadlineMs) {
+  public FencedCommit(Catalog catalog, String catalogName, long deadlineMs, CatalogGuard guard) {
     this.catalog = catalog;
     this.catalogName = catalogName;
     this.deadlineMs = deadlineMs;
+    this.guard = guard;
   }
 
   Catalog catalog() {
@@ -57,7 +60,7 @@ public final class FencedCommit {
 
   /** The same catalog with another deadline (a shutdown hook must not wait minutes for a catalog that is gone). */
   public FencedCommit withDeadline(long deadlineMs) {
-    return new FencedCommit(catalog, catalogName, deadlineMs);
+    return new FencedCommit(catalog, catalogName, deadlineMs, guard);
   }
 
   long deadlineMs() {
@@ -71,6 +74,11 @@ public final class FencedCommit {
       out.add(new UpdateRequirement.AssertRefSnapshotID(e.getKey(), e.getValue()));
     }
     return out;
+  }
+
+  /** Refuse a catalog that failed the catalog probe, or has none recorded where writers require it (§6.5). */
+  void requireSound() {
+    guard.requireSound(catalog, load -> retrying("reading the catalog probe's result", load));
   }
 
   /** The table as the catalog holds it now (faults waited out). */
@@ -109,6 +117,8 @@ public final class FencedCommit {
   TableMetadata commit(
       TableIdentifier ident, TableMetadata base, List<UpdateRequirement> requirements, List<MetadataUpdate> updates,
       String what, boolean readBack) {
+    guard.checkPropertySizes(ident.toString(), updates);
+    requireSound();
     List<UpdateRequirement> sent = new ArrayList<>(requirements);
     sent.add(new UpdateRequirement.AssertTableUUID(base.uuid()));
     RuntimeException last = null;
