@@ -58,8 +58,11 @@ public final class EpochPlanning {
       return new Request(job, sink, sources, definition, null, rebuild, false);
     }
 
-    /** A micro-batch's epoch: at the barrier its sources' offsets end at (the stream group chose it). */
-    public static Request microBatch(String job, String sink, Set<String> sources, String definition, long barrier) {
+    /**
+     * A micro-batch's epoch: at the barrier its sources' offsets end at (the stream group chose it; null: its sources
+     * have none yet, and the plan is that there is nothing to do).
+     */
+    public static Request microBatch(String job, String sink, Set<String> sources, String definition, Long barrier) {
       return new Request(job, sink, sources, definition, barrier, false, true);
     }
   }
@@ -140,7 +143,7 @@ public final class EpochPlanning {
         return null;
       }
     }, true);
-    if (request.barrier == null) { // idle sources keep the DAG moving (protocol §5.6)
+    if (!request.streaming) { // idle sources keep the DAG moving (protocol §5.6); a stream group advanced them
       long now = System.currentTimeMillis();
       for (String table : new ArrayList<>(closure.keySet())) {
         Table advanced = JobRegistration.advanceIdleRoot(committer, Names.icebergIdentifier(table), table,
@@ -156,7 +159,7 @@ public final class EpochPlanning {
       sources.put(source, closure.get(source));
     }
     Map<String, TableState> sinks = Collections.singletonMap(name, state);
-    EpochPlanner.Plan plan = request.barrier == null
+    EpochPlanner.Plan plan = !request.streaming
         ? EpochPlanner.plan(request.job, sources, sinks, closure, request.definition, request.rebuild)
         : EpochPlanner.planAt(request.job, request.barrier, sources, sinks, request.definition, request.rebuild);
     return new Planned(request, plan, sink, sinkMetadata, closure, tables, sources);
