@@ -171,60 +171,11 @@ def rest_setup(work: Path, count_requests: bool = False) -> Setup:
     return setup
 
 
-REQUEST_LINE = re.compile(rb"(GET|POST|HEAD|DELETE|PUT) (/v1/\S*) HTTP/1\.[01]\r\n")
+def CountingProxy(target_port: int) -> Any:  # noqa: N802 - imports the harness lazily
+    """``tests/harness/request_counts.py``'s proxy: Spark's REST requests counted by kind (``requests``)."""
+    from tests.harness.request_counts import CountingProxy as Counting
 
-
-def request_kind(method: str, path: str) -> str:
-    """A REST request by what it does (list, load, commit ...), its prefix and names left out."""
-    parts = path.split("?")[0].strip("/").split("/")
-    if parts[-1] == "config":
-        return "config"
-    if "transactions" in parts:
-        return "commit (multi-table)"
-    if parts[-1] == "metrics":
-        return "metrics report"
-    if "tables" in parts:
-        after = parts[parts.index("tables") + 1:]
-        if not after:
-            return "list tables" if method == "GET" else f"{method} tables"
-        return {"GET": "load table", "POST": "commit table", "HEAD": "table exists"}.get(method, f"{method} table")
-    if "namespaces" in parts:
-        after = parts[parts.index("namespaces") + 1:]
-        return "list namespaces" if not after and method == "GET" else f"{method} namespace"
-    return f"{method} {parts[-1]}"
-
-
-class _Tap:
-    """A stream reader that counts the HTTP request lines passing through it."""
-
-    def __init__(self, reader: Any, counter: Counter[str]) -> None:
-        self.reader, self.counter = reader, counter
-
-    async def read(self, n: int) -> bytes:
-        chunk: bytes = await self.reader.read(n)
-        for match in REQUEST_LINE.finditer(chunk):
-            self.counter[request_kind(match.group(1).decode(), match.group(2).decode())] += 1
-        return chunk
-
-
-def _counting_proxy_class() -> type:
-    from tests.harness.proxy import DelayProxy
-
-    class _CountingProxy(DelayProxy):
-        """``tests/harness/proxy.py`` without delay, counting the requests by kind (``requests``)."""
-
-        def __init__(self, target_port: int) -> None:
-            super().__init__(target_port, delay_ms=0)
-            self.requests: Counter[str] = Counter()
-
-        async def _connection(self, client_reader: Any, client_writer: Any) -> None:
-            await super()._connection(_Tap(client_reader, self.requests), client_writer)
-
-    return _CountingProxy
-
-
-def CountingProxy(target_port: int) -> Any:  # noqa: N802 - a class made on demand (imports the harness lazily)
-    return _counting_proxy_class()(target_port)
+    return Counting(target_port)
 
 
 def merged_conf(setups: list[Setup]) -> dict[str, str]:

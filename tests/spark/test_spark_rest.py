@@ -392,3 +392,39 @@ def test_a_warm_statement_sees_every_change_since_the_last_one(env, ns):
     assert served("changed") == in_catalog("changed") == ["changed", "w", "x", "y", "z"]
     with pytest.raises(Exception, match=r"CONSISTENT_CUT.TABLE_NOT_FOUND\] .*\.dropped does not exist"):
         spark.sql(f"SELECT word FROM {name}.{tables['dropped']}").collect()
+
+
+# --- requests per epoch (issue 46): one planner, fed by what the statement loaded -------------------------------
+#: One INSERT OVERWRITE epoch in steady state: the statement's cut resolution (the namespaces and the tables listed,
+#: the two tables refreshed by conditional loads), the source's scan report, the staged write's commit (what it made is
+#: its base with its changes: the transactions route answers 204, and no load follows), the publish's commit. The sink
+#: is loaded once per statement. Issue 46's target is 7: the resolution's walk of the namespaces (the root's listing,
+#: then each namespace's tables and its child namespaces) is the rest.
+SQL_EPOCH_REQUESTS = {"list namespaces": 2, "list tables": 1, "load table": 2, "metrics report": 1,
+                      "commit (multi-table)": 2}
+#: One micro-batch into a derived table: the group's plan of the batch (the source loaded, its barrier chosen; the
+#: batch's scan and epoch reuse it), the sink loaded at the commit, the staged commit (not read back), the publish.
+MICRO_BATCH_REQUESTS = {"load table": 2, "commit (multi-table)": 2}
+
+
+def test_an_epoch_and_a_micro_batch_cost_the_requests_pinned(env, ns, tmp_path):
+    from tests.harness.request_counts import counted_epochs
+
+    server, _, _, spark = env
+    warehouse = f"file://{tmp_path}/counted"  # a catalog of its own: the resolution lists and loads its tables only
+    catalog = server.catalog(warehouse=warehouse)
+    catalog.create_namespace(ns)
+    counted = counted_epochs(spark, server.port, warehouse, catalog, ns, tmp_path / "checkpoint")
+    assert dict(counted.epoch) == SQL_EPOCH_REQUESTS, "\n".join(counted.epoch_log)
+    assert sum(counted.epoch.values()) <= 8
+    assert dict(counted.micro_batch) == MICRO_BATCH_REQUESTS, "\n".join(counted.micro_batch_log)
+    assert sum(counted.micro_batch.values()) <= 4
+    # what they wrote, recounted with pyiceberg from the source's rows
+    source = Counter(catalog.load_table(f"{ns}.words").scan().to_arrow()["word"].to_pylist())
+    for sink in ("word_counts", "stream_counts"):
+        rows = catalog.load_table(f"{ns}.{sink}").scan().to_arrow()
+        written = dict(zip(rows["word"].to_pylist(), rows["cnt"].to_pylist()))
+        if sink == "word_counts":  # its last epoch read the source before the stream's ingests
+            assert written == {"a": 2, "b": 2, "c": 1}
+        else:
+            assert written == dict(source)

@@ -3,6 +3,7 @@ package io.consistentcatalog.spark;
 import io.consistentcatalog.spark.line.LineSpark;
 import io.consistentcatalog.spark.line.LineSparkTable;
 import io.consistentcatalog.spark.read.CatalogConnections;
+import io.consistentcatalog.spark.context.StatementLoads;
 import io.consistentcatalog.spark.context.StatementState;
 import io.consistentcatalog.spark.context.CatalogContext;
 import io.consistentcatalog.spark.context.CatalogOptions;
@@ -216,6 +217,10 @@ public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
   public Table loadTable(Identifier ident, java.util.Set<org.apache.spark.sql.connector.catalog.TableWritePrivilege> privileges)
       throws NoSuchTableException {
     String name = Names.tableName(ident);
+    StatementLoads loads = WriteStatements.writing(catalogName(), name) ? session.statementLoads(name) : null;
+    if (loads != null) { // the SQL statement resolved its cut already (Spark 4.1 resolves the query first): loaded once
+      return sinkTable(loads.table(name), name);
+    }
     Table loaded;
     try {
       loaded = retryingLoad(name, () -> bypassed(() -> super.loadTable(ident)));
@@ -226,13 +231,18 @@ public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
       SparkTable table = (SparkTable) loaded;
       if (LineSparkTable.isCurrent(table)
           && !(table.table() instanceof org.apache.iceberg.BaseMetadataTable)) {
-        SinkTable sink = new SinkTable(table.table(), catalogName(), name);
-        // Spark 4.1 would rewrite the MERGE before WriteRule sees it (LineSpark.mergeRewrittenInResolution)
-        return LineSpark.mergeRewrittenInResolution() && WriteStatements.mergeInto(catalogName(), name)
-            ? new MergeTargetTable(sink) : sink;
+        return sinkTable(table.table(), name);
       }
     }
     return readOnly(loaded, name);
+  }
+
+  /** The target of a write, {@code table} as loaded for it. */
+  private Table sinkTable(org.apache.iceberg.Table table, String name) {
+    SinkTable sink = new SinkTable(table, catalogName(), name);
+    // Spark 4.1 would rewrite the MERGE before WriteRule sees it (LineSpark.mergeRewrittenInResolution)
+    return LineSpark.mergeRewrittenInResolution() && WriteStatements.mergeInto(catalogName(), name)
+        ? new MergeTargetTable(sink) : sink;
   }
 
   /**

@@ -11,4 +11,11 @@ import java.util.Map;
 public interface CatalogStates {
   /** Every table's state, loaded as a resolution loads them ({@code name} among them); null when it is not a table. */
   Map<String, TableState> catalogStates(String name);
+
+  /**
+   * What the current statement's cut resolution loaded, when it loaded {@code name} (every table of the catalog,
+   * {@link StatementLoads}); null outside a statement, for a cut held across statements ({@code refresh=manual}: its
+   * loads may be old), or when the statement has not resolved a cut that loaded {@code name}.
+   */
+  StatementLoads statementLoads(String name);
 }

@@ -49,6 +49,8 @@ public final class EpochCommit implements WriteCommit {
   private final String sink;
   private final TableIdentifier ident;
   private final Table table;
+  /** The sink's metadata the plan was made from (the table's own may have been refreshed since, or be older). */
+  private final TableMetadata read;
   private final String job;
   private final long leaseMs;
   private final EpochPlanner.Plan plan;
@@ -80,12 +82,13 @@ public final class EpochCommit implements WriteCommit {
   private TableMetadata prepared;
 
   private EpochCommit(
-      WriterInstance writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
-      EpochPlanner.Plan plan, EpochRun lineage, StreamingFence streamingFence) {
+      WriterInstance writes, String sink, TableIdentifier ident, Table table, TableMetadata read, String job,
+      long leaseMs, EpochPlanner.Plan plan, EpochRun lineage, StreamingFence streamingFence) {
     this.writes = writes;
     this.sink = sink;
     this.ident = ident;
     this.table = table;
+    this.read = read;
     this.job = job;
     this.leaseMs = leaseMs;
     this.plan = plan;
@@ -96,11 +99,12 @@ public final class EpochCommit implements WriteCommit {
         && !sinkPlan.replay;
   }
 
-  /** A statement's epoch of {@code plan} into {@code sink} ({@code lineage}: its run, planned; null: none). */
+  /** A statement's epoch as {@link EpochPlanning} planned it ({@code lineage}: its run, planned; null: none). */
   public static EpochCommit statement(
-      WriterInstance writes, String sink, TableIdentifier ident, Table table, Settings.Writes settings,
-      EpochPlanner.Plan plan, EpochRun lineage) {
-    return new EpochCommit(writes, sink, ident, table, settings.job, settings.leaseMs, plan, lineage, null);
+      WriterInstance writes, String sink, TableIdentifier ident, EpochPlanning.Planned planned, Settings.Writes settings,
+      EpochRun lineage) {
+    return new EpochCommit(writes, sink, ident, planned.sinkTable, planned.sinkMetadata, settings.job, settings.leaseMs,
+        planned.plan, lineage, null);
   }
 
   /** Names what the statement reads ({@code incremental: ...}) in the line of the epoch it publishes. */
@@ -115,16 +119,18 @@ public final class EpochCommit implements WriteCommit {
    * (when there is work) starts now.
    */
   public static EpochCommit microBatch(
-      WriterInstance writes, String sink, TableIdentifier ident, Table table, String job, long leaseMs,
-      EpochPlanner.Plan plan, StreamingFence fence) {
+      WriterInstance writes, String sink, TableIdentifier ident, EpochPlanning.Planned planned, String job, long leaseMs,
+      StreamingFence fence) {
+    EpochPlanner.Plan plan = planned.plan;
     EpochPlanner.Action action = plan.sinks.get(sink).action;
     EpochRun lineage = plan.barrier == null || action == EpochPlanner.Action.DONE ? null
-        : writes.lineage(job, plan.inputs.keySet(), sink); // as a statement's epoch: nothing to do sends nothing
+        : writes.lineage(job, plan.inputs.keySet(), sink, null, planned.loaded(sink)); // nothing to do sends nothing
     if (lineage != null) {
       lineage.planned(plan.barrier, plan.inputs, Collections.singletonMap(sink, action.protocolName), writes.instance);
       lineage.start();
     }
-    return new EpochCommit(writes, sink, ident, table, job, leaseMs, plan, lineage, fence);
+    return new EpochCommit(writes, sink, ident, planned.sinkTable, planned.sinkMetadata, job, leaseMs, plan, lineage,
+        fence);
   }
 
   @Override
@@ -178,14 +184,11 @@ public final class EpochCommit implements WriteCommit {
     Table current = table; // as the statement's analysis loaded it: the reset's requirements check it is still so
     base = prepareStagedBranch(current);
     requirements = EpochCommits.stagedWrite(sinkPlan, base);
-    org.apache.iceberg.SnapshotRef staged = current.refs().get(Keys.STAGED_BRANCH);
     fenced = new FencedOperations(((HasTableOperations) current).operations(), committer(), ident, () -> requirements,
         "staging barrier " + Barriers.format(plan.barrier));
+    fenced.prime(prepared); // Spark's write builds on the branch as planned or just reset, with no load
     if (regenerating) { // §5.2 step 5: every row deleted on the staged branch, then the statement's own write
       deleteEveryRow();
-    }
-    if (regenerating || staged == null || staged.snapshotId() != base) {
-      committer().retrying("loading " + ident, ((HasTableOperations) current).operations()::refresh); // the reset just committed: Spark checks the branch
     }
     return new BaseTable(fenced, table.name());
   }
@@ -216,7 +219,7 @@ public final class EpochCommit implements WriteCommit {
    * pointed at main's head (discarding a stale staged epoch); returns that head, the epoch's base.
    */
   private long prepareStagedBranch(Table current) {
-    TableMetadata metadata = FencedCommit.metadata(current);
+    TableMetadata metadata = read;
     prepared = metadata;
     TableState state = TableState.fromMetadata(sink, metadata);
     Long expectedMain = sinkPlan.mainHead;
@@ -377,7 +380,7 @@ public final class EpochCommit implements WriteCommit {
   /** The attempt id of the staged epoch the plan found (a replay publishes it unchanged); null when unknown. */
   private String stagedAttempt(Long head) {
     try {
-      io.consistentcatalog.core.SnapshotRecord record = head == null ? null : FencedCommit.state(sink, table).snapshots.get(head);
+      io.consistentcatalog.core.SnapshotRecord record = head == null ? null : TableState.fromMetadata(sink, read).snapshots.get(head);
       return record == null ? null : record.summary.get(Keys.ATTEMPT);
     } catch (RuntimeException e) { // lineage's detail, never the published epoch's failure
       return null;
@@ -447,9 +450,12 @@ public final class EpochCommit implements WriteCommit {
    */
   private void publish(Long mainHead, Long stagedHead, TableMetadata read) {
     // the requirements, not this copy, decide whether the publish lands: the staging commit's answer is enough
-    TableMetadata metadata = read != null ? read : FencedCommit.metadata(committer().load(ident));
+    TableMetadata metadata = read != null ? read : this.read; // as staged, else as planned
     TableState state = TableState.fromMetadata(sink, metadata);
-    send(metadata, EpochCommits.publish(plan, sink, state, mainHead, stagedHead, System.currentTimeMillis() + leaseMs));
+    EpochCommits.Commit commit = EpochCommits.publish(plan, sink, state, mainHead, stagedHead,
+        System.currentTimeMillis() + leaseMs);
+    // the epoch's last commit: nothing reads the sink after it, so a REST answer without metadata is not followed by a load
+    committer().commit(ident, metadata, new ArrayList<>(commit.requirements), commit.updates, commit.what, false);
   }
 
   /** One line per epoch: a statement's on standard error, a micro-batch's logged (and returned). */

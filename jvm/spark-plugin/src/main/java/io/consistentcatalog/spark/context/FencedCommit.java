@@ -106,6 +106,17 @@ public final class FencedCommit {
    */
   TableMetadata commit(
       TableIdentifier ident, TableMetadata base, List<UpdateRequirement> requirements, List<MetadataUpdate> updates, String what) {
+    return commit(ident, base, requirements, updates, what, true);
+  }
+
+  /**
+   * {@link #commit}; {@code readBack} false: the caller needs no metadata after it (an epoch's publish, its last
+   * commit), so a REST catalog's answer without one (204) is not followed by a load, and null is returned. A commit
+   * whose answer was lost is still read back to settle it.
+   */
+  TableMetadata commit(
+      TableIdentifier ident, TableMetadata base, List<UpdateRequirement> requirements, List<MetadataUpdate> updates,
+      String what, boolean readBack) {
     guard.checkPropertySizes(ident.toString(), updates);
     requireSound();
     List<UpdateRequirement> sent = new ArrayList<>(requirements);
@@ -122,7 +133,7 @@ public final class FencedCommit {
           }
         }
         TableMetadata committed = send(ident, sent, updates);
-        if (committed != null) {
+        if (committed != null || !readBack) {
           return committed;
         }
         maybeLanded = true; // landed; what it made is read now (a fault on the way: read again on the next attempt)

@@ -82,10 +82,23 @@ public final class FencedOperations implements TableOperations {
       changes = new java.util.ArrayList<>(changes);
       changes.replaceAll(change -> redirected(change, mainTo));
     }
-    committed = committer.commit(ident, base, requirements.get(), changes, what);
-    if (primed != null && committed != null) {
+    TableMetadata answered = committer.commit(ident, base, requirements.get(), changes, what, false);
+    // a catalog that answers without metadata (REST's transactions route, 204): what the commit made is the base it
+    // built on with its changes, as the catalog applied them inside its compare-and-swap; the requirements asserted
+    // what is read from it (the refs it moves, the fence), as Python's verify reads its commit's own answer
+    committed = answered != null ? answered : applied(base, changes);
+    if (primed != null) {
       primed = committed;
     }
+  }
+
+  /** {@code base} with {@code changes} applied, as a catalog applies a commit's updates (Iceberg's CatalogHandlers). */
+  static TableMetadata applied(TableMetadata base, List<org.apache.iceberg.MetadataUpdate> changes) {
+    TableMetadata.Builder builder = TableMetadata.buildFrom(base);
+    for (org.apache.iceberg.MetadataUpdate change : changes) {
+      change.applyTo(builder);
+    }
+    return builder.build();
   }
 
   private static org.apache.iceberg.MetadataUpdate redirected(org.apache.iceberg.MetadataUpdate change, String branch) {

@@ -86,6 +86,15 @@ public final class WriteStatements {
     return state.merge && writes(state, catalog, sink);
   }
 
+  /**
+   * Whether the statement parsed last on this thread is a SQL write of {@code sink} whose text no epoch has taken yet:
+   * its analysis is the statement, so what its cut resolution loaded is current (a DataFrame's write shares the
+   * planning of the DataFrame's analysis, which may be long before: its loads are not the write's).
+   */
+  public static boolean writing(String catalog, String sink) {
+    return writes(StatementState.current(), catalog, sink);
+  }
+
   private static boolean writes(StatementState state, String catalog, String sink) {
     List<String> target = state.writeTarget;
     if (target == null) {

@@ -105,15 +105,27 @@ public final class WriterInstance {
 
   /** {@link #lineage}, its events carrying the SQL of {@code statement} (null: none, or no text). */
   public EpochRun lineage(String job, java.util.Collection<String> sources, String sink, LogicalPlan statement) {
+    return lineage(job, sources, sink, statement, Collections.emptyMap());
+  }
+
+  /** {@link #lineage}, the datasets' columns read from {@code loaded} (the tables the epoch planned from) first. */
+  public EpochRun lineage(String job, java.util.Collection<String> sources, String sink, LogicalPlan statement,
+      Map<String, Table> loaded) {
     EpochEmitter emitter = EpochEmitter.forJob(job, context.plainCatalogName(), context.icebergOptions());
-    describe(emitter, statement);
+    describe(emitter, statement, loaded);
     return emitter == null ? null : emitter.newRun(sources, Collections.singleton(sink));
   }
 
-  /** The datasets' columns and the statement's SQL (when it has a text) on its OpenLineage events (issue 34). */
-  private void describe(EpochEmitter emitter, LogicalPlan statement) {
+  /**
+   * The datasets' columns and the statement's SQL (when it has a text) on its OpenLineage events (issue 34); a table
+   * the epoch loaded already is not loaded again.
+   */
+  private void describe(EpochEmitter emitter, LogicalPlan statement, Map<String, Table> loaded) {
     if (emitter != null) {
-      emitter.schemaOf(name -> committer.load(Names.icebergIdentifier(name)).schema());
+      emitter.schemaOf(name -> {
+        Table table = loaded.get(name);
+        return (table != null ? table : committer.load(Names.icebergIdentifier(name))).schema();
+      });
       emitter.sql(statement == null ? null : StatementText.of(statement));
     }
   }

@@ -5,12 +5,10 @@ import io.consistentcatalog.spark.context.Errors;
 import io.consistentcatalog.spark.context.Names;
 import io.consistentcatalog.spark.context.Settings;
 import io.consistentcatalog.spark.context.CatalogStates;
+import io.consistentcatalog.spark.context.StatementLoads;
 import io.consistentcatalog.core.ConsistentException;
-import io.consistentcatalog.spark.context.CatalogStates;
 import io.consistentcatalog.core.ErrorKind;
-import io.consistentcatalog.spark.context.CatalogStates;
 import io.consistentcatalog.core.Resolver;
-import io.consistentcatalog.spark.context.CatalogStates;
 import io.consistentcatalog.core.TableState;
 import java.lang.ref.WeakReference;
 import java.util.ArrayList;
@@ -48,6 +46,8 @@ public final class CutSession implements CatalogStates {
     final String key;
     /** Table -> the scope serving it in this statement. */
     final Map<String, Scope> scopes = new ConcurrentHashMap<>();
+    /** What the statement's last resolution loaded (every table of the catalog), for its epoch; null before one. */
+    volatile StatementLoads loads;
 
     Statement(Object planning, String key) {
       this.planning = new WeakReference<>(planning);
@@ -155,7 +155,7 @@ public final class CutSession implements CatalogStates {
     Statement current = currentStatement(settings);
     Scope scope = current.scopes.get(name);
     if (scope == null) {
-      scope = resolveScope(name, settings);
+      scope = resolveScope(name, settings, current);
       if (scope == null) {
         return null;
       }
@@ -173,11 +173,14 @@ public final class CutSession implements CatalogStates {
   }
 
   /** Load every table of the catalog and resolve the cut of {@code name}'s lineage component. */
-  private Scope resolveScope(String name, Settings settings) {
+  private Scope resolveScope(String name, Settings settings, Statement statement) {
     synchronized (lock) {
       LoadedCatalog loaded = loader.loadAll(name, settings.level);
       if (loaded == null) {
         return null;
+      }
+      if (statement.planning.get() != null) { // a held cut's loads (refresh=manual) may be old: never planned from
+        statement.loads = new StatementLoads(new TreeMap<>(loaded.tables), new LinkedHashMap<>(loaded.states));
       }
       long resolving = System.nanoTime();
       List<String> component = Resolver.component(name, loaded.states);
@@ -276,6 +279,17 @@ public final class CutSession implements CatalogStates {
       }
     }
     return rows;
+  }
+
+  @Override
+  public StatementLoads statementLoads(String name) {
+    Object planning = currentPlanning();
+    Statement current = planning == null ? null : (Statement) StatementState.current().cut(this);
+    if (current == null || current.planning.get() != planning) {
+      return null;
+    }
+    StatementLoads loads = current.loads;
+    return loads == null || loads.state(name) == null ? null : loads;
   }
 
   /** Every table of the catalog as loaded now (a registration's cycle check); null when {@code name} is not a table. */

@@ -1,5 +1,6 @@
 package io.consistentcatalog.spark.streaming;
 
+import io.consistentcatalog.spark.context.StatementLoads;
 import io.consistentcatalog.spark.context.StatementState;
 import io.consistentcatalog.spark.context.CatalogContext;
 import io.consistentcatalog.spark.context.Errors;
@@ -120,14 +121,23 @@ final class BarrierStream implements MicroBatchStream {
 
   // --- offsets ------------------------------------------------------------------------------------------
 
-  /** A barrier and {@code snap(t, barrier)} (both null: nothing read yet). */
+  /**
+   * A barrier and {@code snap(t, barrier)} (both null: nothing read yet); for an offset the group computed in this
+   * run, the tables its plan loaded ({@code loads}, never in the checkpoint): the batch's epoch plans from them.
+   */
   static final class BarrierOffset extends Offset {
     final Long barrier;
     final Long snapshot;
+    final transient StatementLoads loads;
 
     BarrierOffset(Long barrier, Long snapshot) {
+      this(barrier, snapshot, null);
+    }
+
+    BarrierOffset(Long barrier, Long snapshot, StatementLoads loads) {
       this.barrier = barrier;
       this.snapshot = snapshot;
+      this.loads = loads;
     }
 
     @Override
@@ -217,7 +227,8 @@ final class BarrierStream implements MicroBatchStream {
     if (Objects.equals(from.snapshot, to.snapshot)) {
       return new InputPartition[0];
     }
-    Table table = context.committer().load(Names.icebergIdentifier(name));
+    Table planned = to.loads == null ? null : to.loads.table(name); // as the group's plan of this batch loaded it
+    Table table = planned != null ? planned : context.committer().load(Names.icebergIdentifier(name));
     checkAppendsOnly(table, from, to);
     if (to.snapshot == null) {
       return new InputPartition[0];
@@ -381,9 +392,11 @@ final class BarrierStream implements MicroBatchStream {
         for (String n : advanceIdle ? new ArrayList<>(closure.keySet()) : new ArrayList<String>()) {
           Table advanced = JobRegistration.advanceIdleRoot(committer, Names.icebergIdentifier(n), n, loaded.get(n), now);
           if (advanced != null) {
+            loaded.put(n, advanced);
             closure.put(n, FencedCommit.state(n, advanced));
           }
         }
+        StatementLoads loads = new StatementLoads(loaded, closure); // the batch's epoch plans from these (issue 46)
         Map<String, TableState> sources = new TreeMap<>();
         for (String n : names) {
           sources.put(n, closure.get(n));
@@ -395,7 +408,7 @@ final class BarrierStream implements MicroBatchStream {
         }
         last = plan.barrier;
         for (Map.Entry<String, Long> input : plan.inputs.entrySet()) {
-          out.put(input.getKey(), new BarrierOffset(plan.barrier, input.getValue()));
+          out.put(input.getKey(), new BarrierOffset(plan.barrier, input.getValue(), loads));
         }
         return out;
       } catch (ConsistentException e) {

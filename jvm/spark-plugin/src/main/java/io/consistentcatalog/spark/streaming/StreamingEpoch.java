@@ -8,20 +8,18 @@ import io.consistentcatalog.spark.context.FencedCommit;
 import io.consistentcatalog.spark.context.Names;
 import io.consistentcatalog.spark.context.RootIngest;
 import io.consistentcatalog.spark.context.EpochCommit;
+import io.consistentcatalog.spark.context.EpochPlanning;
+import io.consistentcatalog.spark.context.StatementLoads;
 import io.consistentcatalog.core.Barriers;
 import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.core.EpochPlanner;
 import io.consistentcatalog.core.ErrorKind;
 import io.consistentcatalog.core.Keys;
-import io.consistentcatalog.core.Resolver;
 import io.consistentcatalog.core.TableState;
-import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Map;
-import java.util.TreeMap;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.catalog.TableIdentifier;
-import org.apache.iceberg.exceptions.NoSuchTableException;
 import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
 import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
@@ -103,30 +101,22 @@ public final class StreamingEpoch implements StreamingWrite {
     TableIdentifier ident = Names.icebergIdentifier(name);
     WriterInstance writes = sink.writer();
     FencedCommit committer = writes.committer();
+    StatementLoads loads = null; // what the stream group's plan of this batch loaded (none on a replay from the checkpoint)
+    for (BarrierStream.Range range : inputs.values()) {
+      loads = loads != null ? loads : range.end.loads;
+    }
     try {
       Table table = sink.register(options.job, inputs.keySet(), queryId, options, committer.load(ident));
-      TableState state = FencedCommit.state(name, table);
-      if (!options.job.equals(state.job()) || !WriterInstance.INSTANCE.equals(state.leaseHolder())) {
+      EpochPlanning.Planned planned;
+      try {
+        planned = EpochPlanning.plan(writes, EpochPlanning.Request.microBatch(options.job, name, inputs.keySet(),
+            sink.definition(queryId, options), barrier), table, FencedCommit.metadata(table), loads);
+      } catch (ConsistentException e) {
         spark.abort();
-        throw new ConsistentException(ErrorKind.FENCED, name, name + " is now written by job '" + state.job()
-            + "' instance " + state.leaseHolder() + ", not by this application's instance (" + WriterInstance.INSTANCE
-            + ") of '" + options.job + "': its lease was taken over; stop this query (restarting it from its checkpoint "
-            + "takes over again)");
+        throw e;
       }
-      Map<String, TableState> closure = Resolver.upstreamStates(new ArrayList<>(inputs.keySet()), source -> {
-        try {
-          return FencedCommit.state(source, committer.load(Names.icebergIdentifier(source)));
-        } catch (NoSuchTableException e) {
-          return null;
-        }
-      }, true);
-      Map<String, TableState> sources = new TreeMap<>();
-      for (String source : inputs.keySet()) {
-        sources.put(source, closure.get(source));
-      }
-      String definition = sink.definition(queryId, options);
-      EpochPlanner.Plan plan = EpochPlanner.planAt(options.job, barrier, sources, Collections.singletonMap(name, state),
-          definition, false);
+      EpochPlanner.Plan plan = planned.plan;
+      Map<String, TableState> sources = planned.sources;
       for (Map.Entry<String, Long> input : plan.inputs.entrySet()) {
         Long read = inputs.get(input.getKey()).end.snapshot;
         if (!java.util.Objects.equals(read, input.getValue())) {
@@ -137,7 +127,7 @@ public final class StreamingEpoch implements StreamingWrite {
         }
       }
       EpochPlanner.SinkPlan sinkPlan = plan.sinks.get(name);
-      EpochCommit epoch = EpochCommit.microBatch(writes, name, ident, table, options.job, options.leaseMs, plan, fence);
+      EpochCommit epoch = EpochCommit.microBatch(writes, name, ident, planned, options.job, options.leaseMs, fence);
       regenerating = epoch.regenerating(); // §6.10: the batch's output replaces every row, in its one staged commit
       if (!options.complete && sinkPlan.action == EpochPlanner.Action.STAGE) {
         checkContinues(name, inputs, sources, sinkPlan.previousInputs, null);
@@ -147,7 +137,7 @@ public final class StreamingEpoch implements StreamingWrite {
       }
       if (sinkPlan.action == EpochPlanner.Action.STAGE || regenerating) {
         checkRequired(epochId, table, messages, spark);
-        writes.warnEmptySources(options.job, name, plan, sources, true);
+        planned.warnEmptySources(writes);
       }
       String line = epoch.commit(messages, spark);
       LOG.info("batch {}: {}", epochId, line);

@@ -2,7 +2,9 @@ package io.consistentcatalog.spark.write;
 
 import io.consistentcatalog.spark.context.CatalogContext;
 import io.consistentcatalog.spark.context.Errors;
+import io.consistentcatalog.spark.context.EpochPlanning;
 import io.consistentcatalog.spark.context.EventTime;
+import io.consistentcatalog.spark.context.StatementLoads;
 import io.consistentcatalog.spark.context.FencedCommit;
 import io.consistentcatalog.spark.context.JobRegistration;
 import io.consistentcatalog.spark.context.Names;
@@ -19,14 +21,12 @@ import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.core.Definitions;
 import io.consistentcatalog.core.EpochPlanner;
 import io.consistentcatalog.core.ErrorKind;
-import io.consistentcatalog.core.Resolver;
 import io.consistentcatalog.core.TableState;
 import io.consistentcatalog.openlineage.EpochEmitter;
 import io.consistentcatalog.openlineage.EpochRun;
 import io.consistentcatalog.spark.line.LineSpark;
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -36,7 +36,6 @@ import java.util.TreeSet;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableMetadata;
 import org.apache.iceberg.catalog.TableIdentifier;
-import org.apache.iceberg.exceptions.NoSuchTableException;
 import org.apache.spark.sql.AnalysisException;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.AppendData;
@@ -103,15 +102,34 @@ public final class EpochWrites {
     checkWriteOptions(write);
     TableIdentifier sinkIdent = Names.icebergIdentifier(sink);
     String text = WriteStatements.takeText(context.catalogName(), sink);
-    Table table = committer.load(sinkIdent);
-    TableState state = state(sink, table);
+    StatementLoads loads = statementLoads(text, sink);
+    Table table = sinkTable(loads, sink, sinkIdent);
+    TableState state = loads != null ? loads.state(sink) : state(sink, table);
     if (!state.isRoot() || settings.job != null) {
       if (state.isRoot() && !Roles.readsTables(write.query())) {
         throw leftoverJob(sink, state, settings.job);
       }
-      return derived(write, target, sink, sinkIdent, table, state, settings, definition(settings, text, write.query()));
+      return derived(write, target, sink, sinkIdent, table, state, loads, settings,
+          definition(settings, text, write.query()));
     }
     return ingest(write, target, sink, sinkIdent, table, state, settings);
+  }
+
+  /**
+   * What the SQL statement's cut resolution loaded ({@code text}: the statement's, null for a DataFrame write, whose
+   * planning began when the DataFrame was analysed, maybe long before: its tables are loaded now); null when none.
+   */
+  private StatementLoads statementLoads(String text, String sink) {
+    return text == null ? null : context.states().statementLoads(sink);
+  }
+
+  /**
+   * The sink as the statement loaded it when it resolved its cut ({@link StatementLoads}: loaded once per statement),
+   * else loaded now (a statement that resolved no cut of the sink, or a cut held across statements).
+   */
+  private Table sinkTable(StatementLoads loads, String sink, TableIdentifier sinkIdent) {
+    Table loaded = loads == null ? null : loads.table(sink);
+    return loaded != null ? loaded : committer.load(sinkIdent);
   }
 
   /**
@@ -174,8 +192,8 @@ public final class EpochWrites {
 
   private LogicalPlan derived(
       V2WriteCommand write, DataSourceV2Relation target, String sink, TableIdentifier sinkIdent, Table table,
-      TableState state, Settings.Writes settings, String definition) {
-    Planned planned = planDerived(write.query(), sink, sinkIdent, table, state, settings, definition);
+      TableState state, StatementLoads loads, Settings.Writes settings, String definition) {
+    Planned planned = planDerived(write.query(), sink, sinkIdent, table, state, loads, settings, definition);
     return (LogicalPlan) write.withNewTable(withTable(target, new EpochSinkTable(planned.table, planned.epoch)))
         .withNewQuery(planned.query);
   }
@@ -208,8 +226,8 @@ public final class EpochWrites {
   }
 
   private Planned planDerived(
-      LogicalPlan reads, String sink, TableIdentifier sinkIdent, Table table, TableState state, Settings.Writes settings,
-      String definition) {
+      LogicalPlan reads, String sink, TableIdentifier sinkIdent, Table table, TableState state, StatementLoads loads,
+      Settings.Writes settings, String definition) {
     if (settings.job == null) {
       String owner = state.owner();
       throw refusedAs(sink, state, ": a write to it is an epoch of its job — SET " + Settings.PREFIX + Settings.JOB + "="
@@ -227,16 +245,16 @@ public final class EpochWrites {
       throw failed(new ConsistentException(ErrorKind.CYCLE, "job '" + job + "' would read and write " + sink
           + ": a table cannot be its own source; write to a new table instead"));
     }
+    // the metadata the sink's state was read from (the statement's loads: the table may be refreshed meanwhile)
+    TableMetadata metadata = loads != null ? loads.metadata(sink) : FencedCommit.metadata(table);
     try {
       boolean holds = job.equals(state.job()) && instance.equals(state.leaseHolder())
           && new TreeSet<>(state.sources()).equals(new TreeSet<>(sources));
-      if (!holds) {
-        Map<String, TableState> all = context.states().catalogStates(sink);
-        TableMetadata committed = JobRegistration.register(committer, sinkIdent, sink, table, job, sources, instance,
+      if (!holds) { // registration: one commit, its cycle check over the statement's loads of every table
+        Map<String, TableState> all = loads != null ? loads.states() : context.states().catalogStates(sink);
+        metadata = JobRegistration.register(committer, sinkIdent, sink, table, job, sources, instance,
             settings.takeover, settings.leaseMs, all == null ? Collections.emptyMap() : all, context.catalogName(), false);
         writer.registered(sink, job);
-        table = committer.load(sinkIdent);
-        state = TableState.fromMetadata(sink, committed);
       }
     } catch (ConsistentException e) {
       if (e.kind() == ErrorKind.INVALID_INPUT) { // the sink cannot be the job's (a root holding rows): the write is refused
@@ -244,59 +262,44 @@ public final class EpochWrites {
       }
       throw failed(e);
     }
-    EpochRun lineage = writer.lineage(job, sources, sink, reads);
+    Map<String, Table> known = new TreeMap<>(); // the tables the statement loaded: its events' columns
+    if (loads != null) {
+      for (String name : sources) {
+        if (loads.table(name) != null) {
+          known.put(name, loads.table(name));
+        }
+      }
+    }
+    known.put(sink, table);
+    EpochRun lineage = writer.lineage(job, sources, sink, reads, known);
     try {
-      if (!job.equals(state.job()) || !instance.equals(state.leaseHolder())) {
-        throw new ConsistentException(ErrorKind.FENCED, sink, sink + " is now written by job '" + state.job()
-            + "' instance " + state.leaseHolder() + ", not by this application's instance (" + instance + ") of '" + job
-            + "': its lease was taken over; this application's writes to it are refused");
-      }
-      Map<String, Table> loaded = new HashMap<>();
-      Map<String, TableState> closure = Resolver.upstreamStates(new ArrayList<>(sources), name -> {
-        try {
-          Table source = committer.load(Names.icebergIdentifier(name));
-          loaded.put(name, source);
-          return state(name, source);
-        } catch (NoSuchTableException e) {
-          return null;
-        }
-      }, true);
-      long now = System.currentTimeMillis();
-      for (String name : new ArrayList<>(closure.keySet())) { // idle sources keep the DAG moving (protocol §5.6)
-        Table advanced = JobRegistration.advanceIdleRoot(committer, Names.icebergIdentifier(name), name, loaded.get(name), now);
-        if (advanced != null) {
-          loaded.put(name, advanced);
-          closure.put(name, state(name, advanced));
-        }
-      }
-      Map<String, TableState> sourceStates = new TreeMap<>();
-      for (String source : sources) {
-        sourceStates.put(source, closure.get(source));
-      }
-      EpochPlanner.Plan plan = EpochPlanner.plan(job, sourceStates, Collections.singletonMap(sink, state), closure,
-          definition, settings.rebuild);
-      EpochPlanner.Action action = plan.sinks.get(sink).action;
+      EpochPlanning.Planned planned = EpochPlanning.plan(writer,
+          EpochPlanning.Request.statement(job, sink, sources, definition, settings.rebuild), table, metadata, loads);
+      EpochPlanner.Plan plan = planned.plan;
+      EpochPlanner.Action action = planned.sinkPlan.action;
       if (action == EpochPlanner.Action.STAGE || action == EpochPlanner.Action.REGENERATE) {
-        writer.warnEmptySources(job, sink, plan, sourceStates, false);
+        planned.warnEmptySources(writer);
       }
-      boolean work = plan.barrier != null && action != EpochPlanner.Action.DONE; // nothing to do: no run, no event
+      boolean work = planned.hasWork(); // nothing to do: no run, no event
       if (lineage != null && work) {
-        Map<String, String> planned = new LinkedHashMap<>();
-        planned.put(sink, action.protocolName);
-        lineage.planned(plan.barrier, plan.inputs, planned, instance);
+        Map<String, String> actions = new LinkedHashMap<>();
+        actions.put(sink, action.protocolName);
+        lineage.planned(plan.barrier, plan.inputs, actions, instance);
       }
-      EpochCommit epoch = EpochCommit.statement(writer, sink, sinkIdent, table, settings, plan, work ? lineage : null);
+      EpochCommit epoch = EpochCommit.statement(writer, sink, sinkIdent, planned, settings, work ? lineage : null);
       if (!epoch.runsQuery()) {
         return new Planned(epoch, table, noRows(reads));
       }
       if (settings.incremental) { // the sources' appends since the sink's last epoch (§5.5)
-        Increments increments = Increments.of(context.served(), context.catalogName(), sink, plan, loaded, closure);
+        Increments increments = Increments.of(context.served(), context.catalogName(), sink, plan, planned.tables,
+            planned.closure);
         epoch.reading(increments.description);
         return new Planned(epoch, table, served(reads, increments.tables));
       }
       Map<String, org.apache.spark.sql.connector.catalog.Table> inputs = new TreeMap<>();
       for (Map.Entry<String, Long> input : plan.inputs.entrySet()) {
-        inputs.put(input.getKey(), context.served().atInput(loaded.get(input.getKey()), input.getValue(), input.getKey()));
+        inputs.put(input.getKey(), context.served().atInput(planned.tables.get(input.getKey()), input.getValue(),
+            input.getKey()));
       }
       return new Planned(epoch, table, served(reads, inputs));
     } catch (ConsistentException e) {
@@ -322,14 +325,15 @@ public final class EpochWrites {
     Settings.Writes settings = Settings.Writes.read(spark);
     String text = WriteStatements.takeText(context.catalogName(), sink);
     TableIdentifier sinkIdent = Names.icebergIdentifier(sink);
-    Table table = committer.load(sinkIdent);
-    TableState state = state(sink, table);
+    StatementLoads loads = statementLoads(text, sink);
+    Table table = sinkTable(loads, sink, sinkIdent);
+    TableState state = loads != null ? loads.state(sink) : state(sink, table);
     if (state.isRoot() && settings.job == null) {
       throw refusedAs(sink, state, ": an ingest appends rows (INSERT INTO, DataFrame append()); MERGE INTO would "
           + "change barriers already complete — MERGE INTO is an epoch of a job's derived table (SET "
           + Settings.PREFIX + Settings.JOB + "=<job>)");
     }
-    Planned planned = planDerived(merge.sourceTable(), sink, sinkIdent, table, state, settings,
+    Planned planned = planDerived(merge.sourceTable(), sink, sinkIdent, table, state, loads, settings,
         definition(settings, text, merge));
     EpochMergeTable sinkTable = planned.epoch.runsQuery()
         ? new EpochMergeTable(planned.epoch.writeTable(), planned.epoch.writeBranch(), planned.epoch)

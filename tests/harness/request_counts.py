@@ -1,0 +1,184 @@
+"""REST requests counted where they leave Spark: a proxy in front of a REST catalog server that counts each HTTP
+request line passing through it by kind (list, load, commit, metrics report), for the request-count pins (issue 46)
+and ``bench.bench_sql_writer --count-requests``.
+
+``counted_epochs(spark, server_port, warehouse, catalog, ns)`` registers a plain and a consistent Spark catalog on
+that proxy at runtime (Spark loads a catalog on first use), runs one SQL ``INSERT OVERWRITE`` epoch and one streaming
+micro-batch into a derived table after a warm-up, and returns what each sent; the rows they wrote are recounted with
+pyiceberg, the way the pins' modules check them.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.harness.proxy import DelayProxy
+
+REQUEST_LINE = re.compile(rb"(GET|POST|HEAD|DELETE|PUT) (/v1/\S*) HTTP/1\.[01]\r\n")
+
+
+def request_kind(method: str, path: str) -> str:
+    """A REST request by what it does (list, load, commit ...), its prefix and names left out."""
+    parts = path.split("?")[0].strip("/").split("/")
+    if parts[-1] == "config":
+        return "config"
+    if "transactions" in parts:
+        return "commit (multi-table)"
+    if parts[-1] == "metrics":
+        return "metrics report"
+    if "tables" in parts:
+        after = parts[parts.index("tables") + 1:]
+        if not after:
+            return "list tables" if method == "GET" else f"{method} tables"
+        return {"GET": "load table", "POST": "commit table", "HEAD": "table exists"}.get(method, f"{method} table")
+    if "namespaces" in parts:
+        after = parts[parts.index("namespaces") + 1:]
+        return "list namespaces" if not after and method == "GET" else f"{method} namespace"
+    return f"{method} {parts[-1]}"
+
+
+class _Tap:
+    """A stream reader that counts the HTTP request lines passing through it."""
+
+    def __init__(self, reader: Any, proxy: CountingProxy) -> None:
+        self.reader, self.proxy = reader, proxy
+
+    async def read(self, n: int) -> bytes:
+        chunk: bytes = await self.reader.read(n)
+        for match in REQUEST_LINE.finditer(chunk):
+            method, path = match.group(1).decode(), match.group(2).decode()
+            self.proxy.requests[request_kind(method, path)] += 1
+            self.proxy.log.append(f"{method} {path}")
+        return chunk
+
+
+class CountingProxy(DelayProxy):
+    """``tests/harness/proxy.py`` without delay, counting the requests by kind (``requests``; ``log``: each one)."""
+
+    def __init__(self, target_port: int) -> None:
+        super().__init__(target_port, delay_ms=0)
+        self.requests: Counter[str] = Counter()
+        self.log: list[str] = []
+
+    async def _connection(self, client_reader: Any, client_writer: Any) -> None:
+        await super()._connection(_Tap(client_reader, self), client_writer)
+
+    def take(self) -> tuple[Counter[str], list[str]]:
+        """The requests since the last take, by kind and each one (one list swapped: never half of a request)."""
+        log, self.log = self.log, []
+        return Counter(request_kind(*line.split(" ", 1)) for line in log), log
+
+
+@dataclass
+class Counted:
+    """The requests one SQL epoch and one micro-batch sent (by kind, and each request line), in steady state."""
+
+    epoch: Counter[str]
+    epoch_log: list[str]
+    micro_batch: Counter[str]
+    micro_batch_log: list[str]
+
+
+def counted_epochs(spark: Any, server_port: int, warehouse: str, catalog: Any, ns: str, checkpoint: Path) -> Counted:
+    """One ``INSERT OVERWRITE`` epoch and one complete-mode micro-batch into derived tables of ``ns``, through a
+    counting proxy in front of the REST server (``catalog``: pyiceberg on the server itself, uncounted)."""
+    import pyarrow as pa
+
+    from consistent_catalog import ConsistentCatalog
+    from consistent_catalog import properties as P
+    from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA
+
+    started = time.monotonic()
+    timings: dict[str, float] = {}
+    proxy = CountingProxy(server_port).start()
+    plain, consistent = f"counted_{server_port}", f"counted_{server_port}_consistent"
+    try:
+        for name, impl in ((plain, "org.apache.iceberg.spark.SparkCatalog"),
+                           (consistent, "io.consistentcatalog.spark.ConsistentSparkCatalog")):
+            spark.conf.set(f"spark.sql.catalog.{name}", impl)
+            for key, value in {"type": "rest", "uri": proxy.uri, "warehouse": warehouse, "cache-enabled": "false"}.items():
+                spark.conf.set(f"spark.sql.catalog.{name}.{key}", value)
+        spark.conf.set(f"spark.sql.catalog.{consistent}.plain-catalog", plain)
+        words, counts, stream_counts = f"{ns}.words", f"{ns}.word_counts", f"{ns}.stream_counts"
+        catalog.create_table(words, schema=WORDS_SCHEMA)
+        catalog.create_table(counts, schema=COUNTS_SCHEMA)
+        cc = ConsistentCatalog(catalog)
+        arrow = catalog.load_table(words).schema().as_arrow()
+
+        def ingest(*batch: str) -> None:
+            cc.ingest(words, pa.table({"word": list(batch)}, schema=arrow))
+
+        statement = (f"INSERT OVERWRITE {consistent}.{counts} SELECT word, count(*) AS cnt "
+                     f"FROM {consistent}.{words} GROUP BY word")
+        spark.sql(f"SET spark.sql.consistent.job={ns}-count")
+        ingest("a", "b", "a")
+        spark.sql(statement)  # registers the job, warms the session's tables
+        ingest("b", "c")
+        proxy.take()
+        spark.sql(statement)
+        epoch, epoch_log = proxy.take()  # two tables in the catalog: its listing and conditional loads
+        spark.sql("RESET spark.sql.consistent.job")
+        catalog.create_table(stream_counts, schema=COUNTS_SCHEMA)
+        timings["sql"] = time.monotonic() - started
+
+        def head() -> int | None:
+            snapshot = catalog.load_table(stream_counts).current_snapshot()
+            return None if snapshot is None else snapshot.snapshot_id
+
+        def first_epoch() -> None:  # its registration's genesis comes first: wait for the epoch's rows
+            deadline = time.monotonic() + 120
+            while catalog.load_table(stream_counts).scan().to_arrow().num_rows == 0:
+                assert query.exception() is None and time.monotonic() < deadline, query.exception() or "no epoch"
+                time.sleep(0.1)
+
+        def wait_for_new_head(before: int | None) -> None:
+            deadline = time.monotonic() + 120
+            while head() == before:
+                assert query.exception() is None and time.monotonic() < deadline, query.exception() or "no epoch"
+                time.sleep(0.1)
+
+        frame = (spark.readStream.table(f"{consistent}.{words}").groupBy("word").count()
+                 .withColumnRenamed("count", "cnt"))
+        query = (frame.writeStream.outputMode("complete").option("checkpointLocation", str(checkpoint))
+                 .option("consistent.job", f"{ns}-stream").trigger(processingTime="3 seconds")
+                 .toTable(f"{consistent}.{stream_counts}"))
+        try:
+            first_epoch()  # registration and the first epoch
+            for attempt in range(3):
+                before = head()
+                proxy.take()
+                ingest("c", f"d{attempt}")  # pyiceberg, straight to the server: not counted
+                wait_for_new_head(before)  # one trigger finds the new barrier, its batch is the epoch of it
+                micro_batch, micro_batch_log = proxy.take()
+                if _source_polls(micro_batch_log, words) <= 1:
+                    break  # else a trigger before the ingest landed polled the source too (timing): measure again
+        finally:
+            query.stop()
+            timings["stream"] = time.monotonic() - started
+            # the query's end releases its lease through the proxy (a listener, after stop() returned): wait for it
+            deadline = time.monotonic() + 30
+            while P.LEASE_HOLDER in catalog.load_table(stream_counts).properties and time.monotonic() < deadline:
+                time.sleep(0.1)
+        print("counted_epochs timings", timings)
+        return Counted(epoch, epoch_log, micro_batch, micro_batch_log)
+    except BaseException:
+        proxy.stop()
+        raise
+    # else the proxy stays up (a daemon thread): the session keeps the catalogs, and the SQL job's lease is released
+    # through it when the JVM stops
+
+
+def _source_polls(log: list[str], table: str) -> int:
+    """How many loads of ``table`` come before the window's first commit (a trigger's look for a new barrier)."""
+    path = "/tables/" + table.split(".")[-1] + "?"
+    polls = 0
+    for line in log:
+        if line.startswith("POST") and "/transactions/commit" in line:
+            break
+        polls += line.startswith("GET") and path in line
+    return polls
