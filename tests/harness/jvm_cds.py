@@ -1,7 +1,7 @@
 """The suite's Spark drivers start in a fifth of the CPU: class data sharing, the client compiler, the serial GC.
 
 A local Spark driver's start and first small query cost ~32 s of CPU on these machines (18 s of wall time on 2
-cores), most of it loading and verifying Spark's ~15,000 classes and compiling them twice (C1, then C2). The suite
+cores), most of it loading and verifying Spark's ~16,000 classes and compiling them twice (C1, then C2). The suite
 starts hundreds of drivers (pyspark in subprocesses, ``spark-sql``, the Thrift and Connect servers, dbt), each on
 small data, so every driver it starts gets, through ``SPARK_SUBMIT_OPTS`` (Spark's launcher puts it on every JVM
 ``spark-submit`` starts; subprocesses inherit it):
@@ -125,6 +125,6 @@ def _archive(folder: Path, python: str) -> Path | None:
                     return None
                 partial.rename(archive)
         return archive
-    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:  # IndexError: it printed no pid
         print(f"class data sharing: no archive: {exc}", file=sys.stderr)
         return None
