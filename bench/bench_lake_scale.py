@@ -33,8 +33,9 @@ root holds at the cut, recounted by scanning the root at its cut snapshot with p
 Reported per N: operations/s of the protocol and of plain pyiceberg (ingests = appends; epochs that did work =
 job runs that overwrote; sink commits), their ratio; the catalog commits of each phase (metadata files written per
 table); each job's freshness (median and p95 of its samples; then the median and worst over jobs), each job's epoch
-time; resolve and ``status`` times; catalog connections in use (PostgreSQL: ``pg_stat_activity`` sampled every
-second: peak and median); errors (target 0), with the first few messages; the checks' findings.
+time; resolve and ``status`` times (wall, and the reader's own CPU time: under N writers on 2 cores most of a read's
+wall time is waiting for a core); catalog connections in use (PostgreSQL: ``pg_stat_activity`` sampled every second:
+peak and median); errors (target 0), with the first few messages; the checks' findings.
 
 ``--spark-writers K`` adds K PySpark drivers (``build_session``: the consistent catalog, ``local[1]``), each running
 the SQL epochs of ``--spark-jobs-each`` jobs of layer 2 (which the Python writers then leave alone): per sink,
@@ -671,6 +672,9 @@ def reader_process(catalog_args: CatalogArgs, raw_shape: dict, check_every: int,
     shape = LakeShape.from_dict(raw_shape)
     times: dict[str, list[float]] = {k: [] for k in ("deep cold", "deep warm", "component cold", "component warm",
                                                      "all cold", "all warm", "status")}
+    cpu: dict[str, list[float]] = {k: [] for k in times}
+    """The reader's own CPU time per read (``time.process_time``): under N writers on 2 cores a read's wall time is
+    mostly waiting for a core; its CPU time is what the code costs, apart from that wait."""
     freshness: dict[str, list[float]] = {}
     own: dict[str, list[float]] = {}
     """Per job: W(slowest source) - W(its sink), the job's own share of the delay."""
@@ -692,7 +696,7 @@ def reader_process(catalog_args: CatalogArgs, raw_shape: dict, check_every: int,
             for kind, cc in (("cold", ConsistentCatalog(catalog)), ("warm", warm)):
                 if kind == "cold":
                     SHARED_CACHE.clear()  # metadata files parsed before are parsed again: a new process's first cut
-                started = time.perf_counter()
+                started, cpu_started = time.perf_counter(), time.process_time()
                 try:
                     cut = cc.resolve(tables, component=label == "component")
                 except (NoWatermarkError, ResolutionError) as exc:
@@ -707,11 +711,12 @@ def reader_process(catalog_args: CatalogArgs, raw_shape: dict, check_every: int,
                         errors.append(f"reader resolve {label} {kind}: {type(exc).__name__}: {str(exc)[:300]}")
                     continue
                 times[f"{label} {kind}"].append(time.perf_counter() - started)
+                cpu[f"{label} {kind}"].append(time.process_time() - cpu_started)
                 if label == "all" and kind == "warm" and check_every and (len(times["all warm"]) % check_every == 1
                                                                           or check_every == 1):
                     problems += recount_problems(catalog, shape, cut)
                     cuts_checked += 1
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         try:
             rows = warm.status(everything)
         except Exception as exc:  # noqa: BLE001
@@ -720,6 +725,7 @@ def reader_process(catalog_args: CatalogArgs, raw_shape: dict, check_every: int,
                 errors.append(f"reader status: {type(exc).__name__}: {str(exc)[:300]}")
             continue
         times["status"].append(time.perf_counter() - started)
+        cpu["status"].append(time.process_time() - cpu_started)
         by_table = {r.table: r for r in rows}
         for job, sink in sink_of_job.items():
             found = by_table.get(sink)
@@ -727,7 +733,7 @@ def reader_process(catalog_args: CatalogArgs, raw_shape: dict, check_every: int,
                 freshness.setdefault(job, []).append(found.delay_ms / 1000)
             if found is not None and found.own_delay_ms is not None:
                 own.setdefault(job, []).append(found.own_delay_ms / 1000)
-    out.put({"times": times, "freshness": freshness, "own": own, "errors": errors, "error_count": error_count,
+    out.put({"times": times, "cpu": cpu, "freshness": freshness, "own": own, "errors": errors, "error_count": error_count,
              "not_yet": not_yet, "cuts_checked": cuts_checked, "problems": problems[:20],
              "problem_count": len(problems), "rounds": round_no, "not_yet_why": dict(why), "not_yet_lines": why_lines})
 
@@ -1051,6 +1057,7 @@ def print_results(results: dict[int, dict[str, Any]], shape: LakeShape, args: ar
     for key in ("deep cold", "deep warm", "component cold", "component warm", "all cold", "all warm", "status"):
         label = "status of all tables" if key == "status" else f"resolve {names[key.split()[0]]}, {key.split()[1]},"
         row(f"{label} ms median / p95", lambda f, key=key: _ms(f["reader"]["times"][key]))
+        row(f"{label} the reader's CPU ms median / p95", lambda f, key=key: _ms(f["reader"]["cpu"][key]))
     row("reader rounds (cuts not yet resolvable)", lambda f: f"{f['reader']['rounds']} ({f['reader']['not_yet']})")
     row("registering the jobs / warm-up to a first epoch (s, slowest writer)", lambda f: f"{f['setup_s']:.1f} / "
         f"{f['warmup_s']:.1f}")
