@@ -154,6 +154,19 @@ class EpochResult:
         return self.regenerated
 
 
+
+def lagging_way_out(others: Mapping[str, TableState], first: int) -> str:
+    """§6.10: the way out of reading a source before its first data ``first``: bring forward the other inputs whose
+    watermark is below it; a root by advancing its watermark, a derived one by its job's next epoch (its watermark
+    moves only so). Empty when none lags (the caller chose the barrier)."""
+    lagging = {name: state for name, state in others.items() if (mark := state.watermark()) is not None and mark < first}
+    if not lagging:
+        return ""
+    steps = [f"consistent-catalog advance-watermark {name} now" if state.is_root
+             else f"an epoch of job {state.owner or '?'}, which writes {name}" for name, state in lagging.items()]
+    return (f". If the sources were loaded one after another, bring the lagging source{'s' if len(steps) > 1 else ''} "
+            f"forward ({'; '.join(steps)}) and the job computes them together")
+
 class EpochJob:
     """A job that writes its sinks in epochs with pyiceberg, per protocol §5.
 
@@ -292,12 +305,10 @@ class EpochJob:
             state = self._source_states.get(name)
             first = None if state is None or snapshot is not None else state.first_barrier()
             if first is not None and plan.barrier is not None and first > plan.barrier:
-                others = [s for s in plan.inputs if s != name] or [name]
                 found.append(
                     f"{self.job}: read {name} empty at barrier {fmt_barrier(plan.barrier)}; its first data is at "
-                    f"barrier {fmt_barrier(first)}: its rows reach the sinks at a later epoch. If the sources were "
-                    f"loaded one after another, advance the ones behind (consistent-catalog advance-watermark "
-                    f"{others[0]} now) and the job computes them together"
+                    f"barrier {fmt_barrier(first)}: its rows reach the sinks at a later epoch"
+                    + lagging_way_out({s: st for s, st in self._source_states.items() if s != name}, first)
                 )
         return tuple(found)
 

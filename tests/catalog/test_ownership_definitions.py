@@ -241,6 +241,34 @@ def test_an_epoch_that_read_a_source_before_its_first_data_warns(cc, catalog, fl
     assert {r["word"] for r in scan(catalog, COUNTS)} == {"a", "z"}  # T = 1700000000900: b is later
 
 
+
+def test_a_derived_source_lagging_behind_is_brought_forward_by_its_jobs_epoch_not_by_a_watermark(cc, catalog, flip_tables):
+    """§6.10: the way out names, for a lagging derived source, an epoch of the job that writes it (its watermark is
+    refused to anyone else), not ``advance-watermark``."""
+    catalog.create_table("demo.later", schema=words().schema)
+    cc.ingest(WORDS, words("a"), barrier=1_700_000_000_000)
+    with cc.job("word-count", sources=[WORDS], sinks=[COUNTS], transform=count_words, mode="overwrite") as counter:
+        counter.run_epoch()
+        cc.ingest("demo.later", words("z"), barrier=1_700_000_000_900)  # after word_counts' epoch: empty at its W
+
+        later_rows: list[int] = []
+
+        def counts_and_later(ctx):
+            later_rows.append(ctx.read("demo.later").num_rows)
+            return histogram(ctx)
+
+        with cc.job("mixed", sources=[COUNTS, "demo.later"], sinks=[HIST], transform=counts_and_later,
+                    mode="overwrite") as job:
+            (warning,) = job.run_epoch().warnings
+            assert later_rows == [0]
+            assert "read demo.later empty at barrier 1700000000000 (" in warning
+            assert f"(an epoch of job word-count, which writes {COUNTS})" in warning and "advance-watermark" not in warning
+            with pytest.raises(InvalidInputError, match="is derived"):
+                cc.advance_watermark(COUNTS, 1_700_000_000_900)  # what the old advice said: refused
+            cc.ingest(WORDS, words("b"), barrier=1_700_000_001_000)
+            counter.run_epoch()  # the advice followed: both sources hold data at the next barrier
+            assert job.run_epoch().warnings == () and later_rows == [0, 1]
+
 def test_refusals_name_where_the_holder_runs(counted, catalog):
     import os
     import socket

@@ -526,6 +526,29 @@ def test_an_epoch_that_read_an_empty_source_before_its_first_data_warns(env: Any
     assert f"consistent-catalog advance-watermark {ns}.words now" in warnings[0]
 
 
+
+def test_a_lagging_derived_source_is_named_with_the_job_that_writes_it(env: Any, ns: str, capfd: Stderr) -> None:
+    """§6.10 from the JVM: a derived source behind the empty one is brought forward by an epoch of its job (its
+    watermark cannot be advanced by hand): the warning names that job, not ``advance-watermark``."""
+    cc, spark, _ = env
+    cc.catalog.create_table(f"{ns}.orders", schema=WORDS)
+    cc.catalog.create_table(f"{ns}.joined", schema=COUNTS)
+    ingest(cc, f"{ns}.words", "a")
+    as_job(spark, "counter")
+    sql(spark, COUNT.format(ns=ns))
+    time.sleep(0.01)
+    ingest(cc, f"{ns}.orders", "a")  # the first data of orders comes after word_counts' watermark
+    as_job(spark, "joiner")
+    capfd.readouterr()
+    sql(spark, f"INSERT OVERWRITE lake_consistent.{ns}.joined SELECT c.word, count(o.word) AS cnt FROM "
+               f"lake_consistent.{ns}.word_counts c LEFT JOIN lake_consistent.{ns}.orders o ON c.word = o.word "
+               f"GROUP BY c.word")
+    warnings = [line for line in plugin_lines(capfd) if line.startswith("[lake_consistent] warning: joiner: ")]
+    assert len(warnings) == 1, warnings
+    assert f"read {ns}.orders empty at barrier" in warnings[0]
+    assert f"(an epoch of job counter, which writes {ns}.word_counts)" in warnings[0], warnings[0]
+    assert "advance-watermark" not in warnings[0]
+
 # --- streaming -----------------------------------------------------------------------------------------------------
 def streaming_job(spark: Any, frame: Any, table: str, job: str, checkpoint: Path, **options: str) -> Any:
     writer = (frame.writeStream.outputMode("complete").option("checkpointLocation", str(checkpoint))

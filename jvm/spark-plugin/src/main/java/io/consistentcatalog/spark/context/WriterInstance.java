@@ -54,7 +54,8 @@ public final class WriterInstance {
 
   /**
    * §6.10's last point: an epoch that stages while a source was empty at its barrier although that source holds data
-   * later says so, once, naming the source, its first barrier and the way out (the lagging sources advanced).
+   * later says so, once, naming the source, its first barrier and the way out (the lagging sources brought forward: a
+   * root by advancing its watermark, a derived one by an epoch of its job).
    */
   public void warnEmptySources(String job, String sink, EpochPlanner.Plan plan, Map<String, TableState> sources, boolean streaming) {
     for (Map.Entry<String, Long> input : plan.inputs.entrySet()) {
@@ -71,7 +72,7 @@ public final class WriterInstance {
       if (first == null || first <= plan.barrier) {
         continue;
       }
-      List<String> lagging = new ArrayList<>();
+      List<String> steps = new ArrayList<>();
       for (Map.Entry<String, TableState> other : sources.entrySet()) {
         Long mark;
         try {
@@ -79,18 +80,17 @@ public final class WriterInstance {
         } catch (ConsistentException e) {
           mark = null;
         }
-        if (mark != null && mark < first) {
-          lagging.add(other.getKey());
+        if (mark != null && mark < first) { // a root moves by its watermark, a derived source by its job's epoch
+          steps.add(other.getValue().isRoot() ? "consistent-catalog advance-watermark " + other.getKey() + " now"
+              : "an epoch of job " + java.util.Objects.requireNonNullElse(other.getValue().owner(), "?") + ", which writes "
+                  + other.getKey());
         }
       }
-      String advance = lagging.isEmpty() ? "consistent-catalog advance-watermark " + input.getKey() + " now"
-          : "consistent-catalog advance-watermark " + String.join(" now; consistent-catalog advance-watermark ", lagging)
-              + " now";
       String line = "[" + context.catalogName() + "] warning: " + job + ": " + sink + " read " + input.getKey()
           + " empty at barrier " + io.consistentcatalog.core.Barriers.format(plan.barrier) + "; its first data is at barrier "
-          + io.consistentcatalog.core.Barriers.format(first) + ". The epoch is complete, but its sources were loaded "
-          + "one after another — advance the lagging source" + (lagging.size() == 1 ? "" : "s") + " (" + advance
-          + ") so that the job computes them together";
+          + io.consistentcatalog.core.Barriers.format(first) + ": its rows reach the sinks at a later epoch"
+          + (steps.isEmpty() ? "" : ". If the sources were loaded one after another, bring the lagging source"
+              + (steps.size() == 1 ? "" : "s") + " forward (" + String.join("; ", steps) + ") and the job computes them together");
       LOG.warn(line);
       if (!streaming) {
         System.err.println(line);
