@@ -871,3 +871,39 @@ def test_native_streams_land_a_root_and_publish_its_barriers_to_a_derived_table(
     # the job unregisters when its query stops (Spark's listener bus tells it afterwards)
     _until(lambda: P.LEASE_HOLDER not in cat.load_table("stream.word_counts").properties, "the job's lease released",
            timeout=60)
+
+
+# --- one SQL epoch's catalog calls (BENCHMARKS.md, "One SQL epoch's catalog calls"; bench/bench_catalog_calls.py) ------
+EPOCH_CALLS = {
+    # the cut's walk (every database: its tables, its children), the two tables loaded, then each of the two commits
+    # (stage, publish) as Iceberg's HiveTableOperations makes it: lock, the table read under the lock, alter, unlock,
+    # the table read back
+    "hive": {"get_all_databases": 1, "get_database": 3, "get_table_names_by_filter": 3, "get_table": 8, "lock": 2,
+             "alter_table_with_environment_context": 2, "unlock": 2},
+    # the walk (GetDatabases, GetDatabase and GetTables per database), the loads, the two commits with VersionId
+    "glue": {"GetDatabases": 1, "GetDatabase": 4, "GetTables": 2, "GetTable": 8, "UpdateTable": 2},
+}
+"""Calls of one steady-state ``INSERT OVERWRITE`` epoch into a derived table of ``demo`` (three databases on the
+Hive Metastore: ``default``, ``demo``, the probe's; two on Glue)."""
+
+
+def test_one_sql_epoch_costs_the_catalog_calls_pinned(jvm: tuple[Any, Path], probed: Any, backend: str,
+                                                      request: pytest.FixtureRequest) -> None:
+    """A counting proxy in front of the server (Thrift calls; Glue's ``X-Amz-Target``), Spark's catalogs on it
+    registered at run time as ``spark-conf`` renders them; after a first epoch (the job's registration), one epoch's
+    calls; its rows a recount of its input (``counted_sql_epochs``)."""
+    from consistent_catalog.spark.session import spark_conf
+    from tests.harness.request_counts import GLUE, THRIFT, CountingProxy, counted_sql_epochs
+
+    spark, _ = jvm
+    server = request.getfixturevalue(SERVERS[backend])
+    name = f"counted_{backend}"
+    # the proxy stays up (a daemon thread): the session keeps the catalogs, whose job lease the JVM releases at its end
+    proxy = CountingProxy(server.port, THRIFT if backend == "hive" else GLUE).start()
+    address = f"127.0.0.1:{proxy.port}"
+    uri = f"thrift://{address}" if backend == "hive" else f"arn:aws:glue:us-east-1:123456789012?endpoint=http://{address}"
+    for key, value in spark_conf(uri, server.warehouse, name=name).items():
+        if key.startswith("spark.sql.catalog."):
+            spark.conf.set(key, value)
+    ((calls, log),) = counted_sql_epochs(spark, proxy, f"{name}_consistent", probed, "demo")
+    assert dict(calls) == EPOCH_CALLS[backend], log
