@@ -880,7 +880,8 @@ EPOCH_CALLS = {
     # the table read back
     "hive": {"get_all_databases": 1, "get_database": 3, "get_table_names_by_filter": 3, "get_table": 8, "lock": 2,
              "alter_table_with_environment_context": 2, "unlock": 2},
-    # the walk (GetDatabases, GetDatabase and GetTables per database), the loads, the two commits with VersionId
+    # the walk (GetDatabases; per database GetDatabase, GetTables, GetDatabase), the loads, the two commits with
+    # VersionId (each a GetTable, the UpdateTable, a GetTable after it)
     "glue": {"GetDatabases": 1, "GetDatabase": 4, "GetTables": 2, "GetTable": 8, "UpdateTable": 2},
 }
 """Calls of one steady-state ``INSERT OVERWRITE`` epoch into a derived table of ``demo`` (three databases on the
