@@ -33,9 +33,6 @@ from typing import Any
 from bench.common import load
 
 KINDS = ("hive", "glue", "rest")
-GLUE_URI = "arn:aws:glue:us-east-1:123456789012?endpoint={endpoint}"
-GLUE_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
-"""Iceberg's AWS SDK reads Glue's credentials from the environment of the JVM (set before it starts)."""
 
 
 def start_servers(kinds: list[str], directory: Path, stack: ExitStack) -> dict[str, Any]:
@@ -55,9 +52,10 @@ def start_servers(kinds: list[str], directory: Path, stack: ExitStack) -> dict[s
 
 def catalog_uri(kind: str, server: Any, port: int | None = None) -> str:
     """The catalog URI ``spark-conf`` takes for ``server`` (reached on ``port``: a proxy's; default its own)."""
+    from tests.harness.metastores import glue_catalog_uri
+
     address = f"127.0.0.1:{server.port if port is None else port}"
-    return {"hive": f"thrift://{address}", "glue": GLUE_URI.format(endpoint=f"http://{address}"),
-            "rest": f"http://{address}"}[kind]
+    return {"hive": f"thrift://{address}", "glue": glue_catalog_uri(f"http://{address}"), "rest": f"http://{address}"}[kind]
 
 
 def iceberg_settings(kind: str, server: Any, port: int) -> dict[str, str]:
@@ -78,7 +76,9 @@ def session(servers: dict[str, Any]) -> Any:
         for jar in spark_conf(catalog_uri(kind, server), server.warehouse).get("spark.jars", "").split(","):
             if jar and jar not in jars:
                 jars.append(jar)
-    os.environ.update(GLUE_ENV)
+    from tests.harness.metastores import GLUE_ENV
+
+    os.environ.update(GLUE_ENV)  # Iceberg's AWS SDK reads Glue's credentials there (before the JVM starts)
     kind, first = next(iter(servers.items()))
     return build_session(catalog_uri(kind, first), first.warehouse, name="base", app_name="bench-catalog-calls",
                          extra_conf={"spark.jars": ",".join(jars)})

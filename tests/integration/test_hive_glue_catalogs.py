@@ -42,7 +42,7 @@ from consistent_catalog.resolver import DEFAULT_LEVEL
 from tests.catalog import test_hardening
 from tests.conformance.corpus import cut_json, load_cases, python_answer
 from tests.harness.lake import sqlite_catalog
-from tests.harness.metastores import reset_catalog
+from tests.harness.metastores import GLUE_ENV, glue_catalog_uri, reset_catalog
 from tests.harness.sql_writer import (
     EPOCH_LINE,
     EXIT_HALTED,
@@ -267,7 +267,7 @@ def test_init_renders_the_catalog_for_spark_and_pyiceberg_and_check_catalog_reac
     reset_catalog(direct)
     direct.create_namespace("shop")
     direct.create_table("shop.words", schema=pa.schema([pa.field("word", pa.string())]))
-    uri = server.uri if kind == "hive" else f"arn:aws:glue:us-east-1:123456789012?endpoint={server.endpoint}"
+    uri = server.uri if kind == "hive" else glue_catalog_uri(server.endpoint)
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
     home.mkdir()
@@ -422,12 +422,11 @@ def jvm(hive_metastore: Any, glue_server: Any, tmp_path_factory: pytest.TempPath
     if find_plugin_jar() is None:
         pytest.fail("the plugin jar is not built: make setup")
     release = tmp_path_factory.mktemp("jvm-failpoint") / "release"
-    glue_uri = f"arn:aws:glue:us-east-1:123456789012?endpoint={glue_server.endpoint}"
+    glue_uri = glue_catalog_uri(glue_server.endpoint)
     glue_conf = spark_conf(glue_uri, glue_server.warehouse, name=SPARK_NAMES["glue"])
     extra = {k: v for k, v in glue_conf.items() if k.startswith("spark.sql.catalog.") or k.startswith("spark.jars")}
     env = {"CONSISTENT_FAILPOINT": "after-stage", "CONSISTENT_FAILPOINT_ACTION": "pause",
-           "CONSISTENT_FAILPOINT_TABLE": ZOMBIE_TABLE, "CONSISTENT_FAILPOINT_RELEASE": str(release),
-           "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+           "CONSISTENT_FAILPOINT_TABLE": ZOMBIE_TABLE, "CONSISTENT_FAILPOINT_RELEASE": str(release), **GLUE_ENV}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     # a JVM PySpark kept from an earlier module would be reused: without this environment, and without the AWS SDK
@@ -635,7 +634,7 @@ def test_a_jvm_commit_the_aws_sdk_sent_again_after_its_answer_was_lost_is_found_
     cat.create_table("demo.words", schema=WORDS_SCHEMA)
     record_probe(cat, "glue")
     with LoseTheFirstCommitsAnswer(glue_server.port, seed=1, rules={"commit": {"lost": 1.0}}) as proxy:
-        uri = f"arn:aws:glue:us-east-1:123456789012?endpoint={proxy.uri}"
+        uri = glue_catalog_uri(proxy.uri)
         for key, value in spark_conf(uri, glue_server.warehouse, name="aws_faulty").items():
             if key.startswith("spark.sql.catalog."):  # a catalog registered at run time: the same Glue, via the proxy
                 spark.conf.set(key, value)
@@ -651,8 +650,6 @@ def test_a_jvm_commit_the_aws_sdk_sent_again_after_its_answer_was_lost_is_found_
 
 
 # --- the SQL writer's crash tests on both catalogs (tests/spark/test_sql_writer_crash.py's, a representative subset) --
-GLUE_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
-"""What Iceberg's AWS SDK reads Glue's credentials from, in a writer process."""
 CRASH_POINTS = ("after-stage", "after-publish", "after-ingest")
 """Per catalog, a namespace each: a derived epoch killed after staging and after publishing, a keyed root ingest
 killed once it landed (before the statement ends)."""
@@ -702,7 +699,7 @@ def sql_crashes(hive_metastore: Any, glue_server: Any, tmp_path_factory: pytest.
         pytest.fail("the plugin jar is not built: make setup")
     root = tmp_path_factory.mktemp("hive-glue-crash")
     servers = {"hive": hive_metastore, "glue": glue_server}
-    uris = {"hive": hive_metastore.uri, "glue": f"arn:aws:glue:us-east-1:123456789012?endpoint={glue_server.endpoint}"}
+    uris = {"hive": hive_metastore.uri, "glue": glue_catalog_uri(glue_server.endpoint)}
     envs = {"hive": {}, "glue": GLUE_ENV}
     found: dict[tuple[str, str], KilledWriter] = {}
     runs: dict[tuple[str, str], tuple[SqlLake, int, WriterRun]] = {}
@@ -902,7 +899,7 @@ def test_one_sql_epoch_costs_the_catalog_calls_pinned(jvm: tuple[Any, Path], pro
     # the proxy stays up (a daemon thread): the session keeps the catalogs, whose job lease the JVM releases at its end
     proxy = CountingProxy(server.port, THRIFT if backend == "hive" else GLUE).start()
     address = f"127.0.0.1:{proxy.port}"
-    uri = f"thrift://{address}" if backend == "hive" else f"arn:aws:glue:us-east-1:123456789012?endpoint=http://{address}"
+    uri = f"thrift://{address}" if backend == "hive" else glue_catalog_uri(f"http://{address}")
     for key, value in spark_conf(uri, server.warehouse, name=name).items():
         if key.startswith("spark.sql.catalog."):
             spark.conf.set(key, value)
