@@ -882,7 +882,19 @@ EPOCH_CALLS = {
     "glue": {"GetDatabases": 1, "GetDatabase": 4, "GetTables": 2, "GetTable": 8, "UpdateTable": 2},
 }
 """Calls of one steady-state ``INSERT OVERWRITE`` epoch into a derived table of ``demo`` (three databases on the
-Hive Metastore: ``default``, ``demo``, the probe's; two on Glue)."""
+Hive Metastore: ``default``, ``demo``, the probe's; two on Glue), with Iceberg 1.12 (the default line, 4.1)."""
+
+
+def epoch_calls(backend: str) -> dict[str, int]:
+    """``EPOCH_CALLS`` for the installed line's Iceberg: before 1.12 its ``HiveCatalog`` lists a database's tables in
+    two calls, ``get_all_tables`` then ``get_table_objects_by_name`` (seen on the 3.5 and 4.0 lines)."""
+    from consistent_catalog.spark.lines import current_line
+
+    calls = dict(EPOCH_CALLS[backend])
+    if backend == "hive" and tuple(int(p) for p in current_line().iceberg.split(".")[:2]) < (1, 12):
+        databases = calls.pop("get_table_names_by_filter")
+        calls.update(get_all_tables=databases, get_table_objects_by_name=databases)
+    return calls
 
 
 def test_one_sql_epoch_costs_the_catalog_calls_pinned(jvm: tuple[Any, Path], probed: Any, backend: str,
@@ -904,4 +916,4 @@ def test_one_sql_epoch_costs_the_catalog_calls_pinned(jvm: tuple[Any, Path], pro
         if key.startswith("spark.sql.catalog."):
             spark.conf.set(key, value)
     ((calls, log),) = counted_sql_epochs(spark, proxy, f"{name}_consistent", probed, "demo")
-    assert dict(calls) == EPOCH_CALLS[backend], log
+    assert dict(calls) == epoch_calls(backend), log
