@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from consistent_catalog.exceptions import NotInstalledError
+from consistent_catalog.probe import catalog_kind
 
 if TYPE_CHECKING:
     from consistent_catalog.epoch_plan import EpochPlan
@@ -131,9 +132,8 @@ def dataset_name(properties: Mapping[str, Any], table: str) -> str:
 
 
 def is_glue(properties: Mapping[str, Any]) -> bool:
-    """An AWS Glue catalog: ``type: glue``, or configured by ``glue.*`` keys (a ``GlueCatalog`` made directly)."""
-    kind = str(properties.get("type", "")).lower()
-    return kind == "glue" or (not kind and any(str(k).startswith("glue.") for k in properties))
+    """An AWS Glue catalog, as the probe tells catalogs apart (``probe.catalog_kind`` of its properties)."""
+    return catalog_kind(properties) == "glue"
 
 
 GLUE_UNKNOWN = "unknown"

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -101,13 +101,35 @@ class ProbeReport:
                            "evidence": evidence}, separators=(",", ":"))
 
 
-def catalog_kind(catalog: Catalog) -> str:
-    """``sql``, ``rest``, ``hive``, ``glue`` or the class name of another kind."""
-    names = {"SqlCatalog": "sql", "RestCatalog": "rest", "HiveCatalog": "hive", "GlueCatalog": "glue"}
-    for cls in type(catalog).__mro__:
-        if cls.__name__ in names:
-            return names[cls.__name__]
-    return type(catalog).__name__
+CATALOG_CLASSES = {"SqlCatalog": "sql", "RestCatalog": "rest", "HiveCatalog": "hive", "GlueCatalog": "glue"}
+"""pyiceberg's catalog classes by the kind they are."""
+_URI_KINDS = (("http://", "rest"), ("https://", "rest"), ("thrift://", "hive"), ("sqlite", "sql"), ("postgresql", "sql"))
+"""What pyiceberg builds for a catalog configured without ``type`` (``infer_catalog_type``), by its ``uri``."""
+
+
+def catalog_kind(catalog: Catalog | Mapping[str, Any]) -> str:
+    """``sql``, ``rest``, ``hive``, ``glue`` or another kind's name, of a pyiceberg catalog (by its class) or of a
+    catalog's configuration (its properties): ``py-catalog-impl``'s class, else ``type``, else ``glue.*`` keys (a
+    ``GlueCatalog`` made directly), else the ``uri`` as pyiceberg infers a type from it (``unknown`` without one).
+
+    The one answer the probe (which catalogs writers probe, which property limit) and the OpenLineage names (Glue's
+    ARN) both follow, as ``io.consistentcatalog.core.CatalogKind`` on the JVM."""
+    if not isinstance(catalog, Mapping):
+        for cls in type(catalog).__mro__:
+            if cls.__name__ in CATALOG_CLASSES:
+                return CATALOG_CLASSES[cls.__name__]
+        return type(catalog).__name__
+    impl = str(catalog.get("py-catalog-impl") or "").strip()
+    if impl:
+        name = impl.rpartition(".")[2]
+        return CATALOG_CLASSES.get(name, name)
+    kind = str(catalog.get("type") or "").strip().lower()
+    if kind:
+        return kind
+    if any(str(key).startswith("glue.") for key in catalog):
+        return "glue"
+    uri = str(catalog.get("uri") or "").strip().lower()
+    return next((inferred for prefix, inferred in _URI_KINDS if uri.startswith(prefix)), "unknown")
 
 
 # --- the probe -------------------------------------------------------------------------------------------

@@ -41,6 +41,13 @@ HMS_MAIN = "org.apache.hadoop.hive.metastore.HiveMetaStore"
 HMS_VERSION = "2.3"
 GLUE_REGION, GLUE_ACCOUNT = "us-east-1", "123456789012"  # moto's default account
 GLUE_KEYS = {"glue.access-key-id": "testing", "glue.secret-access-key": "testing", "glue.region": GLUE_REGION}
+GLUE_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": GLUE_REGION}
+"""The same credentials where Iceberg's AWS SDK reads them in a JVM (its environment, set before the JVM starts)."""
+
+
+def glue_catalog_uri(endpoint: str) -> str:
+    """The catalog URI ``init`` and ``spark-conf`` take for a Glue-compatible endpoint (moto's, or a proxy's)."""
+    return f"arn:aws:glue:{GLUE_REGION}:{GLUE_ACCOUNT}?endpoint={endpoint}"
 
 
 def pyspark_jars() -> Path:

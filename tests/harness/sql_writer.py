@@ -38,8 +38,15 @@ ROOT = Path(__file__).resolve().parents[2]
 WORDS, COUNTS = "demo.words", "demo.word_counts"
 JOB = "word-count"
 CONSISTENT = "lake_consistent"
-WORD_COUNT_SQL = (f"INSERT OVERWRITE {CONSISTENT}.{COUNTS} "
-                  f"SELECT word, count(*) AS cnt FROM {CONSISTENT}.{WORDS} GROUP BY word")
+
+
+def word_count_sql(ns: str = "demo") -> str:
+    """The SQL job over the namespace ``ns`` (its ``words`` into its ``word_counts``)."""
+    return (f"INSERT OVERWRITE {CONSISTENT}.{ns}.word_counts "
+            f"SELECT word, count(*) AS cnt FROM {CONSISTENT}.{ns}.words GROUP BY word")
+
+
+WORD_COUNT_SQL = word_count_sql()
 """The SQL job; ``count_words`` is the same job's transform in Python."""
 LINE = f"[{CONSISTENT}]"
 """How the plugin's one line per statement starts (protocol §5.9)."""
@@ -59,17 +66,17 @@ def count_words(ctx: Any) -> Any:
 
 
 # --- statements ------------------------------------------------------------------------------------------
-def epoch_statements(*, takeover: bool, job: str = JOB) -> list[str]:
-    """One epoch of the word-count job, as a SQL user writes it."""
+def epoch_statements(*, takeover: bool, job: str = JOB, ns: str = "demo") -> list[str]:
+    """One epoch of the word-count job (over the namespace ``ns``), as a SQL user writes it."""
     return [f"SET spark.sql.consistent.job={job}", f"SET spark.sql.consistent.takeover={str(takeover).lower()}",
-            WORD_COUNT_SQL]
+            word_count_sql(ns)]
 
 
-def ingest_statements(key: str | None, words: Sequence[str]) -> list[str]:
-    """An ingest of ``words`` into the root ``demo.words`` (keyed when ``key`` is given): no job set."""
+def ingest_statements(key: str | None, words: Sequence[str], ns: str = "demo") -> list[str]:
+    """An ingest of ``words`` into the root ``<ns>.words`` (keyed when ``key`` is given): no job set."""
     values = ", ".join("('" + w.replace("'", "''") + "')" for w in words)
     keyed = [f"SET spark.sql.consistent.ingestKey={key}"] if key else ["RESET spark.sql.consistent.ingestKey"]
-    return ["RESET spark.sql.consistent.job", *keyed, f"INSERT INTO {CONSISTENT}.{WORDS} VALUES {values}"]
+    return ["RESET spark.sql.consistent.job", *keyed, f"INSERT INTO {CONSISTENT}.{ns}.words VALUES {values}"]
 
 
 def batch(index: int, size: int = 6) -> list[str]:
@@ -234,30 +241,31 @@ class WriterRun:
         return "\n".join(kept[-lines:])
 
 
-def create_lake(catalog: Any, uri: str, warehouse: str, directory: Path) -> tuple[SqlLake, int]:
-    """``demo.words`` (a root) and ``demo.word_counts`` (empty) in ``catalog``, words ingested once with pyiceberg;
-    returns the lake and that ingest's barrier (``W(demo.words)``)."""
+def create_lake(catalog: Any, uri: str, warehouse: str, directory: Path, ns: str = "demo") -> tuple[SqlLake, int]:
+    """``<ns>.words`` (a root) and ``<ns>.word_counts`` (empty) in ``catalog``, words ingested once with pyiceberg;
+    returns the lake and that ingest's barrier (``W(<ns>.words)``)."""
     from consistent_catalog import ConsistentCatalog
     from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA, words
 
     directory.mkdir(parents=True, exist_ok=True)
-    catalog.create_namespace("demo")
-    catalog.create_table(WORDS, schema=WORDS_SCHEMA)
-    catalog.create_table(COUNTS, schema=COUNTS_SCHEMA)
-    first = ConsistentCatalog(catalog).ingest(WORDS, words(*batch(0)))
+    catalog.create_namespace(ns)
+    catalog.create_table(f"{ns}.words", schema=WORDS_SCHEMA)
+    catalog.create_table(f"{ns}.word_counts", schema=COUNTS_SCHEMA)
+    first = ConsistentCatalog(catalog).ingest(f"{ns}.words", words(*batch(0)))
     return SqlLake(uri, warehouse, catalog, directory), first.barrier
 
 
 def start_writer(
     lake: SqlLake, statements: Iterable[str], name: str, *, failpoint: str | None = None, action: str = "halt",
     release: Path | None = None, conf: Mapping[str, str] | None = None, passes: int = 0,
+    env: Mapping[str, str] | None = None,
 ) -> WriterRun:
     """Start one writer process running ``statements`` on ``lake``, with a failpoint when given (protocol §5.9;
     ``action``: ``halt`` as kill -9 does, or ``pause`` until ``release`` exists; ``passes``: how many times the point
-    lets writes pass first)."""
+    lets writes pass first; ``env``: more environment, e.g. Glue's credentials for Iceberg's AWS SDK)."""
     script = lake.directory / f"{name}.sql"
     script.write_text("".join(f"{s};\n" for s in statements), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CONSISTENT_FAILPOINT")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONSISTENT_FAILPOINT")} | dict(env or {})
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     if failpoint is not None:
         env.update(CONSISTENT_FAILPOINT=failpoint, CONSISTENT_FAILPOINT_ACTION=action,

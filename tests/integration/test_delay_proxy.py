@@ -80,3 +80,32 @@ def test_a_target_that_is_down_closes_the_client_connection() -> None:
     with DelayProxy(dead) as proxy, socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as conn:
         conn.sendall(b"hello")
         assert conn.recv(10) == b""
+
+
+def test_the_counting_proxy_counts_thrift_and_glue_calls_split_across_reads(echo_port: int) -> None:
+    """``CountingProxy`` (tests/harness/request_counts.py) finds a Thrift call whose name two reads split (the first
+    part echoed back before the second is sent) once, and Glue's ``X-Amz-Target`` per request; bytes pass intact."""
+    import struct
+
+    from tests.harness.request_counts import GLUE, THRIFT, CountingProxy
+
+    def call(name: bytes, seqid: int) -> bytes:
+        return b"\x80\x01\x00\x01" + struct.pack(">i", len(name)) + name + struct.pack(">i", seqid) + b"\x0c\x00\x01\x00"
+
+    def exchange(sock: socket.socket, data: bytes) -> bytes:
+        sock.sendall(data)
+        back = b""
+        while len(back) < len(data):
+            back += sock.recv(1 << 16)
+        return back
+
+    with CountingProxy(echo_port, THRIFT) as proxy, socket.create_connection(("127.0.0.1", proxy.port)) as sock:
+        first = call(b"get_table", 1)
+        sent = [first[:14], first[14:] + call(b"lock", 2), call(b"get_table", 3) + b"\x00" * 300]
+        assert b"".join(exchange(sock, part) for part in sent) == b"".join(sent)
+        assert proxy.take() == ({"get_table": 2, "lock": 1}, ["get_table", "lock", "get_table"])
+    request = (b"POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: AWSGlue.%s\r\nContent-Length: 2\r\n\r\n{}")
+    with CountingProxy(echo_port, GLUE) as proxy, socket.create_connection(("127.0.0.1", proxy.port)) as sock:
+        for target in (b"GetTable", b"UpdateTable", b"GetTable"):
+            exchange(sock, request % target)
+        assert dict(proxy.requests) == {"GetTable": 2, "UpdateTable": 1}

@@ -10,6 +10,11 @@ fixtures: cuts, the epoch protocol with the fence (a zombie refused by the catal
 Glue's ``VersionId``), keyed ingests (two concurrent writers of one key), revision, retention, the
 conformance corpus cold and warm. Then the probe: it holds on every catalog the suite starts, and refuses
 moto's Glue as it is (``check-catalog`` exits 1 naming the capability; an ingest is refused with one line).
+
+From Spark (``lake_consistent`` over ``type=hive`` / ``type=glue``): ingests and epochs, a JVM zombie, refusals, the AWS
+SDK's resend; a representative subset of the SQL writer's crash tests (tests/spark/test_sql_writer_crash.py: writer
+processes killed at ``after-stage``, ``after-publish``, ``after-ingest``, then run again: each barrier and key once);
+native streaming (a root stream and a derived job's barrier stream).
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +42,26 @@ from consistent_catalog.resolver import DEFAULT_LEVEL
 from tests.catalog import test_hardening
 from tests.conformance.corpus import cut_json, load_cases, python_answer
 from tests.harness.lake import sqlite_catalog
-from tests.harness.metastores import reset_catalog
+from tests.harness.metastores import GLUE_ENV, glue_catalog_uri, reset_catalog
+from tests.harness.sql_writer import (
+    EPOCH_LINE,
+    EXIT_HALTED,
+    INGEST_LINE,
+    JOB,
+    Epoch,
+    SqlLake,
+    WriterRun,
+    batch,
+    check_exactly_once,
+    create_lake,
+    epoch_statements,
+    ingest_keys,
+    ingest_statements,
+    main_epochs,
+    staged_attempts,
+    start_writer,
+    word_counter,
+)
 from tests.integration.test_faults import run
 from tests.integration.test_third_party_catalogs import rehost, server_tier
 
@@ -241,7 +267,7 @@ def test_init_renders_the_catalog_for_spark_and_pyiceberg_and_check_catalog_reac
     reset_catalog(direct)
     direct.create_namespace("shop")
     direct.create_table("shop.words", schema=pa.schema([pa.field("word", pa.string())]))
-    uri = server.uri if kind == "hive" else f"arn:aws:glue:us-east-1:123456789012?endpoint={server.endpoint}"
+    uri = server.uri if kind == "hive" else glue_catalog_uri(server.endpoint)
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
     home.mkdir()
@@ -396,12 +422,11 @@ def jvm(hive_metastore: Any, glue_server: Any, tmp_path_factory: pytest.TempPath
     if find_plugin_jar() is None:
         pytest.fail("the plugin jar is not built: make setup")
     release = tmp_path_factory.mktemp("jvm-failpoint") / "release"
-    glue_uri = f"arn:aws:glue:us-east-1:123456789012?endpoint={glue_server.endpoint}"
+    glue_uri = glue_catalog_uri(glue_server.endpoint)
     glue_conf = spark_conf(glue_uri, glue_server.warehouse, name=SPARK_NAMES["glue"])
     extra = {k: v for k, v in glue_conf.items() if k.startswith("spark.sql.catalog.") or k.startswith("spark.jars")}
     env = {"CONSISTENT_FAILPOINT": "after-stage", "CONSISTENT_FAILPOINT_ACTION": "pause",
-           "CONSISTENT_FAILPOINT_TABLE": ZOMBIE_TABLE, "CONSISTENT_FAILPOINT_RELEASE": str(release),
-           "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+           "CONSISTENT_FAILPOINT_TABLE": ZOMBIE_TABLE, "CONSISTENT_FAILPOINT_RELEASE": str(release), **GLUE_ENV}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     # a JVM PySpark kept from an earlier module would be reused: without this environment, and without the AWS SDK
@@ -609,7 +634,7 @@ def test_a_jvm_commit_the_aws_sdk_sent_again_after_its_answer_was_lost_is_found_
     cat.create_table("demo.words", schema=WORDS_SCHEMA)
     record_probe(cat, "glue")
     with LoseTheFirstCommitsAnswer(glue_server.port, seed=1, rules={"commit": {"lost": 1.0}}) as proxy:
-        uri = f"arn:aws:glue:us-east-1:123456789012?endpoint={proxy.uri}"
+        uri = glue_catalog_uri(proxy.uri)
         for key, value in spark_conf(uri, glue_server.warehouse, name="aws_faulty").items():
             if key.startswith("spark.sql.catalog."):  # a catalog registered at run time: the same Glue, via the proxy
                 spark.conf.set(key, value)
@@ -622,3 +647,273 @@ def test_a_jvm_commit_the_aws_sdk_sent_again_after_its_answer_was_lost_is_found_
     assert P.BARRIER in ingest.summary.additional_properties
     assert [s.snapshot_id for s in table.metadata.snapshots] == [ingest.snapshot_id]
     assert _words_at(table, ingest.snapshot_id) == {"a": 2, "b": 1}  # its data and metadata files were kept
+
+
+# --- the SQL writer's crash tests on both catalogs (tests/spark/test_sql_writer_crash.py's, a representative subset) --
+CRASH_POINTS = ("after-stage", "after-publish", "after-ingest")
+"""Per catalog, a namespace each: a derived epoch killed after staging and after publishing, a keyed root ingest
+killed once it landed (before the statement ends)."""
+CRASH_KEY = "load-1"
+
+
+@dataclass
+class KilledWriter:
+    """One namespace's writer killed at its failpoint, as pyiceberg read the lake then; the catalog's next run."""
+
+    lake: SqlLake
+    ns: str
+    point: str
+    barrier: int
+    """W(<ns>.words) when the killed run planned: the barrier an epoch statement was writing."""
+    killed: WriterRun
+    epochs: list[Epoch]
+    staged: dict[int, str | None]
+    keys: Counter[str]
+    resumed: WriterRun | None = None
+
+    def lines(self, run: WriterRun) -> list[str]:
+        """``run``'s plugin lines about this namespace's tables."""
+        return [line for line in run.lines() if f" {self.ns}." in line]
+
+
+def _crash_statements(ns: str, point: str, *, again: bool) -> list[str]:
+    if point == "after-ingest":  # the second time the key has landed already
+        return ingest_statements(CRASH_KEY, batch(1), ns)
+    if not again:
+        return epoch_statements(takeover=False, ns=ns)
+    # the killed epoch again (taking over from the dead driver), then one more ingest and its epoch
+    return (epoch_statements(takeover=True, ns=ns) + ingest_statements("load-2", batch(2), ns)
+            + epoch_statements(takeover=True, ns=ns))
+
+
+@pytest.fixture(scope="module")
+def sql_crashes(hive_metastore: Any, glue_server: Any, tmp_path_factory: pytest.TempPathFactory
+                ) -> dict[tuple[str, str], KilledWriter]:
+    """On each catalog, one writer process per ``CRASH_POINTS`` (all six at once) killed there (``halt``, as kill -9),
+    then one process per catalog running each namespace's statements again. Other tests of this module empty the
+    catalogs: the tests reading these lakes come right after this fixture, one after the other."""
+    pytest.importorskip("pyspark")
+    from consistent_catalog.spark.session import find_plugin_jar
+
+    if find_plugin_jar() is None:
+        pytest.fail("the plugin jar is not built: make setup")
+    root = tmp_path_factory.mktemp("hive-glue-crash")
+    servers = {"hive": hive_metastore, "glue": glue_server}
+    uris = {"hive": hive_metastore.uri, "glue": glue_catalog_uri(glue_server.endpoint)}
+    envs = {"hive": {}, "glue": GLUE_ENV}
+    found: dict[tuple[str, str], KilledWriter] = {}
+    runs: dict[tuple[str, str], tuple[SqlLake, int, WriterRun]] = {}
+    for backend, server in servers.items():
+        catalog = server.catalog()
+        reset_catalog(catalog)
+        record_probe(catalog, backend)
+        for point in CRASH_POINTS:
+            ns = "crash_" + point.replace("-", "_")
+            lake, barrier = create_lake(catalog, uris[backend], server.warehouse, root / backend / ns, ns)
+            run = start_writer(lake, _crash_statements(ns, point, again=False), f"killed-{ns}", failpoint=point,
+                               env=envs[backend])
+            runs[backend, point] = (lake, barrier, run)
+    for (backend, point), (lake, barrier, run) in runs.items():
+        run.wait()
+        ns = "crash_" + point.replace("-", "_")
+        counts = lake.table(f"{ns}.word_counts")
+        found[backend, point] = KilledWriter(lake, ns, point, barrier, run, main_epochs(counts), staged_attempts(counts),
+                                             ingest_keys(lake.table(f"{ns}.words")))
+    resumed = {}
+    for backend in servers:
+        mine = [c for (b, _), c in found.items() if b == backend]
+        statements = [s for c in mine for s in _crash_statements(c.ns, c.point, again=True)]
+        resumed[backend] = start_writer(mine[0].lake, statements, f"resumed-{backend}", env=envs[backend])
+    for backend, run in resumed.items():
+        run.wait()
+        for (b, _), crash in found.items():
+            if b == backend:
+                crash.resumed = run
+    return found
+
+
+@pytest.mark.parametrize("backend", ["hive", "glue"])
+@pytest.mark.parametrize("point", ["after-stage", "after-publish"])
+def test_a_jvm_epoch_killed_at_a_failpoint_is_replayed_exactly_once(
+        sql_crashes: dict[tuple[str, str], KilledWriter], backend: str, point: str) -> None:
+    """The killed statement reported nothing; its lease stays (the driver never unregistered) until the next run
+    takes over: after ``after-stage`` it publishes the staged epoch as it was staged (``republished``), after
+    ``after-publish`` it finds the barrier ``done``; then a new ingest's epoch. Every epoch on ``main`` once, by one
+    attempt, equal to a recount of the words at the snapshot it recorded (pyiceberg through the server)."""
+    crash = sql_crashes[backend, point]
+    killed = crash.killed
+    assert killed.process.returncode == EXIT_HALTED, f"{killed.name} ended with {killed.process.returncode}:\n{killed.tail()}"
+    assert f"[failpoint] {point} pid" in killed.stderr() and crash.lines(killed) == [], killed.tail()
+    if point == "after-stage":
+        assert crash.epochs == [], "the staged epoch must not be on main yet"
+        assert len(set(crash.staged.values())) == 1 and None not in crash.staged.values(), crash.staged
+    else:
+        assert [e.barrier for e in crash.epochs] == [crash.barrier] and crash.staged == {}
+
+    resumed = crash.resumed
+    assert resumed is not None and resumed.process.returncode == 0, resumed.tail() if resumed else "not run"
+    lines = crash.lines(resumed)
+    landed = [int(m["barrier"]) for line in lines if (m := INGEST_LINE.search(line)) and m["barrier"]]
+    said = [(int(m["barrier"]), m["action"]) for line in lines if (m := EPOCH_LINE.search(line))]
+    assert len(landed) == 1 and landed[0] > crash.barrier, lines
+    again = "republished" if point == "after-stage" else "done"
+    assert said == [(crash.barrier, again), (landed[0], "published")], lines
+
+    sink, source = f"{crash.ns}.word_counts", f"{crash.ns}.words"
+    epochs = check_exactly_once(crash.lake, sink, source)
+    assert [e.barrier for e in epochs] == [crash.barrier, landed[0]]
+    if point == "after-stage":  # published as the killed run staged it
+        assert epochs[0].attempts == set(crash.staged.values()) and epochs[0].snapshot_ids[-1] in crash.staged
+    else:
+        assert (epochs[0].attempts, epochs[0].snapshot_ids) == (crash.epochs[0].attempts, crash.epochs[0].snapshot_ids)
+    final = dict(crash.lake.table(sink).metadata.properties)
+    assert P.LEASE_HOLDER not in final and final.get(P.JOB) == JOB, final  # released by the next run's end
+
+
+@pytest.mark.parametrize("backend", ["hive", "glue"])
+def test_a_jvm_keyed_ingest_killed_after_it_landed_is_not_landed_again(
+        sql_crashes: dict[tuple[str, str], KilledWriter], backend: str) -> None:
+    """Killed at ``after-ingest`` (the commit landed, the statement not finished): the next run of the same keyed
+    statement finds the key and lands nothing; the words are the first batch and this one, once."""
+    crash = sql_crashes[backend, "after-ingest"]
+    killed = crash.killed
+    assert killed.process.returncode == EXIT_HALTED, f"{killed.name} ended with {killed.process.returncode}:\n{killed.tail()}"
+    assert "[failpoint] after-ingest pid" in killed.stderr() and crash.lines(killed) == [], killed.tail()
+    assert crash.keys == Counter({CRASH_KEY: 1})  # it had landed when the driver died
+    resumed = crash.resumed
+    assert resumed is not None and resumed.process.returncode == 0, resumed.tail() if resumed else "not run"
+    lines = crash.lines(resumed)
+    assert [bool(m["barrier"]) for line in lines if (m := INGEST_LINE.search(line))] == [False], lines  # skipped
+    words = crash.lake.table(f"{crash.ns}.words")
+    assert ingest_keys(words) == Counter({CRASH_KEY: 1})
+    head = words.metadata.snapshot_by_name("main").snapshot_id
+    assert word_counter(words, head) == Counter(batch(0) + batch(1))
+
+
+# --- native streaming through lake_consistent on both catalogs (tests/spark/test_streaming.py's native tests) ---------
+def _until(condition: Any, what: str, *, queries: tuple[Any, ...] = (), timeout: float = 120.0) -> Any:
+    """Polls ``condition`` until it is truthy (its value); fails after ``timeout`` or when one of ``queries`` failed."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        failed = [q.exception() for q in queries if q.exception() is not None]
+        assert not failed, failed[0]
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f}s waiting for {what}"
+        time.sleep(0.2)
+    return value
+
+
+def _drop_json(directory: Path, name: str, words: list[str]) -> None:
+    """A JSON-lines file for Spark's file source, renamed into place whole."""
+    partial = directory / f".{name}.partial"
+    partial.write_text("".join(json.dumps({"word": w}) + "\n" for w in words), encoding="utf-8")
+    partial.rename(directory / name)
+
+
+def test_native_streams_land_a_root_and_publish_its_barriers_to_a_derived_table(
+        jvm: tuple[Any, Path], probed: Any, backend: str, tmp_path: Path) -> None:
+    """Spark's file source into the root ``stream.words`` through the plugin's sink (a keyed ingest per micro-batch),
+    and a complete-mode word count of it into ``stream.word_counts`` as the epochs of a job (option
+    ``consistent.job``), both through ``<catalog>_consistent`` over ``type=hive`` / ``type=glue``. Two files: each
+    batch lands once under its checkpoint's key; every epoch equals a recount of the root at the snapshot it
+    recorded, the last one at the root's head and its barrier."""
+    spark, _ = jvm
+    cat, name = probed, SPARK_NAMES[backend]
+    cat.create_namespace("stream")
+    cat.create_table("stream.words", schema=WORDS_SCHEMA)
+    cat.create_table("stream.word_counts", schema=COUNTS_SCHEMA)
+    incoming = tmp_path / "in"
+    incoming.mkdir()
+    _drop_json(incoming, "1.json", ["a", "b", "a"])
+    root = (spark.readStream.schema("word string").json(str(incoming)).writeStream
+            .option("checkpointLocation", str(tmp_path / "chk-root")).trigger(processingTime="0.5 seconds")
+            .toTable(f"{name}_consistent.stream.words"))
+    counting = (spark.readStream.option("consistent.waitFor", "200ms").table(f"{name}_consistent.stream.words")
+                .groupBy("word").count().withColumnRenamed("count", "cnt").writeStream.outputMode("complete")
+                .option("checkpointLocation", str(tmp_path / "chk-job")).option("consistent.job", "stream-count")
+                .trigger(processingTime="0.5 seconds").toTable(f"{name}_consistent.stream.word_counts"))
+    queries = (root, counting)
+
+    def ingests() -> list[Any]:
+        return [s for s in _main_chain(cat.load_table("stream.words")) if P.INGEST_KEY in s.summary.additional_properties]
+
+    def caught_up(landed: int) -> bool:
+        heads = ingests()
+        epochs = [s for s in _main_chain(cat.load_table("stream.word_counts")) if P.SOURCES in s.summary.additional_properties]
+        return (len(heads) == landed and bool(epochs)
+                and json.loads(epochs[-1].summary.additional_properties[P.SOURCES])["stream.words"] == heads[-1].snapshot_id)
+
+    try:
+        _until(lambda: caught_up(1), "the first batch's epoch", queries=queries)
+        _drop_json(incoming, "2.json", ["b", "c"])
+        _until(lambda: caught_up(2), "the second batch's epoch", queries=queries)
+    finally:
+        for query in queries:
+            query.stop()
+    words = cat.load_table("stream.words")
+    checkpoint = json.loads((tmp_path / "chk-root" / "metadata").read_text(encoding="utf-8"))["id"]
+    landed = ingests()
+    assert [s.summary.additional_properties[P.INGEST_KEY] for s in landed] == [f"{checkpoint}/0", f"{checkpoint}/1"]
+    assert _words_at(words, landed[-1].snapshot_id) == {"a": 2, "b": 2, "c": 1}
+    counts = cat.load_table("stream.word_counts")
+    epochs = [s for s in _main_chain(counts) if P.SOURCES in s.summary.additional_properties]
+    barriers = [int(s.summary.additional_properties[P.BARRIER]) for s in epochs]
+    assert barriers == sorted(set(barriers)), barriers  # one epoch per barrier
+    for epoch in epochs:  # each is exactly its recorded input, recounted with pyiceberg
+        read = json.loads(epoch.summary.additional_properties[P.SOURCES])["stream.words"]
+        rows = counts.scan(snapshot_id=epoch.snapshot_id).to_arrow()
+        assert dict(zip(rows["word"].to_pylist(), rows["cnt"].to_pylist())) == _words_at(words, read)
+    assert barriers[-1] == int(landed[-1].summary.additional_properties[P.BARRIER])  # at the root's barrier
+    # the job unregisters when its query stops (Spark's listener bus tells it afterwards)
+    _until(lambda: P.LEASE_HOLDER not in cat.load_table("stream.word_counts").properties, "the job's lease released",
+           timeout=60)
+
+
+# --- one SQL epoch's catalog calls (BENCHMARKS.md, "One SQL epoch's catalog calls"; bench/bench_catalog_calls.py) ------
+EPOCH_CALLS = {
+    # the cut's walk (every database: its tables, its children), the two tables loaded, then each of the two commits
+    # (stage, publish) as Iceberg's HiveTableOperations makes it: lock, the table read under the lock, alter, unlock,
+    # the table read back
+    "hive": {"get_all_databases": 1, "get_database": 3, "get_table_names_by_filter": 3, "get_table": 8, "lock": 2,
+             "alter_table_with_environment_context": 2, "unlock": 2},
+    # the walk (GetDatabases; per database GetDatabase, GetTables, GetDatabase), the loads, the two commits with
+    # VersionId (each a GetTable, the UpdateTable, a GetTable after it)
+    "glue": {"GetDatabases": 1, "GetDatabase": 4, "GetTables": 2, "GetTable": 8, "UpdateTable": 2},
+}
+"""Calls of one steady-state ``INSERT OVERWRITE`` epoch into a derived table of ``demo`` (three databases on the
+Hive Metastore: ``default``, ``demo``, the probe's; two on Glue), with Iceberg 1.12 (the default line, 4.1)."""
+
+
+def epoch_calls(backend: str) -> dict[str, int]:
+    """``EPOCH_CALLS`` for the installed line's Iceberg: before 1.12 its ``HiveCatalog`` lists a database's tables in
+    two calls, ``get_all_tables`` then ``get_table_objects_by_name`` (seen on the 3.5 and 4.0 lines)."""
+    from consistent_catalog.spark.lines import current_line
+
+    calls = dict(EPOCH_CALLS[backend])
+    if backend == "hive" and tuple(int(p) for p in current_line().iceberg.split(".")[:2]) < (1, 12):
+        databases = calls.pop("get_table_names_by_filter")
+        calls.update(get_all_tables=databases, get_table_objects_by_name=databases)
+    return calls
+
+
+def test_one_sql_epoch_costs_the_catalog_calls_pinned(jvm: tuple[Any, Path], probed: Any, backend: str,
+                                                      request: pytest.FixtureRequest) -> None:
+    """A counting proxy in front of the server (Thrift calls; Glue's ``X-Amz-Target``), Spark's catalogs on it
+    registered at run time as ``spark-conf`` renders them; after a first epoch (the job's registration), one epoch's
+    calls; its rows a recount of its input (``counted_sql_epochs``)."""
+    from consistent_catalog.spark.session import spark_conf
+    from tests.harness.request_counts import GLUE, THRIFT, CountingProxy, counted_sql_epochs
+
+    spark, _ = jvm
+    server = request.getfixturevalue(SERVERS[backend])
+    name = f"counted_{backend}"
+    # the proxy stays up (a daemon thread): the session keeps the catalogs, whose job lease the JVM releases at its end
+    proxy = CountingProxy(server.port, THRIFT if backend == "hive" else GLUE).start()
+    address = f"127.0.0.1:{proxy.port}"
+    uri = f"thrift://{address}" if backend == "hive" else glue_catalog_uri(f"http://{address}")
+    for key, value in spark_conf(uri, server.warehouse, name=name).items():
+        if key.startswith("spark.sql.catalog."):
+            spark.conf.set(key, value)
+    ((calls, log),) = counted_sql_epochs(spark, proxy, f"{name}_consistent", probed, "demo")
+    assert dict(calls) == epoch_calls(backend), log

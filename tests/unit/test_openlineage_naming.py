@@ -54,3 +54,41 @@ def test_configured_only_where_the_client_would_find_a_transport(tmp_path: Path,
     assert configured({}, tmp_path)
     assert configured({"OPENLINEAGE_CONFIG": str(tmp_path / "openlineage.yml")}, tmp_path / "home")
     assert job_namespace({}) == "consistent-catalog" and job_namespace({"OPENLINEAGE_NAMESPACE": "etl"}) == "etl"
+
+
+@pytest.mark.parametrize("properties, kind", [
+    ({"type": "glue", "glue.region": "eu-west-1"}, "glue"),
+    ({"type": "GLUE"}, "glue"),
+    ({"glue.region": "eu-west-1", "glue.id": "1"}, "glue"),  # a GlueCatalog made directly: no type
+    ({"py-catalog-impl": "pyiceberg.catalog.glue.GlueCatalog"}, "glue"),
+    ({"py-catalog-impl": "mine.catalogs.Special", "type": "glue"}, "Special"),  # the class is what pyiceberg builds
+    ({"type": "hive", "glue.skip-archive": "true"}, "hive"),  # the type wins over stray glue.* keys
+    ({"uri": "thrift://metastore:9083"}, "hive"),
+    ({"uri": "https://rest-host/catalog"}, "rest"),
+    ({"uri": "sqlite:////abs/catalog.db"}, "sql"),
+    ({"uri": "postgresql+psycopg2://u@h/db"}, "sql"),
+    ({"warehouse": "s3://bucket/wh"}, "unknown"),
+])
+def test_the_probe_and_openlineage_tell_catalogs_apart_with_one_function(properties, kind):
+    """``probe.catalog_kind`` of a catalog's configuration; OpenLineage names a catalog as Glue exactly when it says
+    ``glue`` (one answer for both, as ``CatalogKind`` on the JVM)."""
+    from consistent_catalog.probe import catalog_kind
+
+    assert catalog_kind(properties) == kind
+    glue_named = dataset_name({**properties, "glue.id": "1"} if kind == "glue" else properties, "sales.orders")
+    assert (glue_named == "table/sales/orders") is (kind == "glue")
+
+
+def test_a_catalog_and_its_properties_are_the_same_kind(tmp_path: Path):
+    """pyiceberg's catalog objects (told apart by their class) and the properties they carry (told apart as
+    configured) give one kind: a SQL catalog, and a Glue catalog made directly with ``glue.*`` keys (no ``type``)."""
+    from pyiceberg.catalog.glue import GlueCatalog
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from consistent_catalog.probe import catalog_kind
+
+    sql = SqlCatalog("lake", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}/wh")
+    glue = GlueCatalog("lake", **{"glue.region": "eu-west-1", "glue.access-key-id": "k", "glue.secret-access-key": "s"})
+    assert [catalog_kind(c) for c in (sql, glue)] == ["sql", "glue"]
+    assert [catalog_kind(c.properties) for c in (sql, glue)] == ["sql", "glue"]
+    sql.engine.dispose()
