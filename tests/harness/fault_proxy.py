@@ -148,6 +148,7 @@ class FaultProxy:
         self.keys: list[tuple[str, str | None]] = []
         self.lose_first_of_each_key = lose_first_of_each_key
         self._scripts: dict[str, list[str]] = {}
+        self._request = threading.local()  # set by the handler thread (subclasses override _decide's old signature)
         self._rules = validate_rules(rules)
         self._random = random.Random(seed)
         self._down = False
@@ -232,8 +233,9 @@ class FaultProxy:
 
     # --- used by the handler threads ---
 
-    def _decide(self, method: str, path: str, target: str | None = None, key: str | None = None) -> tuple[str, str]:
+    def _decide(self, method: str, path: str, target: str | None = None) -> tuple[str, str]:
         route = route_of(method, path, target)
+        key = getattr(self._request, "key", None)  # the Idempotency-Key of the request this thread decides for
         with self._lock:
             draw = self._random.random()
             kind = PASS
@@ -317,8 +319,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_error(400, str(exc))
             self.close_connection = True
             return
-        _route, kind = proxy._decide(self.command, self.path, self.headers.get("X-Amz-Target"),
-                                     self.headers.get("Idempotency-Key"))
+        proxy._request.key = self.headers.get("Idempotency-Key")
+        _route, kind = proxy._decide(self.command, self.path, self.headers.get("X-Amz-Target"))
         try:
             if kind == DOWN:
                 self._error(503, "ServiceUnavailable", "catalog down (fault proxy)")
