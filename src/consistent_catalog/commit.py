@@ -430,7 +430,7 @@ class TableStore:
 
         A REST server that de-duplicates ``Idempotency-Key`` (``idempotency_key_lifetime``) gets one key for this
         commit on every send; after a fault, while the key is within its lifetime, the commit is sent again as it
-        is before any read-back (the server answers what it answered the first time), an unrecognisable commit too.
+        is before any read-back (the server answers what it answered the first time).
         """
         name = ".".join(table.name())
         set_properties = {k: v for u in updates if isinstance(u, SetPropertiesUpdate) for k, v in u.updates.items()}
@@ -483,8 +483,8 @@ class TableStore:
                 last, unsure, looked_after_last = exc, True, False
                 # the key's lifetime counts from its first send; half of it left as margin for this resend's way
                 resend = lifetime is not None and first_sent is not None and time.monotonic() - first_sent < lifetime / 2
-                if not recognisable(updates) and not resend:
-                    break  # it cannot be looked for: never sent again blindly
+                if not recognisable(updates):
+                    break  # it cannot be looked for: never sent again (a server that forgot its key would apply it)
         if unsure and recognisable(updates):  # one last look: the deadline may have passed with the commit in
             found, fault = self._look(table, updates, name, what)
             if fault is None:
