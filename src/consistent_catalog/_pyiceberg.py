@@ -45,6 +45,12 @@ test, by name, instead of corrupting a table. Nothing here runs at import time: 
    ``_SnapshotProducer._commit`` writes one), for the fence ref. pyiceberg makes snapshots only
    inside a data write; this builds the same ``Snapshot`` from its public pieces
    (``write_manifest_list``, ``location_provider``, ``new_snapshot_id``).
+8. ``write_data_files`` / ``append_data_files``: ``Transaction.append`` in two halves, so that an ingest refused by a
+   concurrent commit plans again without writing its Parquet files again: the data files written once (pyiceberg's
+   private ``_dataframe_to_data_files``, with the schema check ``append`` makes), then appended by each attempt
+   through the snapshot producer ``append`` uses (the private ``_append_snapshot_producer``: a fast or merge append
+   as the table's properties say). A refused attempt deletes its manifests, never data files (pyiceberg's
+   ``_clean_all_uncommitted``), so the files stay valid for the next one.
 9. ``idempotency_key_lifetime`` / ``idempotency_key``: the REST spec's ``Idempotency-Key`` (protocol §6.8), which
    pyiceberg 0.12 never sends. The lifetime a server advertises is read with one ``GET /v1/config`` of the
    catalog's own session and URL builder (pyiceberg parses that answer but keeps no top-level field of it), once
@@ -52,12 +58,6 @@ test, by name, instead of corrupting a table. Nothing here runs at import time: 
    the catalog's URI (the hook: requests has no per-request hook before sending), from a thread-local set around
    the ``commit_table`` call only: pyiceberg's code is not changed, and a catalog whose adapter is not a plain
    ``HTTPAdapter`` (pyiceberg's SigV4 adapter) gets no key (its commits are settled by reading back).
-8. ``write_data_files`` / ``append_data_files``: ``Transaction.append`` in two halves, so that an ingest refused by a
-   concurrent commit plans again without writing its Parquet files again: the data files written once (pyiceberg's
-   private ``_dataframe_to_data_files``, with the schema check ``append`` makes), then appended by each attempt
-   through the snapshot producer ``append`` uses (the private ``_append_snapshot_producer``: a fast or merge append
-   as the table's properties say). A refused attempt deletes its manifests, never data files (pyiceberg's
-   ``_clean_all_uncommitted``), so the files stay valid for the next one.
 """
 
 from __future__ import annotations
