@@ -67,10 +67,13 @@ def through(proxy: FaultProxy, catalog, **properties: str) -> ConsistentCatalog:
                                                            "consistent.request-timeout": "1s", **properties}))
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize(("server", "seed"), [("rest_server", 1), ("rest_server", 2), ("keyed_rest_server", 1)])
 def test_a_pipeline_through_a_catalog_that_loses_refuses_and_drops_a_quarter_of_commits(
-    rest_server: RestCatalogServer, tmp_path: Path, seed: int
+    request: pytest.FixtureRequest, tmp_path: Path, server: str, seed: int
 ) -> None:
+    """On our server as the suite runs it (no key: lost answers read back) and started with an
+    idempotency-key-lifetime (every commit keyed, resent under its key before any read-back)."""
+    rest_server: RestCatalogServer = request.getfixturevalue(server)
     direct = rest_server.catalog(warehouse=f"file://{tmp_path}/warehouse")
     create_tables(direct)
     with FaultProxy(rest_server.port, seed=seed, rules=RULES, slow_seconds=2.0) as proxy:
@@ -82,6 +85,8 @@ def test_a_pipeline_through_a_catalog_that_loses_refuses_and_drops_a_quarter_of_
     assert commits >= 40 and faulted / commits >= 0.15, proxy.counts
     assert proxy.counts["commit", "lost"] >= 3  # applied without an answer: each had to be found
     assert cc.store.fault_log.unknown >= proxy.counts["commit", "lost"]
+    keyed = [key is not None for route, key in proxy.keys if route == "commit"]
+    assert all(keyed) if rest_server.idempotency_key_lifetime else not any(keyed)
     assert check(direct, pipeline.expected) == []
 
 
