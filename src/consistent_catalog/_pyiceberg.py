@@ -51,14 +51,27 @@ test, by name, instead of corrupting a table. Nothing here runs at import time: 
    through the snapshot producer ``append`` uses (the private ``_append_snapshot_producer``: a fast or merge append
    as the table's properties say). A refused attempt deletes its manifests, never data files (pyiceberg's
    ``_clean_all_uncommitted``), so the files stay valid for the next one.
+9. ``idempotency_key_lifetime`` / ``idempotency_key``: the REST spec's ``Idempotency-Key`` (protocol §6.8), which
+   pyiceberg 0.12 never sends. The lifetime a server advertises is read with one ``GET /v1/config`` of the
+   catalog's own session and URL builder (pyiceberg parses that answer but keeps no top-level field of it), once
+   per catalog object. The key is put on a commit's ``POST`` by the ``TimedAdapter`` mounted on that session for
+   the catalog's URI (the hook: requests has no per-request hook before sending), from a thread-local set around
+   the ``commit_table`` call only: pyiceberg's code is not changed, and a catalog whose adapter is not a plain
+   ``HTTPAdapter`` (pyiceberg's SigV4 adapter) gets no key (its commits are settled by reading back).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import re
+import secrets
+import threading
+import time
+import uuid
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from pyiceberg.exceptions import CommitFailedException, ValidationException
@@ -100,6 +113,10 @@ __all__ = [
     "rest_loads_raw",
     "is_rest_catalog",
     "widen_rest_connections",
+    "idempotency_key",
+    "idempotency_key_lifetime",
+    "new_idempotency_key",
+    "parse_iso_duration",
     "RestAnswer",
     "remove_snapshots_keeping_parents",
     "is_sql_catalog",
@@ -552,16 +569,115 @@ def _environment_settings(session: Any, uri: str) -> dict[str, Any]:
     return settings
 
 
+IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
+IDEMPOTENCY_KEY_LIFETIME = "idempotency-key-lifetime"
+"""The top-level field of ``GET /v1/config`` by which a REST server says it de-duplicates keyed mutations."""
+_KEY = threading.local()
+"""The Idempotency-Key of the commit this thread is sending (``idempotency_key``), or none."""
+_LIFETIMES: weakref.WeakKeyDictionary[Any, float | None] = weakref.WeakKeyDictionary()
+
+
 class TimedAdapter(HTTPAdapter):
     """requests' ``HTTPAdapter`` with a default timeout: a request nobody answers fails with ``Timeout``
-    after ``timeout`` seconds instead of hanging (requests' default: wait forever)."""
+    after ``timeout`` seconds instead of hanging (requests' default: wait forever). It also puts the
+    thread's ``Idempotency-Key`` (``idempotency_key``) on the POST it sends while one is set."""
 
     def __init__(self, *args: Any, timeout: float | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.timeout = timeout
 
     def send(self, request: Any, stream: bool = False, timeout: Any = None, *args: Any, **kwargs: Any) -> Any:
+        key = getattr(_KEY, "value", None)
+        if key is not None and request.method == "POST":
+            request.headers[IDEMPOTENCY_KEY_HEADER] = key
         return super().send(request, stream, self.timeout if timeout is None else timeout, *args, **kwargs)
+
+
+_ISO_DURATION = re.compile(
+    r"P(?:(?P<days>\d+(?:\.\d+)?)D)?(?:T(?:(?P<hours>\d+(?:\.\d+)?)H)?(?:(?P<minutes>\d+(?:\.\d+)?)M)?"
+    r"(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?"
+)
+
+
+def parse_iso_duration(text: str) -> float | None:
+    """Seconds of an ISO-8601 duration of days and time (``PT30M``, ``P1DT2H``, ``PT0.5S``), as Java's
+    ``Duration.parse`` reads them; None when ``text`` is not one, or is not positive."""
+    match = _ISO_DURATION.fullmatch(text.strip().upper()) if isinstance(text, str) else None
+    if match is None or text.strip().upper().endswith(("P", "T")):
+        return None
+    parts = {name: float(value) for name, value in match.groupdict().items() if value is not None}
+    seconds = (parts.get("days", 0) * 86400 + parts.get("hours", 0) * 3600 + parts.get("minutes", 0) * 60
+               + parts.get("seconds", 0))
+    return seconds if seconds > 0 else None
+
+
+def idempotency_key_lifetime(catalog: Catalog) -> float | None:
+    """Seconds for which ``catalog``'s REST server de-duplicates a keyed commit (its config's
+    ``idempotency-key-lifetime``), or None: not a REST catalog, no lifetime advertised, or a session adapter
+    that cannot carry the key. One ``GET /v1/config`` per catalog object; a fault on it is not kept (None now,
+    asked again at the next commit)."""
+    if not is_rest_catalog(catalog):
+        return None
+    if catalog in _LIFETIMES:
+        return _LIFETIMES[catalog]
+    from pyiceberg.catalog import WAREHOUSE_LOCATION
+    from pyiceberg.catalog.rest import Endpoints
+
+    session = catalog._session  # type: ignore[attr-defined]
+    params = {}
+    if warehouse := catalog.properties.get(WAREHOUSE_LOCATION):
+        params[WAREHOUSE_LOCATION] = warehouse
+    try:
+        response = session.get(catalog.url(Endpoints.get_config, prefixed=False), params=params)  # type: ignore[attr-defined]
+    except OSError:  # requests' ConnectionError, Timeout...: a fault, asked again next time
+        return None
+    if response.status_code >= 500 or response.status_code == 429:
+        return None
+    lifetime = None
+    if response.status_code == 200:
+        try:
+            advertised = response.json().get(IDEMPOTENCY_KEY_LIFETIME)
+        except ValueError:
+            advertised = None
+        lifetime = parse_iso_duration(advertised) if isinstance(advertised, str) else None
+    if lifetime is not None and not _keying_adapter(catalog):
+        lifetime = None
+    _LIFETIMES[catalog] = lifetime
+    return lifetime
+
+
+def _keying_adapter(catalog: Catalog) -> bool:
+    """Whether the session adapter for ``catalog``'s URI puts the key on (a ``TimedAdapter``, mounted in place of
+    a plain ``HTTPAdapter`` with its settings); another adapter (SigV4) is left alone: False."""
+    session = catalog._session  # type: ignore[attr-defined]
+    uri = catalog.uri  # type: ignore[attr-defined]
+    adapter = session.get_adapter(uri)
+    if type(adapter) is TimedAdapter:
+        return True
+    if type(adapter) is not HTTPAdapter:
+        return False
+    session.mount(uri, TimedAdapter(pool_connections=adapter._pool_connections, pool_maxsize=adapter._pool_maxsize,
+                                    max_retries=adapter.max_retries, pool_block=adapter._pool_block))
+    return True
+
+
+def new_idempotency_key() -> str:
+    """A UUIDv7 (RFC 9562: 48 bits of Unix milliseconds, then random bits), as Iceberg's Java client makes them."""
+    value = (time.time_ns() // 1_000_000) << 80 | secrets.randbits(80)
+    value = (value & ~(0xF << 76)) | (0x7 << 76)  # version 7
+    value = (value & ~(0x3 << 62)) | (0x2 << 62)  # variant 10
+    return str(uuid.UUID(int=value))
+
+
+@contextlib.contextmanager
+def idempotency_key(key: str | None) -> Iterator[None]:
+    """Within the block, this thread's POSTs through a ``TimedAdapter`` carry ``Idempotency-Key: key`` (None: none)."""
+    before = getattr(_KEY, "value", None)
+    _KEY.value = key
+    try:
+        yield
+    finally:
+        _KEY.value = before
 
 
 def widen_rest_connections(catalog: Catalog, connections: int, timeout: float | None = None) -> int:

@@ -24,11 +24,15 @@ Callers that plan from metadata and may be refused re-plan with ``RetryPolicy.at
 
 A commit whose answer was lost (a 504, a timeout, a dropped connection) is settled here, never passed
 on: the table is read back and the commit looked for — by the snapshot it adds, or, for a commit that
-only changes properties, by its effects — before it is sent again (protocol §6.8, ``faults``).
+only changes properties, by its effects — before it is sent again (protocol §6.8, ``faults``). Where a REST
+server advertises an ``idempotency-key-lifetime``, every commit carries an ``Idempotency-Key`` (one per
+commit, the same on its resends) and a lost answer is first settled by sending the commit again as it is: the
+server answers what it answered the first time, and no read-back is needed.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -51,6 +55,9 @@ from consistent_catalog import properties as P
 from consistent_catalog._pyiceberg import (
     commit_transaction_once,
     empty_snapshot,
+    idempotency_key,
+    idempotency_key_lifetime,
+    new_idempotency_key,
     open_table,
     remove_snapshots_keeping_parents,
     validates_client_side,
@@ -420,17 +427,25 @@ class TableStore:
         such a fault is ``RefusedAfterFault``: nothing the commit wrote is deleted (it may be
         referenced, by an attempt landing later still). Past the deadline, ``CatalogUnavailableError``
         says whether anything landed. ``CommitFailedException`` (a refusal) is the caller's.
+
+        A REST server that de-duplicates ``Idempotency-Key`` (``idempotency_key_lifetime``) gets one key for this
+        commit on every send; after a fault, while the key is within its lifetime, the commit is sent again as it
+        is before any read-back (the server answers what it answered the first time).
         """
         name = ".".join(table.name())
         set_properties = {k: v for u in updates if isinstance(u, SetPropertiesUpdate) for k, v in u.updates.items()}
         if set_properties:
             check_property_sizes(self.catalog, name, set_properties)
+        lifetime = idempotency_key_lifetime(self.catalog)
+        key = new_idempotency_key() if lifetime is not None else None
+        first_sent: float | None = None  # when the key was first sent (its lifetime counts from there)
         unsure = False  # whether an attempt may have landed
+        resend = False  # whether the server settles the unknown outcome itself: send again under the same key
         looked_after_last = False  # whether the table was read back after the last failed attempt
         last: BaseException | None = None
         attempts = self.faults.attempts()
         for _ in attempts:
-            if unsure:
+            if unsure and not resend:
                 found, fault = self._look(table, updates, name, what)
                 if fault is not None:
                     last = fault
@@ -439,7 +454,10 @@ class TableStore:
                 if found is not None:
                     return found
             try:
-                return _committed(table, send())
+                if first_sent is None:
+                    first_sent = time.monotonic()
+                with idempotency_key(key):
+                    return _committed(table, send())
             except CommitFailedException as exc:
                 if not unsure and resent_by_client(exc):  # Glue's boto3 client sent it again itself: the first
                     self.fault_log.record(Fault.UNKNOWN, exc, f"{what} on {name} (sent again by the catalog client)")
@@ -463,8 +481,10 @@ class TableStore:
                     raise
                 self.fault_log.record(fault, exc, f"{what} on {name}")
                 last, unsure, looked_after_last = exc, True, False
+                # the key's lifetime counts from its first send; half of it left as margin for this resend's way
+                resend = lifetime is not None and first_sent is not None and time.monotonic() - first_sent < lifetime / 2
                 if not recognisable(updates):
-                    break  # it cannot be looked for: never sent again blindly
+                    break  # it cannot be looked for: never sent again (a server that forgot its key would apply it)
         if unsure and recognisable(updates):  # one last look: the deadline may have passed with the commit in
             found, fault = self._look(table, updates, name, what)
             if fault is None:

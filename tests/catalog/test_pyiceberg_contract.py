@@ -431,3 +431,32 @@ def test_a_widened_rest_pool_keeps_that_many_connections_open(rest_server, tmp_p
                 answers = list(pool.map(lambda _: _pyiceberg.rest_load_table(catalog, "wide.t", None), range(16)))
                 assert all(a is not None and a.status == 200 for a in answers)
         assert proxy.connections - before <= 16
+
+
+# --- 9. Idempotency-Key on a REST catalog's commits ----------------------------------------------------
+@pytest.mark.integration
+def test_the_idempotency_key_goes_on_the_commit_s_post_only(rest_server, tmp_path: Path) -> None:
+    """pyiceberg 0.12 sends no ``Idempotency-Key``: ``idempotency_key`` puts one on the POST ``commit_table`` sends
+    (through the ``TimedAdapter`` mounted for the catalog's URI), none on a load inside the block nor on a commit
+    after it; a server that advertises no ``idempotency-key-lifetime`` gets None, asked once per catalog."""
+    from pyiceberg.table.update import SetPropertiesUpdate
+
+    from tests.conftest import rest_catalog
+
+    catalog = rest_catalog(rest_server, tmp_path)
+    sent: list = []
+    catalog._session.hooks["response"].append(lambda response, *a, **k: sent.append(response.request))
+    assert _pyiceberg.idempotency_key_lifetime(catalog) is None
+    assert _pyiceberg.idempotency_key_lifetime(catalog) is None
+    assert [r.url.split("?")[0].rsplit("/", 2)[-2:] for r in sent] == [["v1", "config"]]  # asked once
+    catalog.create_namespace("keyed")
+    table = catalog.create_table("keyed.t", schema=SCHEMA)
+    assert _pyiceberg._keying_adapter(catalog)
+    del sent[:]
+    with _pyiceberg.idempotency_key("0190b1c2-0000-7000-8000-0000000000aa"):
+        catalog.load_table("keyed.t")
+        catalog.commit_table(table, (), (SetPropertiesUpdate(updates={"a": "1"}),))
+    catalog.commit_table(table, (), (SetPropertiesUpdate(updates={"a": "2"}),))
+    assert [(r.method, r.headers.get("Idempotency-Key")) for r in sent] == [
+        ("GET", None), ("POST", "0190b1c2-0000-7000-8000-0000000000aa"), ("POST", None)]
+    assert catalog.load_table("keyed.t").properties["a"] == "2"

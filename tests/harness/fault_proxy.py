@@ -33,6 +33,12 @@ such requests count as kind ``"down"`` and still consume their draw. ``counts`` 
 ``(route, method, path, kind)`` in arrival order; ``connections`` counts the client connections
 accepted (keep-alive reuse shows as fewer connections than requests).
 
+``keys`` lists ``(route, Idempotency-Key or None)`` for every request, in arrival order (what the client sent).
+``script(route, kind, ...)`` makes the next requests of ``route`` get those kinds, in order, before the rules
+apply again (each still consumes its draw). ``lose_first_of_each_key=True`` loses (forwards, then ``504``) the
+answer of the first commit carrying each ``Idempotency-Key`` and passes its repeats: every keyed commit's
+answer lost once, whichever client and whatever it sends in between.
+
 In front of AWS Glue (moto's server) the route is read from the ``X-Amz-Target`` header instead.
 Routes are read from the path alone, as the REST spec lays it out under an optional prefix; the one
 ambiguous shape is a table sub-resource of a namespace literally named ``namespaces`` holding a table
@@ -128,6 +134,7 @@ class FaultProxy:
         seed: int = 0,
         rules: Mapping[str, Mapping[str, float]] | None = None,
         slow_seconds: float = 5.0,
+        lose_first_of_each_key: bool = False,
     ) -> None:
         if not math.isfinite(slow_seconds) or slow_seconds < 0:
             raise ValueError(f"slow_seconds must be >= 0, got {slow_seconds!r}")
@@ -138,6 +145,10 @@ class FaultProxy:
         self.counts: Counter[tuple[str, str]] = Counter()
         self.events: list[tuple[str, str, str, str]] = []
         self.connections = 0
+        self.keys: list[tuple[str, str | None]] = []
+        self.lose_first_of_each_key = lose_first_of_each_key
+        self._scripts: dict[str, list[str]] = {}
+        self._request = threading.local()  # set by the handler thread (subclasses override _decide's old signature)
         self._rules = validate_rules(rules)
         self._random = random.Random(seed)
         self._down = False
@@ -162,6 +173,16 @@ class FaultProxy:
         checked = validate_rules(rules)
         with self._lock:
             self._rules = checked
+
+    def script(self, route: str, *kinds: str) -> None:
+        """The next requests of ``route`` get ``kinds`` (fault kinds or ``"pass"``), in order, whatever the rules."""
+        if route not in ROUTES:
+            raise ValueError(f"unknown route {route!r} (routes: {', '.join(ROUTES)})")
+        for kind in kinds:
+            if kind not in (*FAULTS, PASS):
+                raise ValueError(f"unknown fault kind {kind!r} (kinds: {', '.join(FAULTS)}, {PASS})")
+        with self._lock:
+            self._scripts.setdefault(route, []).extend(kinds)
 
     def down(self) -> None:
         """Answer every request 503 without forwarding, whatever the rules, until ``up()``."""
@@ -214,11 +235,17 @@ class FaultProxy:
 
     def _decide(self, method: str, path: str, target: str | None = None) -> tuple[str, str]:
         route = route_of(method, path, target)
+        key = getattr(self._request, "key", None)  # the Idempotency-Key of the request this thread decides for
         with self._lock:
             draw = self._random.random()
             kind = PASS
+            scripted = self._scripts.get(route)
             if self._down:
                 kind = DOWN
+            elif scripted:
+                kind = scripted.pop(0)
+            elif self.lose_first_of_each_key and route == "commit" and key is not None:
+                kind = PASS if (route, key) in self.keys else "lost"
             else:
                 bound = 0.0
                 for fault, probability in self._rules.get(route, ()):
@@ -228,6 +255,7 @@ class FaultProxy:
                         break
             self.counts[(route, kind)] += 1
             self.events.append((route, method, path, kind))
+            self.keys.append((route, key))
         return route, kind
 
     def _opened(self, conn: socket.socket) -> None:
@@ -291,6 +319,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_error(400, str(exc))
             self.close_connection = True
             return
+        proxy._request.key = self.headers.get("Idempotency-Key")
         _route, kind = proxy._decide(self.command, self.path, self.headers.get("X-Amz-Target"))
         try:
             if kind == DOWN:

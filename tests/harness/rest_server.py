@@ -88,6 +88,8 @@ class RestCatalogServer:
     free port, which the server reports in its ``READY <port>`` line: no race with other processes.
     ``properties`` are extra ``JdbcCatalog`` properties (``jdbc.user``, ``jdbc.schema-version``...).
     ``catalogs_dir`` (default ``directory/catalogs``) holds the per-prefix catalogs; ``False`` disables them.
+    ``idempotency_key_lifetime`` (an ISO-8601 duration, e.g. ``"PT10M"``): the server advertises it and applies
+    each ``Idempotency-Key`` once (protocol §6.8); by default it advertises none and ignores keys.
     """
 
     def __init__(
@@ -100,6 +102,7 @@ class RestCatalogServer:
         port: int = 0,
         properties: Mapping[str, str] | None = None,
         catalogs_dir: str | os.PathLike[str] | bool | None = None,
+        idempotency_key_lifetime: str | None = None,
         jvm_opts: Sequence[str] = DEFAULT_JVM_OPTS,
         startup_timeout: float = 120.0,
         stop_timeout: float = 15.0,
@@ -117,6 +120,7 @@ class RestCatalogServer:
             self.catalogs_dir = self.directory / "catalogs"
         else:
             self.catalogs_dir = Path(catalogs_dir)
+        self.idempotency_key_lifetime = idempotency_key_lifetime
         self.jvm_opts = tuple(jvm_opts)
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
@@ -143,6 +147,8 @@ class RestCatalogServer:
             command += ["--catalogs-dir", str(self.catalogs_dir)]
         for key, value in self.properties.items():
             command += ["--property", f"{key}={value}"]
+        if self.idempotency_key_lifetime is not None:
+            command += ["--idempotency-key-lifetime", self.idempotency_key_lifetime]
 
         self._log = open(self.log_path, "a", encoding="utf-8")  # noqa: SIM115 (closed in stop)
         started = time.monotonic()

@@ -375,6 +375,25 @@ def test_rules_apply_per_route_and_can_change_while_running(
     assert session.get(proxy.uri + LOAD, timeout=10).status_code == 429  # a rejected set_rules changed nothing
 
 
+def test_keys_are_recorded_each_key_s_first_answer_lost_and_scripts_come_first(
+    target: Target, proxy_for: Callable[..., FaultProxy], session: requests.Session
+) -> None:
+    proxy = proxy_for(lose_first_of_each_key=True)
+    k1, k2 = {"Idempotency-Key": "k1"}, {"Idempotency-Key": "k2"}
+    statuses = [session.post(proxy.uri + COMMIT, data=b"{}", headers=h, timeout=10).status_code
+                for h in (k1, k1, k2, {}, k1)]
+    assert statuses == [504, 200, 504, 200, 200]  # a commit without a key is never lost by this
+    assert target.count == 5  # "lost" forwards: the target applied each one
+    assert proxy.keys == [("commit", "k1"), ("commit", "k1"), ("commit", "k2"), ("commit", None), ("commit", "k1")]
+    assert target.received[0].headers.get("Idempotency-Key") == "k1"  # forwarded as sent
+    proxy.script("commit", "refuse", "pass")
+    statuses = [session.post(proxy.uri + COMMIT, data=b"{}", headers=h, timeout=10).status_code for h in (k2, {"Idempotency-Key": "k3"})]
+    assert statuses == [503, 200]  # the script before the key rule: k3's first answer passed
+    assert session.get(proxy.uri + LOAD, headers=k1, timeout=10).status_code == 200  # loads are never lost by it
+    with pytest.raises(ValueError, match="unknown fault kind"):
+        proxy.script("commit", "vanish")
+
+
 def test_down_answers_503_to_everything_until_up(
     target: Target, proxy_for: Callable[..., FaultProxy], session: requests.Session
 ) -> None:

@@ -31,7 +31,7 @@ from consistent_catalog.exceptions import CatalogUnavailableError
 from tests.harness.fault_proxy import FaultProxy
 from tests.harness.lake import sqlite_catalog, words
 from tests.harness.pipeline import WORDS, Pipeline, check, create_tables
-from tests.harness.rest_server import RestCatalogServer
+from tests.harness.rest_server import RestCatalogServer, rest_server_fixture
 from tests.harness.servers import PostgresServer, postgres_sql_catalog
 
 #: a quarter of commits faulted, every kind; some loads too
@@ -39,6 +39,10 @@ RULES = {
     "commit": {"lost": 0.12, "refuse": 0.04, "throttle": 0.02, "slow": 0.02, "reset_before": 0.02, "reset_after": 0.03},
     "load": {"lost": 0.03, "refuse": 0.04, "reset_after": 0.02},
 }
+
+
+#: a REST server that advertises an idempotency-key-lifetime and applies each Idempotency-Key once
+keyed_rest_server = rest_server_fixture(scope="module", name="keyed_rest_server", idempotency_key_lifetime="PT10M")
 
 
 def run(pipeline: Pipeline, rounds: int = 8, during=None) -> None:  # noqa: ANN001
@@ -63,10 +67,13 @@ def through(proxy: FaultProxy, catalog, **properties: str) -> ConsistentCatalog:
                                                            "consistent.request-timeout": "1s", **properties}))
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize(("server", "seed"), [("rest_server", 1), ("rest_server", 2), ("keyed_rest_server", 1)])
 def test_a_pipeline_through_a_catalog_that_loses_refuses_and_drops_a_quarter_of_commits(
-    rest_server: RestCatalogServer, tmp_path: Path, seed: int
+    request: pytest.FixtureRequest, tmp_path: Path, server: str, seed: int
 ) -> None:
+    """On our server as the suite runs it (no key: lost answers read back) and started with an
+    idempotency-key-lifetime (every commit keyed, resent under its key before any read-back)."""
+    rest_server: RestCatalogServer = request.getfixturevalue(server)
     direct = rest_server.catalog(warehouse=f"file://{tmp_path}/warehouse")
     create_tables(direct)
     with FaultProxy(rest_server.port, seed=seed, rules=RULES, slow_seconds=2.0) as proxy:
@@ -78,6 +85,8 @@ def test_a_pipeline_through_a_catalog_that_loses_refuses_and_drops_a_quarter_of_
     assert commits >= 40 and faulted / commits >= 0.15, proxy.counts
     assert proxy.counts["commit", "lost"] >= 3  # applied without an answer: each had to be found
     assert cc.store.fault_log.unknown >= proxy.counts["commit", "lost"]
+    keyed = [key is not None for route, key in proxy.keys if route == "commit"]
+    assert all(keyed) if rest_server.idempotency_key_lifetime else not any(keyed)
     assert check(direct, pipeline.expected) == []
 
 
@@ -132,9 +141,64 @@ def test_a_lost_answer_is_found_and_not_sent_again(rest_server: RestCatalogServe
         cc = through(proxy, direct)
         result = cc.ingest(WORDS, words("a", "b"), barrier=1_000)  # unkeyed: only the read-back can tell
         assert proxy.counts["commit", "lost"] == 1 and proxy.counts["commit", "pass"] == 0
+        # a server that advertises no idempotency-key-lifetime gets no key, and the lost answer is read back
+        lost = next(i for i, event in enumerate(proxy.events) if event[3] == "lost")
+        assert proxy.keys[lost] == ("commit", None) and proxy.events[lost + 1][0] == "load"
     table = direct.load_table(WORDS)
     assert [s.snapshot_id for s in table.metadata.snapshots] == [result.snapshot_id]
     assert table.scan().to_arrow().num_rows == 2
+
+
+def test_a_lost_answer_is_settled_by_the_server_under_the_commit_s_idempotency_key(
+    keyed_rest_server: RestCatalogServer, tmp_path: Path
+) -> None:
+    """A server that advertises an idempotency-key-lifetime (protocol §6.8): every commit carries a key of its own
+    (a UUIDv7), each commit's answer is lost once after the server applied it, and the client sends it again with
+    the same key before any read-back; the server answers what it answered first, so it lands once."""
+    import uuid
+
+    direct = keyed_rest_server.catalog(warehouse=f"file://{tmp_path}/warehouse")
+    create_tables(direct)
+    with FaultProxy(keyed_rest_server.port, lose_first_of_each_key=True) as proxy:
+        cc = through(proxy, direct)
+        first = cc.ingest(WORDS, words("a", "b"), barrier=1_000)  # unkeyed: a blind resend would land it twice
+        second = cc.ingest(WORDS, words("c"), barrier=2_000)
+        events, keys = list(proxy.events), list(proxy.keys)
+    sent = [(i, key) for i, (route, key) in enumerate(keys) if route == "commit"]
+    assert len(sent) >= 4 and all(key is not None and uuid.UUID(key).version == 7 for _, key in sent)
+    seen: set[str | None] = set()
+    for i, key in sent:
+        if key in seen:
+            continue
+        seen.add(key)
+        assert events[i][3] == "lost", events  # the first send: applied, answer lost
+        assert keys[i + 1] == ("commit", key) and events[i + 1][3] == "pass", events  # resent at once: no read-back
+    assert [key for _, key in sent] == [key for key in dict.fromkeys(k for _, k in sent) for _ in range(2)]
+    table = direct.load_table(WORDS)  # recounted by a client of its own, straight to the server
+    assert [s.snapshot_id for s in table.metadata.snapshots] == [first.snapshot_id, second.snapshot_id]
+    assert sorted(r["word"] for r in table.scan().to_arrow().to_pylist()) == ["a", "b", "c"]
+
+
+def test_the_server_applies_a_key_once_and_refuses_it_for_another_request(keyed_rest_server: RestCatalogServer,
+                                                                          tmp_path: Path) -> None:
+    """Our REST server's side of Idempotency-Key: the lifetime in its config, a repeat answered with the first
+    answer (not applied again: no 409), the same key with another body refused with 422 and not applied."""
+    import requests
+
+    warehouse = f"file://{tmp_path}/warehouse"
+    config = requests.get(f"{keyed_rest_server.uri}/v1/config", params={"warehouse": warehouse}, timeout=30).json()
+    assert config["idempotency-key-lifetime"] == "PT10M"
+    url = f"{keyed_rest_server.uri}/v1/{config['overrides']['prefix']}/namespaces"
+    key = {"Idempotency-Key": "0190b1c2-0000-7000-8000-000000000001"}
+    first = requests.post(url, json={"namespace": ["once"]}, headers=key, timeout=30)
+    again = requests.post(url, json={"namespace": ["once"]}, headers=key, timeout=30)
+    unkeyed = requests.post(url, json={"namespace": ["once"]}, timeout=30)
+    other = requests.post(url, json={"namespace": ["other"]}, headers=key, timeout=30)
+    assert (first.status_code, again.status_code, again.json()) == (200, 200, first.json())
+    assert unkeyed.status_code == 409  # applied again without a key: it exists
+    assert other.status_code == 422 and "Idempotency-Key" in other.json()["error"]["message"]
+    listed = requests.get(url, timeout=30).json()["namespaces"]
+    assert listed == [["once"]]
 
 
 def test_a_503_after_the_server_applied_the_commit_is_found_not_doubled(rest_server: RestCatalogServer,

@@ -154,6 +154,8 @@ def test_a_keyed_pipeline_through_lost_and_refused_commits_lands_everything_exac
         faulted = sum(n for (route, kind), n in proxy.counts.items() if route == "commit" and kind != "pass")
     assert commits >= 40 and faulted / commits >= 0.15, proxy.counts
     assert proxy.counts["commit", "lost"] >= 3
+    # it advertises no idempotency-key-lifetime: no commit carries a key, the read-backs settled every lost answer
+    assert all(key is None for _, key in proxy.keys)
     assert check(direct, pipeline.expected) == []
 
 
@@ -258,6 +260,11 @@ def test_what_the_fixture_answers(iceberg_fixture: IcebergRestFixture, two_table
                            {**change(a, [], "3"), "requirements": [{"type": "consistent-assert-state"}]})
     assert status == 500, body  # ours: 400 (a body that does not parse is the client's error)
     assert cat.load_table("probe.a").metadata_location == before["a"]
+    # Idempotency-Key: not advertised, yet a keyed repeat is answered as the first request was (not a 409)
+    assert "idempotency-key-lifetime" not in config
+    key = {"Idempotency-Key": "0190b1c2-0000-7000-8000-00000000f1f1"}
+    answers = [http(uri, "POST", "/v1/namespaces", {"namespace": ["keyed"]}, headers=key)[0] for _ in range(2)]
+    assert answers == [200, 200] and http(uri, "POST", "/v1/namespaces", {"namespace": ["keyed"]})[0] == 409
 
 
 

@@ -22,6 +22,7 @@ import pytest
 from consistent_catalog import ConsistentCatalog
 from consistent_catalog import properties as P
 from tests.harness.lake import COUNTS_SCHEMA, WORDS_SCHEMA
+from tests.harness.rest_server import rest_server_fixture
 
 pytestmark = pytest.mark.spark
 
@@ -342,6 +343,70 @@ def test_sql_epochs_through_the_consistent_catalog_settle_lost_commit_answers(en
             attempts.setdefault(snapshot.summary[P.BARRIER], set()).add(snapshot.summary[P.ATTEMPT])
         snapshot = table.metadata.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
     assert {b: len(a) for b, a in attempts.items()} == {"1000": 1, "2000": 1, "3000": 1}
+
+
+#: a REST server that advertises an idempotency-key-lifetime and applies each Idempotency-Key once (protocol §6.8)
+keyed_rest_server = rest_server_fixture(scope="module", name="keyed_rest_server", idempotency_key_lifetime="PT10M")
+
+
+def test_lost_commit_answers_are_settled_by_the_server_under_the_idempotency_keys_iceberg_sends(
+    env, keyed_rest_server, tmp_path
+):
+    """Protocol §6.8 from the JVM, on a server that advertises an idempotency-key-lifetime: from Iceberg 1.11 every
+    commit of a SQL epoch carries a key (Iceberg's REST client puts it on), and each commit's answer is lost once
+    after the server applied it. From 1.12 (Spark 4.1) Iceberg's HTTP client sends the commit again with the same
+    key and the server answers what it answered first: no read-back before the resend (a resend after one would carry
+    a new key); on 1.11 the plugin
+    reads back; 1.10 sends no key. The epoch lands once (recounted with pyiceberg)."""
+    from consistent_catalog.spark.lines import current_line
+    from tests.harness.fault_proxy import FaultProxy
+
+    spark = env[3]
+    warehouse = f"file://{tmp_path}/warehouse"
+    catalog = keyed_rest_server.catalog(warehouse=warehouse)
+    catalog.create_namespace("idem")
+    words, counts = "idem.words", "idem.word_counts"
+    catalog.create_table(words, schema=WORDS_SCHEMA)
+    catalog.create_table(counts, schema=COUNTS_SCHEMA)
+    ConsistentCatalog(catalog).ingest(words, pa.table({"word": ["a", "b", "a"]}), barrier=1_000)  # straight to it
+    iceberg = tuple(int(part) for part in current_line().iceberg.split(".")[:2])
+    with FaultProxy(keyed_rest_server.port, lose_first_of_each_key=True) as proxy:
+        for plain, settings in {"idem": {"": "org.apache.iceberg.spark.SparkCatalog"},
+                                "idem_consistent": {"": "io.consistentcatalog.spark.ConsistentSparkCatalog",
+                                                    ".plain-catalog": "idem", ".consistent.retry-deadline": "30s"}}.items():
+            for key, value in {**settings, ".type": "rest", ".uri": proxy.uri, ".warehouse": warehouse,
+                               ".cache-enabled": "false"}.items():
+                spark.conf.set(f"spark.sql.catalog.{plain}{key}", value)
+        spark.conf.set("spark.sql.consistent.job", "idem-count")
+        try:
+            spark.sql(f"INSERT OVERWRITE idem_consistent.{counts} SELECT word, count(*) AS cnt FROM "
+                      f"idem_consistent.{words} GROUP BY word").collect()
+        finally:
+            spark.conf.unset("spark.sql.consistent.job")
+        events, keys = list(proxy.events), list(proxy.keys)
+    sent = [(i, key) for i, (route, key) in enumerate(keys) if route == "commit"]
+    assert len(sent) >= 3, events  # at least the registration, the staged write and the publish
+    if iceberg < (1, 11):
+        assert all(key is None for _, key in sent), keys
+    else:
+        assert all(key is not None for _, key in sent), keys
+    if iceberg >= (1, 12):
+        first = {}
+        for i, key in sent:
+            first.setdefault(key, i)
+        for key, i in first.items():  # its resend, the same key, with no load (a read-back) or commit in between
+            j = next(j for j in range(i + 1, len(keys)) if keys[j] == ("commit", key))
+            assert events[i][3] == "lost" and events[j][3] == "pass", events
+            assert all(events[k][0] == "other" for k in range(i + 1, j)), events[i:j + 1]  # a metrics report may
+        assert all([k for _, k in sent].count(key) == 2 for key in first), keys  # each commit sent twice, no more
+    table = catalog.load_table(counts)
+    head = table.metadata.snapshot_by_name("main")
+    assert head.summary[P.BARRIER] == "1000"
+    assert {r["word"]: r["cnt"] for r in table.scan(snapshot_id=head.snapshot_id).to_arrow().to_pylist()} == \
+        {"a": 2, "b": 1}
+    written = [s for s in table.metadata.snapshots if (s.summary or {}).get(P.BARRIER) == "1000"
+               and s.summary.get("added-records")]
+    assert len({s.summary[P.ATTEMPT] for s in written}) == 1 and len(written) == 1, written  # one write landed
 
 
 def test_a_warm_statement_sees_every_change_since_the_last_one(env, ns):

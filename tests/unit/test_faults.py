@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import requests
 from pyiceberg.exceptions import (
@@ -255,3 +257,24 @@ def test_faults_are_logged_as_one_warning_every_ten_seconds_while_they_go_on(
     assert levels == [logging.WARNING] + [logging.DEBUG] * 4 + [logging.WARNING]
     assert "catalog fault (unavailable) on loading demo.words: ServiceUnavailableError: 503; retrying" in caplog.text
     assert (log.unavailable, log.unknown, log.total) == (5, 1, 6)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("PT30M", 1800.0), ("PT24H", 86400.0), ("P1DT2H", 93600.0),
+                                               ("PT0.5S", 0.5), ("pt10m", 600.0), ("PT0S", None), ("P", None),
+                                               ("PT", None), ("30m", None), ("P1Y", None), ("", None)])
+def test_iso_durations_of_an_idempotency_key_lifetime(text: str, seconds: float | None) -> None:
+    from consistent_catalog._pyiceberg import parse_iso_duration
+
+    assert parse_iso_duration(text) == seconds
+
+
+def test_idempotency_keys_are_uuid7_in_time_order() -> None:
+    import uuid
+
+    from consistent_catalog._pyiceberg import new_idempotency_key
+
+    keys = [new_idempotency_key() for _ in range(50)]
+    parsed = [uuid.UUID(k) for k in keys]
+    assert all(u.version == 7 and u.variant == uuid.RFC_4122 for u in parsed) and len(set(keys)) == 50
+    stamps = [u.int >> 80 for u in parsed]  # 48 bits of Unix milliseconds
+    assert stamps == sorted(stamps) and abs(stamps[-1] - time.time() * 1000) < 60_000

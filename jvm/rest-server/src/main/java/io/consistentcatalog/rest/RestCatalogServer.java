@@ -26,7 +26,8 @@ import org.apache.iceberg.jdbc.JdbcCatalog;
  * <pre>
  * java -cp CLASSES:ICEBERG_RUNTIME_JAR:PYSPARK_JARS/*:JDBC_DRIVERS io.consistentcatalog.rest.RestCatalogServer \
  *   --port 0 --jdbc-uri jdbc:sqlite:/tmp/x/catalog.db --warehouse file:///tmp/x/warehouse \
- *   [--catalog-name lake] [--catalogs-dir DIR] [--threads 8] [--property jdbc.user=...]... [--exit-on-stdin-close]
+ *   [--catalog-name lake] [--catalogs-dir DIR] [--threads 8] [--property jdbc.user=...]...
+ *   [--idempotency-key-lifetime PT30M] [--exit-on-stdin-close]
  * </pre>
  *
  * <p>With {@code --catalogs-dir} the server also serves one catalog per REST prefix, each on its own
@@ -37,6 +38,9 @@ import org.apache.iceberg.jdbc.JdbcCatalog;
  * chosen by the OS), logs to stderr, and stops cleanly on SIGTERM (shutdown hook). With {@code
  * --exit-on-stdin-close} it also exits when its stdin reaches EOF, so a test runner that dies
  * without stopping it does not leave it behind.
+ *
+ * <p>With {@code --idempotency-key-lifetime} (an ISO-8601 duration) it advertises that lifetime in {@code GET
+ * /v1/config} and applies each keyed mutation once ({@link IdempotencyKeys}); without it, keys are ignored.
  */
 public final class RestCatalogServer {
   private RestCatalogServer() {}
@@ -45,7 +49,7 @@ public final class RestCatalogServer {
     System.err.println("RestCatalogServer: " + problem);
     System.err.println(
         "usage: RestCatalogServer --port N --jdbc-uri URI --warehouse W [--catalog-name NAME]"
-            + " [--catalogs-dir DIR] [--threads N] [--property KEY=VALUE]... [--exit-on-stdin-close]");
+            + " [--catalogs-dir DIR] [--threads N] [--property KEY=VALUE]... [--idempotency-key-lifetime PT30M] [--exit-on-stdin-close]");
     System.exit(2);
   }
 
@@ -57,6 +61,7 @@ public final class RestCatalogServer {
     String catalogName = "lake";
     int threads = 8;
     boolean exitOnStdinClose = false;
+    IdempotencyKeys keys = null;
     Map<String, String> extra = new LinkedHashMap<>();
 
     for (int i = 0; i < args.length; i++) {
@@ -84,6 +89,13 @@ public final class RestCatalogServer {
           break;
         case "--catalog-name":
           catalogName = value;
+          break;
+        case "--idempotency-key-lifetime":
+          try {
+            keys = IdempotencyKeys.parse(value);
+          } catch (IllegalArgumentException e) {
+            usage(e.getMessage());
+          }
           break;
         case "--threads":
           threads = Integer.parseInt(value);
@@ -123,7 +135,7 @@ public final class RestCatalogServer {
             catalogsDir == null ? null : Path.of(catalogsDir).toAbsolutePath(),
             catalogName,
             extra);
-    RestRoutes routes = new RestRoutes(catalogs);
+    RestRoutes routes = new RestRoutes(catalogs, keys);
     // TCP_NODELAY on accepted sockets: HttpServer writes headers and body separately, and on a
     // keep-alive connection (pyiceberg's requests.Session) Nagle + delayed ACK cost ~40 ms a request.
     // Read once by the JDK's ServerConfig, so set before the server is created.

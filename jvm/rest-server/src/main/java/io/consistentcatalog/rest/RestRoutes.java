@@ -63,7 +63,9 @@ import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.PropertyNamingSt
  * unknown requirement type or update action, a missing field) is a 400 (the reference servlet lets
  * it surface as a 500); {@code NamespaceNotEmptyException} is a 409 as in the REST spec (the adapter
  * has 400 with a TODO, and pyiceberg maps 409 to {@code NamespaceNotEmptyError}); and {@code POST
- * /v1/transactions/commit} is atomic across tables ({@link TransactionCommitter}).
+ * /v1/transactions/commit} is atomic across tables ({@link TransactionCommitter}); and, started with {@code
+ * --idempotency-key-lifetime}, {@code GET /v1/config} advertises that lifetime and mutations carrying an {@code
+ * Idempotency-Key} are applied once per key ({@link IdempotencyKeys}; Iceberg 1.10.2 has no such handling).
  */
 final class RestRoutes implements HttpHandler {
   static final ObjectMapper MAPPER = newMapper();
@@ -90,9 +92,16 @@ final class RestRoutes implements HttpHandler {
               Endpoint.V1_COMMIT_TRANSACTION));
 
   private final Catalogs catalogs;
+  /** Null: the server does not advertise Idempotency-Key support, and keys are ignored. */
+  private final IdempotencyKeys keys;
 
   RestRoutes(Catalogs catalogs) {
+    this(catalogs, null);
+  }
+
+  RestRoutes(Catalogs catalogs, IdempotencyKeys keys) {
     this.catalogs = catalogs;
+    this.keys = keys;
   }
 
   /** Like Iceberg's (package-private) RESTObjectMapper. */
@@ -136,11 +145,31 @@ final class RestRoutes implements HttpHandler {
   @Override
   public void handle(HttpExchange exchange) throws IOException {
     try {
-      Reply reply;
+      Reply reply = null;
+      IdempotencyKeys.Claim claim = null;
       try {
-        reply = route(exchange);
+        claim = claim(exchange);
+        if (claim != null && claim.mismatched()) {
+          reply = new Reply(422, ErrorResponse.builder().responseCode(422)
+              .withType("UnprocessableEntityException")
+              .withMessage("Idempotency-Key " + exchange.getRequestHeaders().getFirst(IdempotencyKeys.HEADER)
+                  + " was first used for another request (method, path or body); send a new key for a new request")
+              .build());
+        } else if (claim != null && !claim.first()) {
+          reply = (Reply) claim.replayed(); // the first answer, as it was sent
+          if (reply == null) { // the first request died without an answer (an Error): not settled
+            throw new IllegalStateException("the first request with this Idempotency-Key failed; send it again");
+          }
+        } else {
+          reply = route(exchange);
+        }
       } catch (Exception e) {
         reply = error(e, exchange);
+      } finally {
+        if (claim != null && claim.first() && !claim.mismatched()) {
+          Reply answered = reply;
+          claim.answered(answered, answered != null && answered.status < 500);
+        }
       }
       send(exchange, reply);
     } catch (IOException | RuntimeException e) {
@@ -148,6 +177,24 @@ final class RestRoutes implements HttpHandler {
     } finally {
       exchange.close();
     }
+  }
+
+  /**
+   * The key's claim for a mutation carrying an {@code Idempotency-Key} (null: none, or the server keeps no keys);
+   * the body is read here (its digest tells a repeat from another request) and handed on to the route.
+   */
+  private IdempotencyKeys.Claim claim(HttpExchange exchange) throws IOException {
+    String method = exchange.getRequestMethod();
+    String key = exchange.getRequestHeaders().getFirst(IdempotencyKeys.HEADER);
+    if (keys == null || key == null || method.equals("GET") || method.equals("HEAD")) {
+      return null;
+    }
+    byte[] body;
+    try (InputStream in = exchange.getRequestBody()) {
+      body = in.readAllBytes();
+    }
+    exchange.setStreams(new java.io.ByteArrayInputStream(body), null);
+    return keys.claim(key, method, exchange.getRequestURI().toString(), body);
   }
 
   private Reply route(HttpExchange exchange) {
@@ -165,7 +212,13 @@ final class RestRoutes implements HttpHandler {
           // a catalog of its own behind a prefix (Catalogs); without a warehouse: the root catalog
           config.withOverride("prefix", catalogs.configure(warehouse));
         }
-        return ok(config.build());
+        if (keys == null) {
+          return ok(config.build());
+        }
+        // Iceberg 1.10.2's ConfigResponse has no idempotency-key-lifetime field: added to its JSON
+        org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ObjectNode node = MAPPER.valueToTree(config.build());
+        node.put("idempotency-key-lifetime", keys.lifetime());
+        return ok(node);
       }
       Catalogs.Served served;
       if (r.length >= 2 && !Catalogs.RESERVED.contains(r[0]) && Catalogs.RESERVED.contains(r[1])) {

@@ -36,7 +36,10 @@ import org.apache.iceberg.rest.requests.UpdateTableRequest;
  *
  * <p>A refused requirement is {@code FENCED}. A commit whose answer was lost (a 5xx, a timeout, a dropped
  * connection) is settled (protocol §6.8): the table is read back, a commit found there is taken as landed,
- * one not found is sent again, until the catalog's {@code consistent.retry-deadline}.
+ * one not found is sent again, until the catalog's {@code consistent.retry-deadline}. Against a REST server that
+ * advertises an {@code idempotency-key-lifetime}, Iceberg's REST client (1.11+) puts an {@code Idempotency-Key} on
+ * the transactions POST, and from 1.12 sends it again under that key after a lost answer: the server's first answer
+ * then reaches this class and nothing is read back (protocol §6.8; on 1.11 a lost answer is read back here).
  */
 public final class FencedCommit {
   private final Catalog catalog;
