@@ -380,3 +380,72 @@ def test_batch_read_option_gives_the_changes_between_two_barriers(env, request):
     out, _ = bare.communicate(timeout=300)
     message = out.strip().splitlines()[-1] if out.strip() else f"no output (exit {bare.returncode})"
     assert message.startswith("[CONSISTENT_READ.NO_EXTENSIONS]") and "ConsistentSqlExtensions" in message, message
+
+
+def test_a_changes_stream_keeps_its_columns_ignores_an_added_one_and_fails_on_a_dropped_one(env):
+    """Issue 47: the stream's columns are the ones its query was analysed with; a column added while it runs is not
+    read until the query restarts; a dropped one fails the query with a typed one-line error naming the column and
+    the way out (restart), after which the restarted query reads the table's current columns."""
+    root, cc, spark = env
+    from pyspark.errors import StreamingQueryException
+
+    ns = "schg"
+    cc.catalog.create_namespace(ns)
+    table = f"{ns}.words"
+    cc.catalog.create_table(table, schema=COUNTS)  # word, cnt
+    checkpoint = root / "chk-schema"
+    seen: dict[int, list[dict]] = {}
+
+    def collect(batch, batch_id):
+        seen[batch_id] = [r.asDict() for r in batch.collect()]
+
+    def start(trigger):
+        frame = spark.readStream.option("consistent.read", "changes").table(f"lake_consistent.{table}")
+        writer = frame.writeStream.foreachBatch(collect).option("checkpointLocation", str(checkpoint))
+        return (writer.trigger(availableNow=True) if trigger is None else writer.trigger(processingTime=trigger)).start()
+
+    def landed(barrier: int) -> bool:
+        done = offsets(checkpoint) if (checkpoint / "offsets").exists() else {}
+        last = max(committed(checkpoint), default=None)
+        return last is not None and last in done and all(o["barrier"] == barrier for o in done[last])
+
+    def wait(barrier: int) -> None:
+        deadline = time.monotonic() + 120
+        while not landed(barrier):
+            assert time.monotonic() < deadline, f"the stream did not reach barrier {barrier}: {offsets(checkpoint)}"
+            time.sleep(0.2)
+
+    first = cc.ingest(table, pa.table({"word": ["a", "b"], "cnt": [1, 2]})).barrier
+    query = start("0.2 seconds")
+    try:
+        wait(first)
+        with cc.catalog.load_table(table).update_schema() as update:
+            update.add_column("added", StringType())
+        second = cc.ingest(table, pa.table({"word": ["c"], "cnt": [3], "added": ["new"]})).barrier
+        wait(second)
+        assert query.isActive
+        with cc.catalog.load_table(table).update_schema() as update:
+            update.delete_column("cnt")
+        cc.ingest(table, pa.table({"word": ["d"], "added": ["x"]}))
+        with pytest.raises(StreamingQueryException) as failed:
+            query.awaitTermination(120)
+    finally:
+        query.stop()
+    batches = [seen[b] for b in sorted(seen)]
+    # the added column never reached the running query: each batch has the analysed columns, with pyiceberg's rows
+    assert [sorted((r["word"], r["cnt"], r["_change_type"]) for r in rows) for rows in batches] == [
+        [("a", 1, "INSERT"), ("b", 2, "INSERT")], [("c", 3, "INSERT")]]
+    assert all(set(r) == {"word", "cnt", "_change_type", "_barrier"} for rows in batches for r in rows)
+    text = str(failed.value)
+    message = text[text.index("[CONSISTENT_READ.SCHEMA_CHANGED]"):].splitlines()[0]
+    assert message.startswith(f"[CONSISTENT_READ.SCHEMA_CHANGED] lake_consistent.{table}: column 'cnt' was dropped")
+    assert "restart the query" in message and len(message) < 400, message  # one line, naming the way out
+    # the way out: restarted from its checkpoint, the query reads the table's current columns from where it stopped
+    seen.clear()
+    again = start(None)
+    assert again.awaitTermination(120) is not False
+    rows = [r for b in sorted(seen) for r in seen[b]]
+    current = cc.catalog.load_table(table).scan().to_arrow().to_pylist()
+    assert [(r["word"], r["added"], r["_change_type"]) for r in rows] == [
+        (r["word"], r["added"], "INSERT") for r in current if r["word"] == "d"]
+    assert all(set(r) == {"word", "added", "_change_type", "_barrier"} for r in rows)

@@ -35,6 +35,8 @@ import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.connector.read.streaming.Offset;
+import org.apache.spark.sql.connector.read.streaming.ReadLimit;
+import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
@@ -47,10 +49,18 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * agrees on {@code T}: the newest barrier at which every table of the group is complete (§5.1's plan over the
  * group's tables, after advancing idle roots, §5.6), computed once per micro-batch for the whole group, so a query
  * over several consistent sources never mixes barriers. While no such barrier exists (a source without a watermark)
- * the stream has no new data. The end offsets of the micro-batch being run on a thread are kept for the streaming
- * sink of the same query ({@link #batchInputs}), which commits the batch as the epoch of {@code T}.
+ * the stream has no new data, and before the group's first {@code T} it has no offset at all, so a query started
+ * before its sources have a barrier runs no (empty) batch 0. The end offsets of the micro-batch being run on a
+ * thread are kept for the streaming sink of the same query ({@link #batchInputs}), which commits the batch as the
+ * epoch of {@code T}.
+ *
+ * <p>Under {@code trigger(availableNow=true)} the group fixes its end when the query starts
+ * ({@link #prepareForTriggerAvailableNow}, as Iceberg's {@code SparkMicroBatchStream} fixes its last offset): the
+ * micro-batches, a pending one of the checkpoint first, run until the sources reach that {@code T}. A source that is
+ * not {@link SupportsTriggerAvailableNow} makes Spark run the trigger as {@code Trigger.Once} (SPARK-45178): one
+ * micro-batch, which after a restart is the pending one, short of the sources' barriers.
  */
-final class BarrierStream implements MicroBatchStream {
+final class BarrierStream implements MicroBatchStream, SupportsTriggerAvailableNow {
   private static final ObjectMapper JSON = new ObjectMapper();
   /**
    * The source groups of the running streaming queries, by checkpoint location (not statement state: a group lives
@@ -180,9 +190,21 @@ final class BarrierStream implements MicroBatchStream {
     return BarrierOffset.parse(json);
   }
 
+  /** The group's {@code T} for this source; null (no offset, no micro-batch) while the group has none yet. */
   @Override
   public Offset latestOffset() {
     return group.latest(this);
+  }
+
+  @Override
+  public Offset latestOffset(Offset start, ReadLimit limit) {
+    return group.latest(this);
+  }
+
+  /** The query runs with {@code availableNow}: its end is the group's {@code T} now, computed once for all members. */
+  @Override
+  public void prepareForTriggerAvailableNow() {
+    group.prepareAvailableNow();
   }
 
   // --- planning -----------------------------------------------------------------------------------------
@@ -327,6 +349,8 @@ final class BarrierStream implements MicroBatchStream {
     private Map<String, BarrierOffset> current;
     private final Set<BarrierStream> asked = new HashSet<>();
     private Long last;
+    /** Under {@code availableNow}: the offsets at the query's start, the end of its last micro-batch. */
+    private Map<String, BarrierOffset> availableNow;
 
     Group(String key, CatalogContext context) {
       this.key = key;
@@ -340,6 +364,9 @@ final class BarrierStream implements MicroBatchStream {
      * epoch, not also the wait for the next trigger.
      */
     synchronized Offset latest(BarrierStream stream) {
+      if (availableNow != null) {
+        return availableNow.get(stream.name); // null: no barrier when the query started, nothing to run
+      }
       if (current == null || asked.contains(stream)) {
         Long before = last;
         current = compute(true);
@@ -362,8 +389,14 @@ final class BarrierStream implements MicroBatchStream {
         asked.clear();
       }
       asked.add(stream);
-      BarrierOffset offset = current.get(stream.name);
-      return offset != null ? offset : new BarrierOffset(null, null);
+      return current.get(stream.name); // null before the group's first T: no offset, so no empty batch 0
+    }
+
+    /** The offsets of the group's newest {@code T} (idle roots advanced), fixed as the end of an availableNow run. */
+    synchronized void prepareAvailableNow() {
+      if (availableNow == null) {
+        availableNow = compute(true);
+      }
     }
 
     /** §5.1's plan over the group's tables (idle roots advanced first, if asked): T and {@code snap(t, T)} of each. */

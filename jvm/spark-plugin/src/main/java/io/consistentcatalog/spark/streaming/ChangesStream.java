@@ -26,6 +26,8 @@ import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.connector.read.streaming.Offset;
+import org.apache.spark.sql.connector.read.streaming.ReadLimit;
+import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
 
 /**
  * A table read as its changes by a streaming query (protocol §5.7, §5.10): the offsets are the barriers of the
@@ -40,13 +42,15 @@ import org.apache.spark.sql.connector.read.streaming.Offset;
  * one micro-batch (what the batch holds anyway), not the table; a range is deterministic, so a micro-batch run again
  * after a restart gives the same rows.
  */
-final class ChangesStream implements MicroBatchStream {
+final class ChangesStream implements MicroBatchStream, SupportsTriggerAvailableNow {
   /** Rows per input partition of a micro-batch. */
   private static final int PER_PARTITION = 50_000;
 
   private final CatalogContext context;
   private final String name;
   private final List<String> declaredKey;
+  /** The table's columns when the query was analysed: the stream's, whatever the table's are later. */
+  private final org.apache.iceberg.Schema analysed;
   private final BarrierStream offsets;
   private final ChangesQuery query;
   /**
@@ -57,8 +61,9 @@ final class ChangesStream implements MicroBatchStream {
   private volatile Planned planned;
 
   ChangesStream(CatalogContext context, String name, String checkpointLocation, long waitMs, List<String> key,
-      ChangesQuery query) {
+      ChangesQuery query, org.apache.iceberg.Schema analysed) {
     this.context = context;
+    this.analysed = analysed;
     this.query = query;
     this.name = name;
     this.declaredKey = key;
@@ -78,6 +83,16 @@ final class ChangesStream implements MicroBatchStream {
   @Override
   public Offset latestOffset() {
     return offsets.latestOffset();
+  }
+
+  @Override
+  public Offset latestOffset(Offset start, ReadLimit limit) {
+    return offsets.latestOffset(start, limit);
+  }
+
+  @Override
+  public void prepareForTriggerAvailableNow() {
+    offsets.prepareForTriggerAvailableNow(); // the end of the run at the query's start, as for appends
   }
 
   @Override
@@ -128,10 +143,7 @@ final class ChangesStream implements MicroBatchStream {
   /** {@code changes(t, from, to)} (from empty: {@code snap(t, to)} as INSERTs), collected on the driver. */
   private InternalRow[] changes(BarrierOffset from, BarrierOffset to) {
     Table table = context.committer().load(Names.icebergIdentifier(name));
-    List<String> columns = new ArrayList<>();
-    for (Types.NestedField field : table.schema().columns()) {
-      columns.add(field.name());
-    }
+    List<String> columns = columnsOf(table.schema());
     List<String> key = declaredKey != null ? declaredKey : new ArrayList<>(table.schema().identifierFieldNames());
     if (!columns.containsAll(key)) {
       List<String> missing = new ArrayList<>(key);
@@ -183,6 +195,29 @@ final class ChangesStream implements MicroBatchStream {
       out[i] = new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(values);
     }
     return out;
+  }
+
+  /**
+   * The analysed columns, each checked against the table's {@code current} schema (by field id): one that was dropped,
+   * renamed or retyped since the query was analysed fails the query, naming it; a column added since is not read
+   * (the query's rows keep the shape Spark analysed) until the query restarts.
+   */
+  private List<String> columnsOf(org.apache.iceberg.Schema current) {
+    List<String> columns = new ArrayList<>();
+    for (Types.NestedField field : analysed.columns()) {
+      Types.NestedField now = current.findField(field.fieldId());
+      String change = now == null ? "was dropped"
+          : !now.name().equals(field.name()) ? "was renamed to '" + now.name() + "'"
+          : !now.type().equals(field.type()) ? "changed type from " + field.type() + " to " + now.type() : null;
+      if (change != null) {
+        throw Errors.raise(Errors.analysis("CONSISTENT_READ.SCHEMA_CHANGED", context.catalogName() + "." + name
+            + ": column '" + field.name() + "' " + change + " while the stream of its changes ran (a stream keeps the "
+            + "columns its query was started with); restart the query (its checkpoint keeps its place) to read the "
+            + "table's current columns"));
+      }
+      columns.add(field.name());
+    }
+    return columns;
   }
 
   @Override

@@ -49,7 +49,8 @@ public final class StreamSource {
     if (read != null) {
       ChangesReads.refuseUnshaped(context.catalogName(), name, options); // the option reached the stream, not the analyser
       List<String> key = ChangesReads.key(context.catalogName() + "." + name, options.get(ChangesTable.KEY));
-      return new ChangesStream(context, name, checkpointLocation, waitMs, key, changes);
+      // the columns Spark analysed the query with (the table's schema when it was loaded for the query)
+      return new ChangesStream(context, name, checkpointLocation, waitMs, key, changes, table.schema());
     }
     RewrittenSource.refuse(context.catalogName(), table, name);
     return new BarrierStream(context, name, checkpointLocation, waitMs);
