@@ -409,20 +409,21 @@ def test_a_changes_stream_keeps_its_columns_ignores_an_added_one_and_fails_on_a_
         last = max(committed(checkpoint), default=None)
         return last is not None and last in done and all(o["barrier"] == barrier for o in done[last])
 
-    def wait(barrier: int) -> None:
+    def wait(query: Any, barrier: int) -> None:
         deadline = time.monotonic() + 120
         while not landed(barrier):
+            assert query.isActive, f"the stream failed before barrier {barrier}: {query.exception()}"
             assert time.monotonic() < deadline, f"the stream did not reach barrier {barrier}: {offsets(checkpoint)}"
             time.sleep(0.2)
 
     first = cc.ingest(table, pa.table({"word": ["a", "b"], "cnt": [1, 2]})).barrier
     query = start("0.2 seconds")
     try:
-        wait(first)
+        wait(query, first)
         with cc.catalog.load_table(table).update_schema() as update:
             update.add_column("added", StringType())
         second = cc.ingest(table, pa.table({"word": ["c"], "cnt": [3], "added": ["new"]})).barrier
-        wait(second)
+        wait(query, second)
         assert query.isActive
         with cc.catalog.load_table(table).update_schema() as update:
             update.delete_column("cnt")
