@@ -443,6 +443,8 @@ def test_a_changes_stream_keeps_its_columns_ignores_an_added_one_and_fails_on_a_
     assert "restart the query" in message and len(message) < 400, message  # one line, naming the way out
     # the way out: restarted from its checkpoint, the query reads the table's current columns from where it stopped
     seen.clear()
+    with cc.catalog.load_table(table).update_schema() as update:  # after the newest snapshot: not at the restart's cut
+        update.add_column("later", StringType())
     again = start(None)
     assert again.awaitTermination(120) is not False
     rows = [r for b in sorted(seen) for r in seen[b]]

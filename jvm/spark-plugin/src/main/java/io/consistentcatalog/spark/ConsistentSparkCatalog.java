@@ -274,11 +274,13 @@ public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
     }
     if (served instanceof PinnedTable) {
       PinnedTable pinned = (PinnedTable) served;
-      return pinned.streamedAs(new ServedStreams(context, pinned.table(), name));
+      // the stream's columns are the ones Spark analyses the query with: the pinned snapshot's, as SparkTable's
+      return pinned.streamedAs(new ServedStreams(context, pinned.table(), name,
+          org.apache.iceberg.util.SnapshotUtil.schemaFor(pinned.table(), pinned.snapshotId())));
     }
     if (served instanceof EmptyTable) {
       EmptyTable empty = (EmptyTable) served;
-      return empty.streamedAs(new ServedStreams(context, empty.icebergTable(), name));
+      return empty.streamedAs(new ServedStreams(context, empty.icebergTable(), name, empty.icebergTable().schema()));
     }
     return served;
   }

@@ -26,11 +26,14 @@ final class ServedStreams implements StreamingSide {
   private final CatalogContext context;
   private final org.apache.iceberg.Table table;
   private final String name;
+  /** The table's columns as Spark analyses a query of it (the served snapshot's schema): a changes stream's. */
+  private final org.apache.iceberg.Schema analysed;
   private final SparkSession session;
   private volatile StreamingSinkTable sink;
 
-  ServedStreams(CatalogContext context, org.apache.iceberg.Table table, String name) {
+  ServedStreams(CatalogContext context, org.apache.iceberg.Table table, String name, org.apache.iceberg.Schema analysed) {
     this.context = context;
+    this.analysed = analysed;
     this.table = table;
     this.name = name;
     scala.Option<SparkSession> active = SparkSession.getActiveSession();
@@ -51,7 +54,7 @@ final class ServedStreams implements StreamingSide {
         return TableChanges.whole(spark, context.plainCatalogName(), t, columns, snapshotId, barrier);
       }
     };
-    return new StreamSource(context, table, name, changes).microBatchStream(checkpointLocation, options);
+    return new StreamSource(context, table, analysed, name, changes).microBatchStream(checkpointLocation, options);
   }
 
   @Override
