@@ -275,8 +275,9 @@ public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
     if (served instanceof PinnedTable) {
       PinnedTable pinned = (PinnedTable) served;
       // the stream's columns are the ones Spark analyses the query with: the pinned snapshot's, as SparkTable's
-      return pinned.streamedAs(new ServedStreams(context, pinned.table(), name,
-          org.apache.iceberg.util.SnapshotUtil.schemaFor(pinned.table(), pinned.snapshotId())));
+      Long snapshotId = pinned.snapshotId(); // null: served as it is now
+      return pinned.streamedAs(new ServedStreams(context, pinned.table(), name, snapshotId == null
+          ? pinned.table().schema() : org.apache.iceberg.util.SnapshotUtil.schemaFor(pinned.table(), snapshotId)));
     }
     if (served instanceof EmptyTable) {
       EmptyTable empty = (EmptyTable) served;
