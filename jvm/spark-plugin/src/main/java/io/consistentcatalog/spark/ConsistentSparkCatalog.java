@@ -274,14 +274,11 @@ public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
     }
     if (served instanceof PinnedTable) {
       PinnedTable pinned = (PinnedTable) served;
-      // the stream's columns are the ones Spark analyses the query with: the pinned snapshot's, as SparkTable's
-      Long snapshotId = pinned.snapshotId(); // null: served as it is now
-      return pinned.streamedAs(new ServedStreams(context, pinned.table(), name, snapshotId == null
-          ? pinned.table().schema() : org.apache.iceberg.util.SnapshotUtil.schemaFor(pinned.table(), snapshotId)));
+      return pinned.streamedAs(new ServedStreams(context, pinned.table(), name, pinned.snapshotId()));
     }
     if (served instanceof EmptyTable) {
       EmptyTable empty = (EmptyTable) served;
-      return empty.streamedAs(new ServedStreams(context, empty.icebergTable(), name, empty.icebergTable().schema()));
+      return empty.streamedAs(new ServedStreams(context, empty.icebergTable(), name, null));
     }
     return served;
   }

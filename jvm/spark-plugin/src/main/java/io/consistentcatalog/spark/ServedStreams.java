@@ -26,14 +26,14 @@ final class ServedStreams implements StreamingSide {
   private final CatalogContext context;
   private final org.apache.iceberg.Table table;
   private final String name;
-  /** The table's columns as Spark analyses a query of it (the served snapshot's schema): a changes stream's. */
-  private final org.apache.iceberg.Schema analysed;
+  /** The snapshot the table is served at (null: as it is now), whose schema Spark analyses a query of it with. */
+  private final Long snapshotId;
   private final SparkSession session;
   private volatile StreamingSinkTable sink;
 
-  ServedStreams(CatalogContext context, org.apache.iceberg.Table table, String name, org.apache.iceberg.Schema analysed) {
+  ServedStreams(CatalogContext context, org.apache.iceberg.Table table, String name, Long snapshotId) {
     this.context = context;
-    this.analysed = analysed;
+    this.snapshotId = snapshotId;
     this.table = table;
     this.name = name;
     scala.Option<SparkSession> active = SparkSession.getActiveSession();
@@ -54,6 +54,9 @@ final class ServedStreams implements StreamingSide {
         return TableChanges.whole(spark, context.plainCatalogName(), t, columns, snapshotId, barrier);
       }
     };
+    // a changes stream's columns are the ones Spark analysed the query with: the served snapshot's, as SparkTable's
+    org.apache.iceberg.Schema analysed = snapshotId == null ? table.schema()
+        : org.apache.iceberg.util.SnapshotUtil.schemaFor(table, snapshotId);
     return new StreamSource(context, table, analysed, name, changes).microBatchStream(checkpointLocation, options);
   }
 
