@@ -21,7 +21,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 from consistent_catalog import ConsistentCatalog
 from tests.harness.fault_proxy import FaultProxy
-from tests.harness.jvm_cds import SMALL_JVM, spark_submit_opts
+from tests.harness.jvm_cds import SMALL_JVM, SmallDrivers
 from tests.harness.lake import COUNTS_SCHEMA, HIST_SCHEMA, WORDS_SCHEMA, sqlite_catalog, words
 from tests.harness.rest_server import RestCatalogServer
 from tests.harness.servers import MotoS3Server, PostgresServer, postgres_sql_catalog
@@ -60,13 +60,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def small_spark_drivers() -> None:
-    """Every Spark driver the session starts shares one archive of Spark's classes and compiles with C1 only
-    (tests/harness/jvm_cds.py: a fifth of the CPU to start); CONSISTENT_TEST_SMALL_JVM=0 leaves drivers as users run
-    them."""
+    """Every Spark driver the session starts compiles with C1 only and, once a thread has made it, shares one archive
+    of Spark's classes (tests/harness/jvm_cds.py: a fifth of the CPU to start); CONSISTENT_TEST_SMALL_JVM=0 leaves
+    drivers as users run them."""
     if os.environ.get("CONSISTENT_TEST_SMALL_JVM") == "0" or SMALL_JVM in os.environ.get("SPARK_SUBMIT_OPTS", ""):
         return
-    options = spark_submit_opts(TESTS.parent / "build" / "cds")
-    os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {options}".strip()
+    users = os.environ.get("SPARK_SUBMIT_OPTS", "")
+
+    def submit_opts(options: str) -> None:
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{users} {options}".strip()
+
+    submit_opts(SmallDrivers(TESTS.parent / "build" / "cds", on_ready=submit_opts).options())
 
 
 # --- the product as a user installs it, built once per session (tests/harness/wheel.py) -----------------------

@@ -1,13 +1,14 @@
 """The suite's Spark drivers start in a fifth of the CPU: class data sharing, the client compiler, the serial GC.
 
 A local Spark driver's start and first small query cost ~32 s of CPU on these machines (18 s of wall time on 2
-cores), most of it loading and verifying Spark's ~15,000 classes and compiling them twice (C1, then C2). The suite
+cores), most of it loading and verifying Spark's ~16,000 classes and compiling them twice (C1, then C2). The suite
 starts hundreds of drivers (pyspark in subprocesses, ``spark-sql``, the Thrift and Connect servers, dbt), each on
 small data, so every driver it starts gets, through ``SPARK_SUBMIT_OPTS`` (Spark's launcher puts it on every JVM
 ``spark-submit`` starts; subprocesses inherit it):
 
 - ``-XX:SharedArchiveFile``: Spark's classes mapped from a class data sharing archive (JDK 13+'s dynamic archive),
-  made once per pyspark install and JDK by a warm-up driver (``-XX:ArchiveClassesAtExit``) under ``build/cds``;
+  made once per pyspark install and JDK by a warm-up driver (``-XX:ArchiveClassesAtExit``) under ``build/cds``, on a
+  thread while the first tests run (``SmallDrivers``);
 - ``-XX:TieredStopAtLevel=1 -XX:+UseSerialGC``: no C2 compilation, one GC thread (as the crash tests' workers have
   long run): small data never repays C2, and two cores are shared by the driver, the test and the servers.
 
@@ -30,6 +31,9 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 # off: the JVM's "Unable to use shared archive" warning, printed on stdout where a test reads spark-sql's rows
@@ -39,7 +43,7 @@ QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 SMALL_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 WARM_UP = textwrap.dedent("""
-    import os, sys, time
+    import sys
     from pyspark.sql import SparkSession
     spark = (SparkSession.builder.master("local[2]").appName("class-data-sharing warm-up")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
@@ -50,16 +54,9 @@ WARM_UP = textwrap.dedent("""
     back.createOrReplaceTempView("w")
     spark.sql("SELECT k, count(*), max(s), sum(id) FROM w GROUP BY k ORDER BY k").collect()
     spark.sql("SELECT a.k, count(*) FROM w a JOIN w b ON a.id = b.id WHERE a.k > 2 GROUP BY a.k").collect()
-    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    print(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     spark.stop()
-    spark.sparkContext._gateway.shutdown()  # the driver exits now and writes the archive on its way out
-    for _ in range(600):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-""")
+""")  # the driver exits once this Python has (its stdin closes) and writes the archive on its way out
 
 
 def _key(python: str) -> str | None:
@@ -78,11 +75,26 @@ def _key(python: str) -> str | None:
     return f"spark-{version}-{digest}"
 
 
-def spark_submit_opts(folder: Path, python: str = sys.executable) -> str:
-    """``SPARK_SUBMIT_OPTS`` for the drivers of ``python``'s pyspark: ``SMALL_JVM`` and its class data sharing
-    archive (made first where missing), or ``SMALL_JVM`` alone (and why on stderr) where none can be made."""
-    archive = _archive(folder, python)
-    return f"{SMALL_JVM} -XX:SharedArchiveFile={archive} {QUIET}" if archive else SMALL_JVM
+class SmallDrivers:
+    """``SPARK_SUBMIT_OPTS`` for the drivers of one pyspark install: ``SMALL_JVM`` at once, with the class data
+    sharing archive as soon as it exists. A missing archive is made on a thread (a warm-up driver, then its dump:
+    ~50 s on a quiet machine), so the tests run meanwhile; the drivers they start before it is ready run without it.
+    ``on_ready`` gets the options once the archive is made (not when none could be: SMALL_JVM alone then)."""
+
+    def __init__(self, folder: Path, python: str = sys.executable,
+                 on_ready: Callable[[str], None] | None = None) -> None:
+        self._archive: Path | None = None
+        self._on_ready = on_ready
+        threading.Thread(target=self._make, args=(folder, python), daemon=True, name="class-data-sharing").start()
+
+    def _make(self, folder: Path, python: str) -> None:
+        self._archive = _archive(folder, python)
+        if self._archive is not None and self._on_ready is not None:
+            self._on_ready(self.options())
+
+    def options(self) -> str:
+        archive = self._archive
+        return f"{SMALL_JVM} -XX:SharedArchiveFile={archive} {QUIET}" if archive else SMALL_JVM
 
 
 def _archive(folder: Path, python: str) -> Path | None:
@@ -101,11 +113,18 @@ def _archive(folder: Path, python: str) -> Path | None:
                 with tempfile.TemporaryDirectory() as scratch:
                     made = subprocess.run([python, "-c", WARM_UP, f"{scratch}/rows"], env=env, cwd=scratch,
                                           capture_output=True, text=True, timeout=300)
+                driver = int(made.stdout.split()[-1]) if made.returncode == 0 else None
+                for _ in range(1200 if driver else 0):  # its exit and dump: seconds on a quiet machine
+                    try:
+                        os.kill(driver, 0)
+                    except ProcessLookupError:
+                        break
+                    time.sleep(0.1)
                 if made.returncode != 0 or not partial.exists() or partial.stat().st_size == 0:
                     print(f"class data sharing: no archive ({made.returncode}): {made.stderr[-400:]}", file=sys.stderr)
                     return None
                 partial.rename(archive)
         return archive
-    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:  # IndexError: it printed no pid
         print(f"class data sharing: no archive: {exc}", file=sys.stderr)
         return None

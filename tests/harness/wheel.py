@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.harness.jvm_cds import spark_submit_opts
+from tests.harness.jvm_cds import SmallDrivers
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The extras README's dbt section installs the wheel with (``pip install 'consistent-catalog[spark,dbt]'``).
@@ -58,11 +58,11 @@ class Dists:
 class Venv:
     bin: Path
     elsewhere: Path  # a working directory outside the repository
-    spark_submit_opts: str = ""  # the suite's small drivers for this venv's pyspark (tests/harness/jvm_cds.py)
+    drivers: SmallDrivers | None = None  # the suite's small drivers for this venv's pyspark (tests/harness/jvm_cds.py)
 
     def env(self, **extra: str) -> dict[str, str]:
         """A clean environment with this venv first on ``PATH`` and as Spark's Python."""
-        small = {"SPARK_SUBMIT_OPTS": self.spark_submit_opts} if self.spark_submit_opts else {}
+        small = {"SPARK_SUBMIT_OPTS": self.drivers.options()} if self.drivers else {}
         return clean_env(PATH=f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}", VIRTUAL_ENV=str(self.bin.parent),
                          PYSPARK_PYTHON=str(self.bin / "python"), **small, **extra)
 
@@ -109,8 +109,9 @@ class ProductVenv:
         self.dists = dists
         venv = fresh_venv(tmp, [f"{dists.bare_wheel}[spark]"], "<jar-less wheel>[spark] (pyspark from pip's cache)")
         # its pyspark is another install than the session's: an archive of its own (a fifth of a driver's start)
-        self.venv = dataclasses.replace(venv, spark_submit_opts=spark_submit_opts(
-            ROOT / "build" / "cds", str(venv.bin / "python")))
+        if os.environ.get("CONSISTENT_TEST_SMALL_JVM") != "0":
+            venv = dataclasses.replace(venv, drivers=SmallDrivers(ROOT / "build" / "cds", str(venv.bin / "python")))
+        self.venv = venv
         self.holds = "bare"
         self.dbt = False
 

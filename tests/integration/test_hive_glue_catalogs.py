@@ -495,6 +495,13 @@ def test_lake_consistent_ingests_and_publishes_epochs_through_the_catalogs_own_s
     assert counts.metadata.refs[P.FENCE_BRANCH] is not None  # registered with its fence, in the catalog
 
 
+def _staged_epoch(table: Any) -> bool:
+    """Whether ``consistent-staged`` points at a snapshot an epoch wrote (one carrying an attempt id)."""
+    ref = table.metadata.refs.get(P.STAGED_BRANCH)
+    snapshot = table.metadata.snapshot_by_id(ref.snapshot_id) if ref else None
+    return snapshot is not None and P.ATTEMPT in snapshot.summary.additional_properties
+
+
 def test_a_jvm_zombie_is_refused_by_the_catalogs_swap_and_never_reaches_main(
         jvm: tuple[Any, Path], probed: Any, backend: str) -> None:
     """The module's JVM stages an epoch of ``zombie.word_counts`` and pauses (failpoint ``after-stage``); a successor
@@ -518,7 +525,10 @@ def test_a_jvm_zombie_is_refused_by_the_catalogs_swap_and_never_reaches_main(
     zombie.start()
     try:
         deadline = time.monotonic() + 120
-        while P.STAGED_BRANCH not in cat.load_table(ZOMBIE_TABLE).metadata.refs:
+        # staged first appears at main's head (the reset, §5.2 step 2); the epoch is staged once it points at a
+        # snapshot of this attempt (step 3), and only then has the JVM reached its failpoint: registering between the
+        # two is refused by the catalog, rightly, as the staged branch moves under it
+        while not _staged_epoch(cat.load_table(ZOMBIE_TABLE)):
             assert zombie.is_alive() and time.monotonic() < deadline, f"the epoch never staged: {errors}"
             time.sleep(0.2)
         staged = cat.load_table(ZOMBIE_TABLE).metadata
