@@ -344,6 +344,7 @@ def test_native_sink_refuses_with_the_way_out(env, ns):
     assert f"[CONSISTENT_WRITE.REFUSED] lake_consistent.{name}.copied is a new, empty table" in message, message
     assert f"reads lake_consistent.{source} with no job" in message and "consistent.job=<job>" in message
     assert "consistent.ingestFromLake=true" in message
+    assert rows(catalog, f"{name}.copied") == [] and not summaries(catalog, f"{name}.copied")  # refused: nothing landed
     # said on purpose, the same kind of query is an ingest of the rows it reads
     copy = (spark.readStream.table(f"lake_consistent.{source}").writeStream.option("checkpointLocation", str(base / "chk-copy"))
             .option("consistent.ingestFromLake", "true").trigger(availableNow=True).toTable(f"lake_consistent.{name}.copied"))
