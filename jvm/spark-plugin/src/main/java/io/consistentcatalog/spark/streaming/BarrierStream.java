@@ -33,6 +33,7 @@ import org.apache.iceberg.exceptions.NoSuchTableException;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.connector.read.streaming.Offset;
 import org.apache.spark.sql.connector.read.streaming.ReadLimit;
@@ -52,7 +53,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * the stream has no new data, and before the group's first {@code T} it has no offset at all, so a query started
  * before its sources have a barrier runs no (empty) batch 0. The end offsets of the micro-batch being run on a
  * thread are kept for the streaming sink of the same query ({@link #batchInputs}), which commits the batch as the
- * epoch of {@code T}.
+ * epoch of {@code T}. Every micro-batch reads the columns the query was analysed with ({@link AnalysedColumns}), not
+ * the table's current ones.
  *
  * <p>Under {@code trigger(availableNow=true)} the group fixes its end when the query starts
  * ({@link #prepareForTriggerAvailableNow}, as Iceberg's {@code SparkMicroBatchStream} fixes its last offset): the
@@ -81,13 +83,16 @@ final class BarrierStream implements MicroBatchStream, SupportsTriggerAvailableN
 
   /** How long a micro-batch that finds no new barrier waits for one (the read option {@value #WAIT_FOR}). */
   private final long waitMs;
+  /** The columns Spark analysed the query with: every micro-batch reads these, whatever the table's are later. */
+  private final AnalysedColumns columns;
 
   static final String WAIT_FOR = "consistent.waitFor";
 
-  BarrierStream(CatalogContext context, String name, String checkpointLocation, long waitMs) {
+  BarrierStream(CatalogContext context, String name, String checkpointLocation, long waitMs, AnalysedColumns columns) {
     this.context = context;
     this.name = name;
     this.waitMs = waitMs;
+    this.columns = columns;
     String key = groupOf(checkpointLocation);
     synchronized (GROUPS) {
       this.group = GROUPS.computeIfAbsent(key, k -> new Group(k, context));
@@ -255,16 +260,16 @@ final class BarrierStream implements MicroBatchStream, SupportsTriggerAvailableN
     if (to.snapshot == null) {
       return new InputPartition[0];
     }
-    Batch batch;
+    ScanBuilder scan;
     if (from.snapshot == null) { // a first read: snap(t, T) whole, by the table's time travel (every line takes it)
-      batch = LineSparkTable.atSnapshot(table, to.snapshot)
-          .newScanBuilder(CaseInsensitiveStringMap.empty()).build().toBatch();
+      scan = LineSparkTable.atSnapshot(table, to.snapshot).newScanBuilder(CaseInsensitiveStringMap.empty());
     } else { // the appends after the last barrier read up to this one
       Map<String, String> options = new HashMap<>();
       options.put("start-snapshot-id", Long.toString(from.snapshot));
       options.put("end-snapshot-id", Long.toString(to.snapshot));
-      batch = LineSparkTable.current(table).newScanBuilder(new CaseInsensitiveStringMap(options)).build().toBatch();
+      scan = LineSparkTable.current(table).newScanBuilder(new CaseInsensitiveStringMap(options));
     }
+    Batch batch = columns.scan(scan, table.schema()).toBatch(); // the query's columns, not the table's current ones
     lastBatch = batch;
     return batch.planInputPartitions();
   }

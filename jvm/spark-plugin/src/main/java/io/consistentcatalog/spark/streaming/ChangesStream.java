@@ -16,7 +16,6 @@ import java.util.List;
 import java.util.Objects;
 import org.apache.iceberg.HasTableOperations;
 import org.apache.iceberg.Table;
-import org.apache.iceberg.types.Types;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
@@ -50,7 +49,7 @@ final class ChangesStream implements MicroBatchStream, SupportsTriggerAvailableN
   private final String name;
   private final List<String> declaredKey;
   /** The table's columns when the query was analysed: the stream's, whatever the table's are later. */
-  private final org.apache.iceberg.Schema analysed;
+  private final AnalysedColumns analysed;
   private final BarrierStream offsets;
   private final ChangesQuery query;
   /**
@@ -61,13 +60,13 @@ final class ChangesStream implements MicroBatchStream, SupportsTriggerAvailableN
   private volatile Planned planned;
 
   ChangesStream(CatalogContext context, String name, String checkpointLocation, long waitMs, List<String> key,
-      ChangesQuery query, org.apache.iceberg.Schema analysed) {
+      ChangesQuery query, AnalysedColumns analysed) {
     this.context = context;
     this.analysed = analysed;
     this.query = query;
     this.name = name;
     this.declaredKey = key;
-    this.offsets = new BarrierStream(context, name, checkpointLocation, waitMs);
+    this.offsets = new BarrierStream(context, name, checkpointLocation, waitMs, analysed);
   }
 
   @Override
@@ -143,7 +142,7 @@ final class ChangesStream implements MicroBatchStream, SupportsTriggerAvailableN
   /** {@code changes(t, from, to)} (from empty: {@code snap(t, to)} as INSERTs), collected on the driver. */
   private InternalRow[] changes(BarrierOffset from, BarrierOffset to) {
     Table table = context.committer().load(Names.icebergIdentifier(name));
-    List<String> columns = columnsOf(table.schema());
+    List<String> columns = analysed.names(table.schema());
     List<String> key = declaredKey != null ? declaredKey : new ArrayList<>(table.schema().identifierFieldNames());
     if (!columns.containsAll(key)) {
       List<String> missing = new ArrayList<>(key);
@@ -195,29 +194,6 @@ final class ChangesStream implements MicroBatchStream, SupportsTriggerAvailableN
       out[i] = new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(values);
     }
     return out;
-  }
-
-  /**
-   * The analysed columns, each checked against the table's {@code current} schema (by field id): one that was dropped,
-   * renamed or retyped since the query was analysed fails the query, naming it; a column added since is not read
-   * (the query's rows keep the shape Spark analysed) until the query restarts.
-   */
-  private List<String> columnsOf(org.apache.iceberg.Schema current) {
-    List<String> columns = new ArrayList<>();
-    for (Types.NestedField field : analysed.columns()) {
-      Types.NestedField now = current.findField(field.fieldId());
-      String change = now == null ? "was dropped"
-          : !now.name().equals(field.name()) ? "was renamed to '" + now.name() + "'"
-          : !now.type().equals(field.type()) ? "changed type from " + field.type() + " to " + now.type() : null;
-      if (change != null) {
-        throw Errors.raise(Errors.analysis("CONSISTENT_READ.SCHEMA_CHANGED", context.catalogName() + "." + name
-            + ": column '" + field.name() + "' " + change + " while the stream of its changes ran (a stream keeps the "
-            + "columns its query was started with); restart the query (its checkpoint keeps its place) to read the "
-            + "table's current columns"));
-      }
-      columns.add(field.name());
-    }
-    return columns;
   }
 
   @Override

@@ -44,6 +44,7 @@ public final class StreamSource {
     String wait = options.get(BarrierStream.WAIT_FOR);
     long waitMs = wait == null ? 0L : StreamingSinkTable.duration(BarrierStream.WAIT_FOR, wait);
     String read = options.get(ChangesTable.READ);
+    AnalysedColumns columns = new AnalysedColumns(context.catalogName() + "." + name, analysed);
     if (read != null && !ChangesTable.asked(options)) {
       throw Errors.raise(Errors.analysis("CONSISTENT_READ.INVALID_OPTION", context.catalogName() + "." + name
           + ": the read option " + ChangesTable.READ + " is '" + read + "'; a streaming read takes '"
@@ -52,9 +53,9 @@ public final class StreamSource {
     if (read != null) {
       ChangesReads.refuseUnshaped(context.catalogName(), name, options); // the option reached the stream, not the analyser
       List<String> key = ChangesReads.key(context.catalogName() + "." + name, options.get(ChangesTable.KEY));
-      return new ChangesStream(context, name, checkpointLocation, waitMs, key, changes, analysed);
+      return new ChangesStream(context, name, checkpointLocation, waitMs, key, changes, columns);
     }
     RewrittenSource.refuse(context.catalogName(), table, name);
-    return new BarrierStream(context, name, checkpointLocation, waitMs);
+    return new BarrierStream(context, name, checkpointLocation, waitMs, columns);
   }
 }
