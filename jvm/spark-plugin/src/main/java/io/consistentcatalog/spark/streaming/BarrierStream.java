@@ -4,8 +4,7 @@ import io.consistentcatalog.spark.context.StatementLoads;
 import io.consistentcatalog.spark.context.StatementState;
 import io.consistentcatalog.spark.context.CatalogContext;
 import io.consistentcatalog.spark.context.Errors;
-import io.consistentcatalog.spark.context.FencedCommit;
-import io.consistentcatalog.spark.context.JobRegistration;
+import io.consistentcatalog.spark.context.EpochPlanning;
 import io.consistentcatalog.spark.context.Names;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -13,7 +12,6 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.consistentcatalog.core.Barriers;
 import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.core.EpochPlanner;
-import io.consistentcatalog.core.Resolver;
 import io.consistentcatalog.core.TableState;
 import io.consistentcatalog.spark.line.LineSparkTable;
 import java.io.IOException;
@@ -29,7 +27,6 @@ import java.util.TreeMap;
 import org.apache.iceberg.DataOperations;
 import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.Table;
-import org.apache.iceberg.exceptions.NoSuchTableException;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
@@ -406,7 +403,6 @@ final class BarrierStream implements MicroBatchStream, SupportsTriggerAvailableN
 
     /** §5.1's plan over the group's tables (idle roots advanced first, if asked): T and {@code snap(t, T)} of each. */
     private Map<String, BarrierOffset> compute(boolean advanceIdle) {
-      FencedCommit committer = context.committer();
       ArrayList<String> names = new ArrayList<>();
       synchronized (GROUPS) {
         for (BarrierStream member : members) {
@@ -415,26 +411,10 @@ final class BarrierStream implements MicroBatchStream, SupportsTriggerAvailableN
           }
         }
       }
-      Map<String, Table> loaded = new HashMap<>();
       try {
-        Map<String, TableState> closure = Resolver.upstreamStates(names, n -> {
-          try {
-            Table table = committer.load(Names.icebergIdentifier(n));
-            loaded.put(n, table);
-            return FencedCommit.state(n, table);
-          } catch (NoSuchTableException e) {
-            return null;
-          }
-        }, true);
-        long now = System.currentTimeMillis();
-        for (String n : advanceIdle ? new ArrayList<>(closure.keySet()) : new ArrayList<String>()) {
-          Table advanced = JobRegistration.advanceIdleRoot(committer, Names.icebergIdentifier(n), n, loaded.get(n), now);
-          if (advanced != null) {
-            loaded.put(n, advanced);
-            closure.put(n, FencedCommit.state(n, advanced));
-          }
-        }
-        StatementLoads loads = new StatementLoads(loaded, closure); // the batch's epoch plans from these (issue 46)
+        // the plan's closure, loaded once for the group (issue 46): the batch's scan and its epoch plan from these
+        StatementLoads loads = EpochPlanning.closure(context.committer(), names, null, advanceIdle);
+        Map<String, TableState> closure = loads.states();
         Map<String, TableState> sources = new TreeMap<>();
         for (String n : names) {
           sources.put(n, closure.get(n));
