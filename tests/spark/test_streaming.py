@@ -332,17 +332,20 @@ def test_native_sink_refuses_with_the_way_out(env, ns):
     assert f"set the write option consistent.job={name}-count" in message
     message = failure(stream.groupBy("word").count().selectExpr("word"), mode="complete")
     assert "CONSISTENT_WRITE.REFUSED" in message and "complete output mode" in message and "append mode" in message
-    # issue 42: a stream of a table of lake_consistent into a new table with no job is refused, both ways out named
-    catalog.create_table(f"{name}.copied", schema=WORDS_SCHEMA)
-    message = failure(spark.readStream.table(f"lake_consistent.{words}"), table=f"{name}.copied")
-    assert f"[CONSISTENT_WRITE.REFUSED] lake_consistent.{name}.copied is a new, empty table" in message, message
-    assert f"reads lake_consistent.{words} with no job" in message and "consistent.job=<job>" in message
-    assert "consistent.ingestFromLake=true" in message
     import pyarrow as pa
 
-    source = f"{name}.source"  # said on purpose, the same kind of query is an ingest of the rows it reads
+    # issue 42: a stream of a table of lake_consistent into a new table with no job is refused, both ways out named
+    # (at its first micro-batch, so its source has a barrier: before one a query runs no batch, issue 47)
+    source = f"{name}.source"
     catalog.create_table(source, schema=WORDS_SCHEMA)
     cc.ingest(source, pa.table({"word": ["x", "y"]}))
+    catalog.create_table(f"{name}.copied", schema=WORDS_SCHEMA)
+    message = failure(spark.readStream.table(f"lake_consistent.{source}"), table=f"{name}.copied")
+    assert f"[CONSISTENT_WRITE.REFUSED] lake_consistent.{name}.copied is a new, empty table" in message, message
+    assert f"reads lake_consistent.{source} with no job" in message and "consistent.job=<job>" in message
+    assert "consistent.ingestFromLake=true" in message
+    assert rows(catalog, f"{name}.copied") == [] and not summaries(catalog, f"{name}.copied")  # refused: nothing landed
+    # said on purpose, the same kind of query is an ingest of the rows it reads
     copy = (spark.readStream.table(f"lake_consistent.{source}").writeStream.option("checkpointLocation", str(base / "chk-copy"))
             .option("consistent.ingestFromLake", "true").trigger(availableNow=True).toTable(f"lake_consistent.{name}.copied"))
     copy.awaitTermination(120)
@@ -469,6 +472,89 @@ def test_native_streaming_jobs_commit_each_micro_batch_as_the_epoch_of_its_sourc
     read = json.loads(summary[P.SOURCES])[words]
     assert Counter(r["word"] for r in rows(catalog, copy, head.snapshot_id)) == Counter(
         r["word"] for r in rows(catalog, words, read)) == Counter("a b a b c d".split())
+
+
+def batches(checkpoint: Path, log: str) -> list[int]:
+    """The batch ids in a query's checkpoint log (``offsets`` or ``commits``), from Spark's own files."""
+    folder = checkpoint / log
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.exists() else []
+
+
+def land(spark, base, table):
+    """The JSON files of ``base/in`` not landed yet, into the root ``table`` by the native sink, once (availableNow)."""
+    (spark.readStream.schema("word string").json(str(base / "in")).writeStream
+     .option("checkpointLocation", str(base / "chk")).trigger(availableNow=True)
+     .toTable(f"lake_consistent.{table}").awaitTermination(120))
+
+
+def test_a_native_job_started_before_its_source_has_a_barrier_runs_no_empty_batch(env, ns):
+    root, catalog, spark = env
+    name, base = ns
+    words, copy = f"{name}.words", f"{name}.words_copy"
+    catalog.create_table(words, schema=WORDS_SCHEMA)
+    catalog.create_table(copy, schema=WORDS_SCHEMA)
+    query = native_job(spark.readStream.table(f"lake_consistent.{words}"), base, copy, f"{name}-copy",
+                       trigger="0.2 seconds")
+    try:
+        wait_for(lambda: query.lastProgress, timeout=60, what="the first trigger")
+        time.sleep(1.0)  # five more triggers
+        assert batches(base / "chk-job", "offsets") == []  # triggers ran, none found an offset: no batch 0
+        assert published_epochs(catalog, copy) == [] and rows(catalog, copy) == []
+        write_json(base / "in", "1.json", [{"word": "a"}, {"word": "b"}])
+        land(spark, base, words)
+        head = summaries(catalog, words)[-1]
+        epoch = wait_for(lambda: published_epochs(catalog, copy), what="the first epoch")[0]
+    finally:
+        query.stop()
+    assert batches(base / "chk-job", "offsets")[0] == 0  # batch 0 is the first barrier's, with its rows
+    assert epoch[P.BARRIER] == head[P.BARRIER] and json.loads(epoch[P.SOURCES]) == {words: head["id"]}
+    assert Counter(r["word"] for r in rows(catalog, copy, epoch["id"])) == Counter("ab")
+    # availableNow before any barrier: the run ends at once, with nothing
+    catalog.create_table(f"{name}.empty", schema=WORDS_SCHEMA)
+    catalog.create_table(f"{name}.empty_copy", schema=WORDS_SCHEMA)
+    once = native_job(spark.readStream.table(f"lake_consistent.{name}.empty"), base, f"{name}.empty_copy",
+                      f"{name}-empty", checkpoint="chk-empty", trigger=None)
+    assert once.awaitTermination(120) is not False
+    assert batches(base / "chk-empty", "offsets") == [] and published_epochs(catalog, f"{name}.empty_copy") == []
+
+
+def test_a_restarted_available_now_native_job_ends_at_the_barrier_its_source_had_when_it_started(env, ns):
+    root, catalog, spark = env
+    name, base = ns
+    words, copy = f"{name}.words", f"{name}.words_copy"
+    catalog.create_table(words, schema=WORDS_SCHEMA)
+    catalog.create_table(copy, schema=WORDS_SCHEMA)
+    checkpoint = base / "chk-job"
+
+    def run_job():
+        query = native_job(spark.readStream.table(f"lake_consistent.{words}"), base, copy, f"{name}-copy", trigger=None)
+        assert query.awaitTermination(120) is not False
+        return query
+
+    for i, words_in in enumerate(["a b", "c d e"]):
+        write_json(base / "in", f"{i}.json", [{"word": w} for w in words_in.split()])
+        land(spark, base, words)
+        run_job()
+    assert batches(checkpoint, "commits") == [0, 1]
+    # a crash after batch 1's epoch landed and before Spark logged its commit: batch 1 is pending
+    for leftover in ("1", ".1.crc"):
+        (checkpoint / "commits" / leftover).unlink(missing_ok=True)
+    # the root moves on twice before the job runs again
+    for i, words_in in enumerate(["f", "g h"], start=2):
+        write_json(base / "in", f"{i}.json", [{"word": w} for w in words_in.split()])
+        land(spark, base, words)
+    run_job()
+    # the pending batch replayed (its epoch is done), then the run went on to the root's barrier at its start
+    assert batches(checkpoint, "commits") == [0, 1, 2]
+    root_head = summaries(catalog, words)[-1]
+    last = published_epochs(catalog, copy)[-1]
+    assert last[P.BARRIER] == root_head[P.BARRIER] and json.loads(last[P.SOURCES]) == {words: root_head["id"]}
+    landed = [s for s in summaries(catalog, words) if P.BARRIER in s]
+    assert len(landed) == 4 and [e[P.BARRIER] for e in published_epochs(catalog, copy)] == [
+        landed[0][P.BARRIER], landed[1][P.BARRIER], root_head[P.BARRIER]]
+    # recounted with pyiceberg: the copy holds every row of the root, once
+    assert Counter(r["word"] for r in rows(catalog, copy)) == Counter(r["word"] for r in rows(catalog, words)) \
+        == Counter("a b c d e f g h".split())
 
 
 def east_ahead_of_west(env, ns, *tables):

@@ -380,3 +380,86 @@ def test_batch_read_option_gives_the_changes_between_two_barriers(env, request):
     out, _ = bare.communicate(timeout=300)
     message = out.strip().splitlines()[-1] if out.strip() else f"no output (exit {bare.returncode})"
     assert message.startswith("[CONSISTENT_READ.NO_EXTENSIONS]") and "ConsistentSqlExtensions" in message, message
+
+
+@pytest.mark.parametrize("read", ["changes", "appends"])
+def test_a_stream_keeps_its_columns_ignores_an_added_one_and_fails_on_a_dropped_one(env, read):
+    """Issue 47: a stream's columns, of its changes or of its appends, are the ones its query was analysed with; a
+    column added while it runs (here first, so that a read with the table's current columns would shift every value)
+    is not read until the query restarts; a dropped one fails the query with a typed one-line error naming the column
+    and the way out (restart), after which the restarted query reads the table's current columns."""
+    root, cc, spark = env
+    from pyspark.errors import StreamingQueryException
+
+    ns = f"schg_{read}"
+    cc.catalog.create_namespace(ns)
+    table = f"{ns}.words"
+    cc.catalog.create_table(table, schema=COUNTS)  # word, cnt
+    checkpoint = root / f"chk-schema-{read}"
+    seen: dict[int, list[dict]] = {}
+    # what the stream adds to the table's columns: a change type and a barrier per row, or nothing
+    extra = {"_change_type", "_barrier"} if read == "changes" else set()
+
+    def collect(batch, batch_id):
+        seen[batch_id] = [r.asDict() for r in batch.collect()]
+
+    def start(trigger):
+        reader = spark.readStream.option("consistent.read", "changes") if read == "changes" else spark.readStream
+        writer = reader.table(f"lake_consistent.{table}").writeStream.foreachBatch(collect)
+        writer = writer.option("checkpointLocation", str(checkpoint))
+        return (writer.trigger(availableNow=True) if trigger is None else writer.trigger(processingTime=trigger)).start()
+
+    def landed(barrier: int) -> bool:
+        done = offsets(checkpoint) if (checkpoint / "offsets").exists() else {}
+        last = max(committed(checkpoint), default=None)
+        return last is not None and last in done and all(o["barrier"] == barrier for o in done[last])
+
+    def wait(query: Any, barrier: int) -> None:
+        deadline = time.monotonic() + 120
+        while not landed(barrier):
+            assert query.isActive, f"the stream failed before barrier {barrier}: {query.exception()}"
+            assert time.monotonic() < deadline, f"the stream did not reach barrier {barrier}: {offsets(checkpoint)}"
+            time.sleep(0.2)
+
+    insert = ("INSERT",) if read == "changes" else ()  # the first rows of a table, as its changes or appends
+
+    def shown(row: dict, *columns: str) -> tuple:
+        return tuple(row[c] for c in columns) + insert
+
+    first = cc.ingest(table, pa.table({"word": ["a", "b"], "cnt": [1, 2]})).barrier
+    query = start("0.2 seconds")
+    try:
+        wait(query, first)
+        with cc.catalog.load_table(table).update_schema() as update:
+            update.add_column("added", StringType())
+        with cc.catalog.load_table(table).update_schema() as update:
+            update.move_first("added")  # the table's columns are now added, word, cnt
+        second = cc.ingest(table, pa.table({"added": ["new"], "word": ["c"], "cnt": [3]})).barrier
+        wait(query, second)
+        assert query.isActive
+        with cc.catalog.load_table(table).update_schema() as update:
+            update.delete_column("cnt")
+        cc.ingest(table, pa.table({"added": ["x"], "word": ["d"]}))
+        with pytest.raises(StreamingQueryException) as failed:
+            query.awaitTermination(120)
+    finally:
+        query.stop()
+    batches = [seen[b] for b in sorted(seen)]
+    # the added column never reached the running query: each batch has the analysed columns, with pyiceberg's rows
+    assert [sorted(shown(r, "word", "cnt") for r in rows) for rows in batches] == [
+        [("a", 1, *insert), ("b", 2, *insert)], [("c", 3, *insert)]]
+    assert all(set(r) == {"word", "cnt"} | extra for rows in batches for r in rows)
+    text = str(failed.value)
+    message = text[text.index("[CONSISTENT_READ.SCHEMA_CHANGED]"):].splitlines()[0]
+    assert message.startswith(f"[CONSISTENT_READ.SCHEMA_CHANGED] lake_consistent.{table}: column 'cnt' was dropped")
+    assert "restart the query" in message and len(message) < 400, message  # one line, naming the way out
+    # the way out: restarted from its checkpoint, the query reads the table's current columns from where it stopped
+    seen.clear()
+    with cc.catalog.load_table(table).update_schema() as update:  # after the newest snapshot: not at the restart's cut
+        update.add_column("later", StringType())
+    again = start(None)
+    assert again.awaitTermination(120) is not False
+    rows = [r for b in sorted(seen) for r in seen[b]]
+    current = cc.catalog.load_table(table).scan().to_arrow().to_pylist()
+    assert [shown(r, "word", "added") for r in rows] == [shown(r, "word", "added") for r in current if r["word"] == "d"]
+    assert all(set(r) == {"added", "word"} | extra for r in rows)

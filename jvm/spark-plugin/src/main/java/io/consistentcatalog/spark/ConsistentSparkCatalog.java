@@ -274,11 +274,11 @@ public class ConsistentSparkCatalog extends DdlRefusingSparkCatalog {
     }
     if (served instanceof PinnedTable) {
       PinnedTable pinned = (PinnedTable) served;
-      return pinned.streamedAs(new ServedStreams(context, pinned.table(), name));
+      return pinned.streamedAs(new ServedStreams(context, pinned.table(), name, pinned.snapshotId()));
     }
     if (served instanceof EmptyTable) {
       EmptyTable empty = (EmptyTable) served;
-      return empty.streamedAs(new ServedStreams(context, empty.icebergTable(), name));
+      return empty.streamedAs(new ServedStreams(context, empty.icebergTable(), name, null));
     }
     return served;
   }

@@ -26,11 +26,14 @@ final class ServedStreams implements StreamingSide {
   private final CatalogContext context;
   private final org.apache.iceberg.Table table;
   private final String name;
+  /** The snapshot the table is served at (null: as it is now), whose schema Spark analyses a query of it with. */
+  private final Long snapshotId;
   private final SparkSession session;
   private volatile StreamingSinkTable sink;
 
-  ServedStreams(CatalogContext context, org.apache.iceberg.Table table, String name) {
+  ServedStreams(CatalogContext context, org.apache.iceberg.Table table, String name, Long snapshotId) {
     this.context = context;
+    this.snapshotId = snapshotId;
     this.table = table;
     this.name = name;
     scala.Option<SparkSession> active = SparkSession.getActiveSession();
@@ -51,7 +54,10 @@ final class ServedStreams implements StreamingSide {
         return TableChanges.whole(spark, context.plainCatalogName(), t, columns, snapshotId, barrier);
       }
     };
-    return new StreamSource(context, table, name, changes).microBatchStream(checkpointLocation, options);
+    // a changes stream's columns are the ones Spark analysed the query with: the served snapshot's, as SparkTable's
+    org.apache.iceberg.Schema analysed = snapshotId == null ? table.schema()
+        : org.apache.iceberg.util.SnapshotUtil.schemaFor(table, snapshotId);
+    return new StreamSource(context, table, analysed, name, changes).microBatchStream(checkpointLocation, options);
   }
 
   @Override

@@ -6,6 +6,7 @@ import io.consistentcatalog.core.ErrorKind;
 import io.consistentcatalog.core.Resolver;
 import io.consistentcatalog.core.TableState;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.Map;
@@ -26,7 +27,7 @@ import org.apache.iceberg.exceptions.NoSuchTableException;
  * already loaded ({@link StatementLoads}: the statement's cut resolution, or the stream group's plan of the
  * micro-batch), it checks that this instance holds the sink's lease, takes the sources' closure from those loads
  * (loading only a table they lack), advances idle roots when asked (a statement does; a stream group advanced them
- * when it chose the batch's barrier), and plans: at the newest complete barrier, or at {@code barrier}. Nothing is
+ * when it chose the batch's barrier, through the same {@link #closure}), and plans: at the newest complete barrier, or at {@code barrier}. Nothing is
  * loaded that the loads hold: the commits' requirements, not these copies, decide whether the epoch lands.
  */
 public final class EpochPlanning {
@@ -127,9 +128,30 @@ public final class EpochPlanning {
               ? "stop this query (restarting it from its checkpoint takes over again)"
               : "this application's writes to it are refused"));
     }
-    FencedCommit committer = writer.committer();
+    // idle sources keep the DAG moving (protocol §5.6); a stream group advanced them when it chose the barrier
+    StatementLoads loaded = closure(writer.committer(), request.sources, loads, !request.streaming);
+    Map<String, TableState> closure = loaded.states();
+    Map<String, TableState> sources = new TreeMap<>();
+    for (String source : request.sources) {
+      sources.put(source, closure.get(source));
+    }
+    Map<String, TableState> sinks = Collections.singletonMap(name, state);
+    EpochPlanner.Plan plan = !request.streaming
+        ? EpochPlanner.plan(request.job, sources, sinks, closure, request.definition, request.rebuild)
+        : EpochPlanner.planAt(request.job, request.barrier, sources, sinks, request.definition, request.rebuild);
+    return new Planned(request, plan, sink, sinkMetadata, closure, loaded.tables(), sources);
+  }
+
+  /**
+   * {@code sources} and every table upstream of them (§5.1's closure), states and tables: taken from {@code loads}
+   * where they hold the table (null: none), else loaded once now; with {@code advanceIdle}, the idle roots among them
+   * advanced first (§5.6). What an epoch plans from ({@link #plan}) and what a stream group chooses the barrier of a
+   * micro-batch from, once for the query's sources (the batch's epoch then plans from the same loads).
+   */
+  public static StatementLoads closure(
+      FencedCommit committer, Collection<String> sources, StatementLoads loads, boolean advanceIdle) {
     Map<String, Table> tables = new HashMap<>();
-    Map<String, TableState> closure = Resolver.upstreamStates(new ArrayList<>(request.sources), source -> {
+    Map<String, TableState> closure = Resolver.upstreamStates(new ArrayList<>(sources), source -> {
       TableState loaded = loads == null ? null : loads.state(source);
       if (loaded != null) {
         tables.put(source, loads.table(source));
@@ -143,7 +165,7 @@ public final class EpochPlanning {
         return null;
       }
     }, true);
-    if (!request.streaming) { // idle sources keep the DAG moving (protocol §5.6); a stream group advanced them
+    if (advanceIdle) {
       long now = System.currentTimeMillis();
       for (String table : new ArrayList<>(closure.keySet())) {
         Table advanced = JobRegistration.advanceIdleRoot(committer, Names.icebergIdentifier(table), table,
@@ -154,14 +176,6 @@ public final class EpochPlanning {
         }
       }
     }
-    Map<String, TableState> sources = new TreeMap<>();
-    for (String source : request.sources) {
-      sources.put(source, closure.get(source));
-    }
-    Map<String, TableState> sinks = Collections.singletonMap(name, state);
-    EpochPlanner.Plan plan = !request.streaming
-        ? EpochPlanner.plan(request.job, sources, sinks, closure, request.definition, request.rebuild)
-        : EpochPlanner.planAt(request.job, request.barrier, sources, sinks, request.definition, request.rebuild);
-    return new Planned(request, plan, sink, sinkMetadata, closure, tables, sources);
+    return new StatementLoads(tables, closure);
   }
 }

@@ -42,6 +42,11 @@ public final class StatementLoads {
     return tables.get(name);
   }
 
+  /** Every table as loaded, by name. */
+  public Map<String, Table> tables() {
+    return tables;
+  }
+
   /** {@code name}'s state as loaded (null: not a table when the statement resolved its cut). */
   public TableState state(String name) {
     return metadata.containsKey(name) ? states.get(name) : null;

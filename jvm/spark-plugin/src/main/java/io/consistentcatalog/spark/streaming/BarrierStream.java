@@ -4,8 +4,7 @@ import io.consistentcatalog.spark.context.StatementLoads;
 import io.consistentcatalog.spark.context.StatementState;
 import io.consistentcatalog.spark.context.CatalogContext;
 import io.consistentcatalog.spark.context.Errors;
-import io.consistentcatalog.spark.context.FencedCommit;
-import io.consistentcatalog.spark.context.JobRegistration;
+import io.consistentcatalog.spark.context.EpochPlanning;
 import io.consistentcatalog.spark.context.Names;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -13,7 +12,6 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.consistentcatalog.core.Barriers;
 import io.consistentcatalog.core.ConsistentException;
 import io.consistentcatalog.core.EpochPlanner;
-import io.consistentcatalog.core.Resolver;
 import io.consistentcatalog.core.TableState;
 import io.consistentcatalog.spark.line.LineSparkTable;
 import java.io.IOException;
@@ -29,12 +27,14 @@ import java.util.TreeMap;
 import org.apache.iceberg.DataOperations;
 import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.Table;
-import org.apache.iceberg.exceptions.NoSuchTableException;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.connector.read.streaming.Offset;
+import org.apache.spark.sql.connector.read.streaming.ReadLimit;
+import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
@@ -47,10 +47,19 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * agrees on {@code T}: the newest barrier at which every table of the group is complete (§5.1's plan over the
  * group's tables, after advancing idle roots, §5.6), computed once per micro-batch for the whole group, so a query
  * over several consistent sources never mixes barriers. While no such barrier exists (a source without a watermark)
- * the stream has no new data. The end offsets of the micro-batch being run on a thread are kept for the streaming
- * sink of the same query ({@link #batchInputs}), which commits the batch as the epoch of {@code T}.
+ * the stream has no new data, and before the group's first {@code T} it has no offset at all, so a query started
+ * before its sources have a barrier runs no (empty) batch 0. The end offsets of the micro-batch being run on a
+ * thread are kept for the streaming sink of the same query ({@link #batchInputs}), which commits the batch as the
+ * epoch of {@code T}. Every micro-batch reads the columns the query was analysed with ({@link AnalysedColumns}), not
+ * the table's current ones.
+ *
+ * <p>Under {@code trigger(availableNow=true)} the group fixes its end when the query starts
+ * ({@link #prepareForTriggerAvailableNow}, as Iceberg's {@code SparkMicroBatchStream} fixes its last offset): the
+ * micro-batches, a pending one of the checkpoint first, run until the sources reach that {@code T}. A source that is
+ * not {@link SupportsTriggerAvailableNow} makes Spark run the trigger as {@code Trigger.Once} (SPARK-45178): one
+ * micro-batch, which after a restart is the pending one, short of the sources' barriers.
  */
-final class BarrierStream implements MicroBatchStream {
+final class BarrierStream implements MicroBatchStream, SupportsTriggerAvailableNow {
   private static final ObjectMapper JSON = new ObjectMapper();
   /**
    * The source groups of the running streaming queries, by checkpoint location (not statement state: a group lives
@@ -71,13 +80,16 @@ final class BarrierStream implements MicroBatchStream {
 
   /** How long a micro-batch that finds no new barrier waits for one (the read option {@value #WAIT_FOR}). */
   private final long waitMs;
+  /** The columns Spark analysed the query with: every micro-batch reads these, whatever the table's are later. */
+  private final AnalysedColumns columns;
 
   static final String WAIT_FOR = "consistent.waitFor";
 
-  BarrierStream(CatalogContext context, String name, String checkpointLocation, long waitMs) {
+  BarrierStream(CatalogContext context, String name, String checkpointLocation, long waitMs, AnalysedColumns columns) {
     this.context = context;
     this.name = name;
     this.waitMs = waitMs;
+    this.columns = columns;
     String key = groupOf(checkpointLocation);
     synchronized (GROUPS) {
       this.group = GROUPS.computeIfAbsent(key, k -> new Group(k, context));
@@ -180,9 +192,21 @@ final class BarrierStream implements MicroBatchStream {
     return BarrierOffset.parse(json);
   }
 
+  /** The group's {@code T} for this source; null (no offset, no micro-batch) while the group has none yet. */
   @Override
   public Offset latestOffset() {
     return group.latest(this);
+  }
+
+  @Override
+  public Offset latestOffset(Offset start, ReadLimit limit) {
+    return group.latest(this);
+  }
+
+  /** The query runs with {@code availableNow}: its end is the group's {@code T} now, computed once for all members. */
+  @Override
+  public void prepareForTriggerAvailableNow() {
+    group.prepareAvailableNow();
   }
 
   // --- planning -----------------------------------------------------------------------------------------
@@ -233,16 +257,16 @@ final class BarrierStream implements MicroBatchStream {
     if (to.snapshot == null) {
       return new InputPartition[0];
     }
-    Batch batch;
+    ScanBuilder scan;
     if (from.snapshot == null) { // a first read: snap(t, T) whole, by the table's time travel (every line takes it)
-      batch = LineSparkTable.atSnapshot(table, to.snapshot)
-          .newScanBuilder(CaseInsensitiveStringMap.empty()).build().toBatch();
+      scan = LineSparkTable.atSnapshot(table, to.snapshot).newScanBuilder(CaseInsensitiveStringMap.empty());
     } else { // the appends after the last barrier read up to this one
       Map<String, String> options = new HashMap<>();
       options.put("start-snapshot-id", Long.toString(from.snapshot));
       options.put("end-snapshot-id", Long.toString(to.snapshot));
-      batch = LineSparkTable.current(table).newScanBuilder(new CaseInsensitiveStringMap(options)).build().toBatch();
+      scan = LineSparkTable.current(table).newScanBuilder(new CaseInsensitiveStringMap(options));
     }
+    Batch batch = columns.scan(scan, table.schema()).toBatch(); // the query's columns, not the table's current ones
     lastBatch = batch;
     return batch.planInputPartitions();
   }
@@ -327,6 +351,8 @@ final class BarrierStream implements MicroBatchStream {
     private Map<String, BarrierOffset> current;
     private final Set<BarrierStream> asked = new HashSet<>();
     private Long last;
+    /** Under {@code availableNow}: the offsets at the query's start, the end of its last micro-batch. */
+    private Map<String, BarrierOffset> availableNow;
 
     Group(String key, CatalogContext context) {
       this.key = key;
@@ -340,6 +366,9 @@ final class BarrierStream implements MicroBatchStream {
      * epoch, not also the wait for the next trigger.
      */
     synchronized Offset latest(BarrierStream stream) {
+      if (availableNow != null) {
+        return availableNow.get(stream.name); // null: no barrier when the query started, nothing to run
+      }
       if (current == null || asked.contains(stream)) {
         Long before = last;
         current = compute(true);
@@ -362,13 +391,18 @@ final class BarrierStream implements MicroBatchStream {
         asked.clear();
       }
       asked.add(stream);
-      BarrierOffset offset = current.get(stream.name);
-      return offset != null ? offset : new BarrierOffset(null, null);
+      return current.get(stream.name); // null before the group's first T: no offset, so no empty batch 0
+    }
+
+    /** The offsets of the group's newest {@code T} (idle roots advanced), fixed as the end of an availableNow run. */
+    synchronized void prepareAvailableNow() {
+      if (availableNow == null) {
+        availableNow = compute(true);
+      }
     }
 
     /** §5.1's plan over the group's tables (idle roots advanced first, if asked): T and {@code snap(t, T)} of each. */
     private Map<String, BarrierOffset> compute(boolean advanceIdle) {
-      FencedCommit committer = context.committer();
       ArrayList<String> names = new ArrayList<>();
       synchronized (GROUPS) {
         for (BarrierStream member : members) {
@@ -377,26 +411,10 @@ final class BarrierStream implements MicroBatchStream {
           }
         }
       }
-      Map<String, Table> loaded = new HashMap<>();
       try {
-        Map<String, TableState> closure = Resolver.upstreamStates(names, n -> {
-          try {
-            Table table = committer.load(Names.icebergIdentifier(n));
-            loaded.put(n, table);
-            return FencedCommit.state(n, table);
-          } catch (NoSuchTableException e) {
-            return null;
-          }
-        }, true);
-        long now = System.currentTimeMillis();
-        for (String n : advanceIdle ? new ArrayList<>(closure.keySet()) : new ArrayList<String>()) {
-          Table advanced = JobRegistration.advanceIdleRoot(committer, Names.icebergIdentifier(n), n, loaded.get(n), now);
-          if (advanced != null) {
-            loaded.put(n, advanced);
-            closure.put(n, FencedCommit.state(n, advanced));
-          }
-        }
-        StatementLoads loads = new StatementLoads(loaded, closure); // the batch's epoch plans from these (issue 46)
+        // the plan's closure, loaded once for the group (issue 46): the batch's scan and its epoch plan from these
+        StatementLoads loads = EpochPlanning.closure(context.committer(), names, null, advanceIdle);
+        Map<String, TableState> closure = loads.states();
         Map<String, TableState> sources = new TreeMap<>();
         for (String n : names) {
           sources.put(n, closure.get(n));

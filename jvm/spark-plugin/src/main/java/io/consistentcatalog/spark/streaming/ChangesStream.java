@@ -16,7 +16,6 @@ import java.util.List;
 import java.util.Objects;
 import org.apache.iceberg.HasTableOperations;
 import org.apache.iceberg.Table;
-import org.apache.iceberg.types.Types;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
@@ -26,6 +25,8 @@ import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.connector.read.streaming.Offset;
+import org.apache.spark.sql.connector.read.streaming.ReadLimit;
+import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
 
 /**
  * A table read as its changes by a streaming query (protocol §5.7, §5.10): the offsets are the barriers of the
@@ -40,13 +41,15 @@ import org.apache.spark.sql.connector.read.streaming.Offset;
  * one micro-batch (what the batch holds anyway), not the table; a range is deterministic, so a micro-batch run again
  * after a restart gives the same rows.
  */
-final class ChangesStream implements MicroBatchStream {
+final class ChangesStream implements MicroBatchStream, SupportsTriggerAvailableNow {
   /** Rows per input partition of a micro-batch. */
   private static final int PER_PARTITION = 50_000;
 
   private final CatalogContext context;
   private final String name;
   private final List<String> declaredKey;
+  /** The table's columns when the query was analysed: the stream's, whatever the table's are later. */
+  private final AnalysedColumns analysed;
   private final BarrierStream offsets;
   private final ChangesQuery query;
   /**
@@ -57,12 +60,13 @@ final class ChangesStream implements MicroBatchStream {
   private volatile Planned planned;
 
   ChangesStream(CatalogContext context, String name, String checkpointLocation, long waitMs, List<String> key,
-      ChangesQuery query) {
+      ChangesQuery query, AnalysedColumns analysed) {
     this.context = context;
+    this.analysed = analysed;
     this.query = query;
     this.name = name;
     this.declaredKey = key;
-    this.offsets = new BarrierStream(context, name, checkpointLocation, waitMs);
+    this.offsets = new BarrierStream(context, name, checkpointLocation, waitMs, analysed);
   }
 
   @Override
@@ -78,6 +82,16 @@ final class ChangesStream implements MicroBatchStream {
   @Override
   public Offset latestOffset() {
     return offsets.latestOffset();
+  }
+
+  @Override
+  public Offset latestOffset(Offset start, ReadLimit limit) {
+    return offsets.latestOffset(start, limit);
+  }
+
+  @Override
+  public void prepareForTriggerAvailableNow() {
+    offsets.prepareForTriggerAvailableNow(); // the end of the run at the query's start, as for appends
   }
 
   @Override
@@ -128,10 +142,7 @@ final class ChangesStream implements MicroBatchStream {
   /** {@code changes(t, from, to)} (from empty: {@code snap(t, to)} as INSERTs), collected on the driver. */
   private InternalRow[] changes(BarrierOffset from, BarrierOffset to) {
     Table table = context.committer().load(Names.icebergIdentifier(name));
-    List<String> columns = new ArrayList<>();
-    for (Types.NestedField field : table.schema().columns()) {
-      columns.add(field.name());
-    }
+    List<String> columns = analysed.names(table.schema());
     List<String> key = declaredKey != null ? declaredKey : new ArrayList<>(table.schema().identifierFieldNames());
     if (!columns.containsAll(key)) {
       List<String> missing = new ArrayList<>(key);

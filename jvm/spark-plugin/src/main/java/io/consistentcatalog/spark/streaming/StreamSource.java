@@ -19,15 +19,18 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 public final class StreamSource {
   private final CatalogContext context;
   private final org.apache.iceberg.Table table;
+  private final org.apache.iceberg.Schema analysed;
   private final String name;
   private final ChangesQuery changes;
 
   /**
-   * {@code name}'s stream, {@code table} as the query's definition loaded it; {@code changes} the query of its
-   * changes, for a read of them.
+   * {@code name}'s stream, {@code table} as the query's definition loaded it, {@code analysed} the columns Spark
+   * analysed the query with; {@code changes} the query of its changes, for a read of them.
    */
-  public StreamSource(CatalogContext context, org.apache.iceberg.Table table, String name, ChangesQuery changes) {
+  public StreamSource(CatalogContext context, org.apache.iceberg.Table table, org.apache.iceberg.Schema analysed,
+      String name, ChangesQuery changes) {
     this.context = context;
+    this.analysed = analysed;
     this.changes = changes;
     this.table = table;
     this.name = name;
@@ -41,6 +44,7 @@ public final class StreamSource {
     String wait = options.get(BarrierStream.WAIT_FOR);
     long waitMs = wait == null ? 0L : StreamingSinkTable.duration(BarrierStream.WAIT_FOR, wait);
     String read = options.get(ChangesTable.READ);
+    AnalysedColumns columns = new AnalysedColumns(context.catalogName() + "." + name, analysed);
     if (read != null && !ChangesTable.asked(options)) {
       throw Errors.raise(Errors.analysis("CONSISTENT_READ.INVALID_OPTION", context.catalogName() + "." + name
           + ": the read option " + ChangesTable.READ + " is '" + read + "'; a streaming read takes '"
@@ -49,9 +53,9 @@ public final class StreamSource {
     if (read != null) {
       ChangesReads.refuseUnshaped(context.catalogName(), name, options); // the option reached the stream, not the analyser
       List<String> key = ChangesReads.key(context.catalogName() + "." + name, options.get(ChangesTable.KEY));
-      return new ChangesStream(context, name, checkpointLocation, waitMs, key, changes);
+      return new ChangesStream(context, name, checkpointLocation, waitMs, key, changes, columns);
     }
     RewrittenSource.refuse(context.catalogName(), table, name);
-    return new BarrierStream(context, name, checkpointLocation, waitMs);
+    return new BarrierStream(context, name, checkpointLocation, waitMs, columns);
   }
 }
