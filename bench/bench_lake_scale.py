@@ -16,7 +16,9 @@ fresh catalog (``--backend postgres``: a database of the throwaway PostgreSQL se
    epoch of its next job (round robin; an epoch whose sources did not move is a no-op, counted apart). Meanwhile the
    reader resolves the repeatable-read cut of the deepest table (its upstream closure) and of all tables, each cold
    (a new ``ConsistentCatalog``: empty state cache) and warm (the reader's long-lived one), calls ``status()`` of all
-   tables (each job's freshness: now - W(its sinks)), and, every ``--check-every``-th cut of all tables, recounts it;
+   tables (each job's freshness: now - W(its sinks)), polls ``wait_for`` once on the deepest table as a scheduler's
+   sensor does (``fresher_than="1m"``, ``timeout=0``), and, every ``--check-every``-th cut of all tables, recounts it;
+   (``--expire-every K``) every Python job expires its sinks every K published epochs meanwhile;
 3. the plain phase, in the same processes right after: the same mix with plain pyiceberg on ``plain.*`` (an ingest is
    ``table.append``; a job loads its sources, and when one moved, recomputes and ``table.overwrite``s each sink);
 4. (``--hot-root S``) every writer ingesting into one root for S seconds, the protocol's keyed ingests then plain
@@ -57,7 +59,8 @@ Usage:
     .venv/bin/python -m bench.bench_lake_scale [--tables 1000] [--jobs 200] [--writers 1,8,32] [--backend postgres]
                                                [--duration 60] [--ingest-every 3] [--rows 5] [--depth 7]
                                                [--max-fan-in 10] [--seed 45] [--check-every 10] [--hot-root 0]
-                                               [--spark-writers 0 [--spark-jobs-each 3]] [--markdown]
+                                               [--spark-writers 0 [--spark-jobs-each 3]] [--expire-every 0]
+                                               [--markdown]
 """
 
 from __future__ import annotations
@@ -341,10 +344,16 @@ def _schedule(writer: int, seed: int, roots: Sequence[str], ingest_every: int) -
         step += 1
 
 
+EXPIRE_OLDER_THAN = "5s"
+"""``--expire-every``: a sink's snapshots older than this may be expired (cut-aware: what a retained cut or a
+downstream epoch's recorded input needs is kept), so expiry removes something within a 45 s phase."""
+
+
 def _protocol_phase(catalog_args: CatalogArgs, shape: LakeShape, writer: int, writers: int, duration: float,
                     ingest_every: int, rows: int, seed: int, ready: Any, taken: Sequence[str],
-                    warmup: bool = True) -> PhaseReport:
+                    warmup: bool = True, *, expire_every: int = 0) -> PhaseReport:
     from consistent_catalog import ConsistentCatalog
+    from consistent_catalog.retention.policy import RetentionPolicy
 
     report = PhaseReport(writer, "protocol")
     cc = ConsistentCatalog(catalog_args.open())
@@ -355,7 +364,8 @@ def _protocol_phase(catalog_args: CatalogArgs, shape: LakeShape, writer: int, wr
         job = cc.job(spec.name, sources=[qualified(PROTOCOL_NS, s) for s in spec.sources],
                      sinks=[qualified(PROTOCOL_NS, s) for s in spec.sinks],
                      transform=CountRoots(PROTOCOL_NS, shape.roots, spec.sinks, report.inconsistent), mode="overwrite",
-                     version=VERSION)
+                     version=VERSION, expire_every=expire_every or None,
+                     retention=RetentionPolicy(older_than=EXPIRE_OLDER_THAN, keep_last=2) if expire_every else None)
         try:
             job.register()
             jobs.append(job)
@@ -482,7 +492,7 @@ def _plain_phase(catalog_args: CatalogArgs, shape: LakeShape, writer: int, write
 
 def writer_process(catalog_args: CatalogArgs, raw_shape: dict, writer: int, writers: int, duration: float,
                    ingest_every: int, rows: int, seed: int, barriers: tuple[Any, ...], out: Any,
-                   taken: Sequence[str] = (), warmup: bool = True) -> None:
+                   taken: Sequence[str] = (), warmup: bool = True, expire_every: int = 0) -> None:
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)  # commit retries are expected under contention
     logging.getLogger("consistent_catalog").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", "Delete operation did not match any records")  # an overwrite of an empty sink
@@ -490,8 +500,9 @@ def writer_process(catalog_args: CatalogArgs, raw_shape: dict, writer: int, writ
     phases = (_protocol_phase, _plain_phase)[:len(barriers)]
     for phase, ready in zip(phases, barriers):
         try:
+            extra = {"expire_every": expire_every} if phase is _protocol_phase else {}
             report = phase(catalog_args, shape, writer, writers, duration, ingest_every, rows, seed, ready, taken,
-                           warmup)
+                           warmup, **extra)
         except Exception:  # noqa: BLE001 - the whole phase failed: reported as one error
             report = PhaseReport(writer, phase.__name__.strip("_").split("_")[0], error_count=1,
                                  errors=[f"writer {writer}: {traceback.format_exc()[-600:]}"])
@@ -671,12 +682,12 @@ def reader_process(catalog_args: CatalogArgs, raw_shape: dict, check_every: int,
     """Cold and warm resolves of the deepest table and of all tables, ``status`` of all, checks of cuts."""
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)
     from consistent_catalog import ConsistentCatalog
-    from consistent_catalog.exceptions import NoWatermarkError, ResolutionError
+    from consistent_catalog.exceptions import NotFreshError, NoWatermarkError, ResolutionError
     from consistent_catalog.loading import SHARED_CACHE
 
     shape = LakeShape.from_dict(raw_shape)
     times: dict[str, list[float]] = {k: [] for k in ("deep cold", "deep warm", "component cold", "component warm",
-                                                     "all cold", "all warm", "status")}
+                                                     "all cold", "all warm", "status", "wait")}
     cpu: dict[str, list[float]] = {k: [] for k in times}
     """The reader's own CPU time per read (``time.process_time``): under N writers on 2 cores a read's wall time is
     mostly waiting for a core; its CPU time is what the code costs, apart from that wait."""
@@ -731,6 +742,19 @@ def reader_process(catalog_args: CatalogArgs, raw_shape: dict, check_every: int,
             continue
         times["status"].append(time.perf_counter() - started)
         cpu["status"].append(time.process_time() - cpu_started)
+        started, cpu_started = time.perf_counter(), time.process_time()
+        try:  # a scheduler's poll (an Airflow sensor): is the deepest table's cut within a minute of now?
+            warm.wait_for(deep, fresher_than="1m", timeout=0)
+        except NotFreshError:
+            pass  # measured and answered "not yet": what the poll is for
+        except (NoWatermarkError, ResolutionError):
+            not_yet += 1
+        except Exception as exc:  # noqa: BLE001
+            error_count += 1
+            if len(errors) < 5:
+                errors.append(f"reader wait: {type(exc).__name__}: {str(exc)[:300]}")
+        times["wait"].append(time.perf_counter() - started)
+        cpu["wait"].append(time.process_time() - cpu_started)
         by_table = {r.table: r for r in rows}
         for job, sink in sink_of_job.items():
             found = by_table.get(sink)
@@ -873,7 +897,7 @@ def seed_roots(catalog_args: CatalogArgs, shape: LakeShape, *, plain: bool = Tru
 
 def run_lake(catalog_args: CatalogArgs, shape: LakeShape, *, writers: int, duration: float, ingest_every: int = 3,
              rows: int = 5, seed: int = 45, check_every: int = 10, pg: bool = False, plain: bool = True,
-             spark_writers: int = 0, spark_jobs_each: int = 3, warmup: bool = True,
+             spark_writers: int = 0, spark_jobs_each: int = 3, warmup: bool = True, expire_every: int = 0,
              timeout: float = 1800) -> dict[str, Any]:
     """One run at ``writers`` writers: the protocol phase, then (``plain``) the plain one; the tables must exist
     (``create_lake``)."""
@@ -890,7 +914,8 @@ def run_lake(catalog_args: CatalogArgs, shape: LakeShape, *, writers: int, durat
     barriers = (ready, plain_ready) if plain else (ready,)
     raw = shape.to_dict()
     procs = [ctx.Process(target=writer_process, args=(catalog_args, raw, w, writers, duration, ingest_every, rows,
-                                                      seed, barriers, out, taken, warmup)) for w in range(writers)]
+                                                      seed, barriers, out, taken, warmup, expire_every))
+             for w in range(writers)]
     procs += [ctx.Process(target=spark_writer_process, args=(catalog_args, raw, i, [j.name for j in jobs], duration,
                                                              barriers, out)) for i, jobs in enumerate(on_spark)]
     reader = ctx.Process(target=reader_process, args=(catalog_args, raw, check_every, ready, stop, reader_out))
@@ -1059,8 +1084,9 @@ def print_results(results: dict[int, dict[str, Any]], shape: LakeShape, args: ar
     row("jobs with own delay p95 ≤ 2× the time between their epochs", lambda f: f"{f['own_within']}/{len(shape.jobs)}")
     names = {"deep": "the deepest table (its upstream)", "component": "the deepest table's component (§4.7)",
              "all": "all tables"}
-    for key in ("deep cold", "deep warm", "component cold", "component warm", "all cold", "all warm", "status"):
-        label = "status of all tables" if key == "status" else f"resolve {names[key.split()[0]]}, {key.split()[1]},"
+    for key in ("deep cold", "deep warm", "component cold", "component warm", "all cold", "all warm", "status", "wait"):
+        label = ("status of all tables" if key == "status" else "a `wait` poll of the deepest table (timeout 0)"
+                 if key == "wait" else f"resolve {names[key.split()[0]]}, {key.split()[1]},")
         row(f"{label} ms median / p95", lambda f, key=key: _ms(f["reader"]["times"][key]))
         row(f"{label} the reader's CPU ms median / p95", lambda f, key=key: _ms(f["reader"]["cpu"][key]))
     row("reader rounds (cuts not yet resolvable)", lambda f: f"{f['reader']['rounds']} ({f['reader']['not_yet']})")
@@ -1251,6 +1277,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spark-writers", type=int, default=0,
                         help="PySpark drivers running SQL epochs through lake_consistent (PostgreSQL only)")
     parser.add_argument("--spark-jobs-each", type=int, default=3, help="jobs each Spark writer runs (from layer 2)")
+    parser.add_argument("--expire-every", type=int, default=0, metavar="K",
+                        help="every Python job expires its sinks every K published epochs (EpochJob's expire_every, cut-aware "
+                             f"retention of snapshots older than {EXPIRE_OLDER_THAN}, the newest 2 kept; default 0: never), "
+                             "so expiry commits go on meanwhile")
     parser.add_argument("--no-warmup", action="store_true",
                         help="start timing at once (default: one batch in every root, then each writer brings its jobs "
                              "to a first epoch before the timed phase)")
@@ -1314,7 +1344,8 @@ def main(argv: list[str] | None = None) -> int:
                 run = run_lake(catalog_args, shape, writers=writers, duration=args.duration,
                                ingest_every=args.ingest_every, rows=args.rows, seed=args.seed,
                                check_every=args.check_every, pg=pg is not None, spark_writers=args.spark_writers,
-                               spark_jobs_each=args.spark_jobs_each, warmup=not args.no_warmup)
+                               spark_jobs_each=args.spark_jobs_each, warmup=not args.no_warmup,
+                               expire_every=args.expire_every)
                 keys = [*run["seeded"], *(tuple(k) for r in run["reports"] if r["phase"] == "protocol" for k in r["keys"])]
                 checks = final_checks(catalog_args, shape, keys)
                 results[writers] = summarise(run, checks, shape, args.duration)
